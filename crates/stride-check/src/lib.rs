@@ -1,0 +1,1 @@
+//! The op registry (filled in below).

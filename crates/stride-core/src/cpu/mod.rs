@@ -1,0 +1,13 @@
+//! The CPU backend: one folder, readable on its own.
+//!
+//! - [`strided`]: the iteration engine (plans, runs, parallel split);
+//! - [`access`]: locking the storages of an op and handing kernels raw pointers;
+//! - [`copy`]: strided copy with cast, fill (tiled for transposes);
+//! - [`elementwise`]: unary/binary/ternary kernels;
+//! - [`math`]: the scalar math the kernels share.
+
+pub(crate) mod access;
+pub(crate) mod copy;
+pub(crate) mod elementwise;
+pub(crate) mod math;
+pub(crate) mod strided;

@@ -1,0 +1,112 @@
+//! Creation: zeros/ones/full/empty, ranges, eye, and `*_like` with a memory format.
+
+use crate::backend;
+use crate::{DType, Device, Error, Result, Scalar, Shape, Tensor};
+
+/// How a `*_like` or `clone` result lays out its elements.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum MemoryFormat {
+    /// Keep the source's dim order (its exact strides when it is dense and non-overlapping),
+    /// as PyTorch's `torch.preserve_format`.
+    #[default]
+    Preserve,
+    /// Row-major.
+    Contiguous,
+}
+
+impl Tensor {
+    /// A tensor of `value` (cast to `dtype`).
+    pub fn full(shape: impl Into<Shape>, value: impl Into<Scalar>, dtype: DType, device: &Device) -> Result<Tensor> {
+        let t = Tensor::alloc_contiguous(shape.into().dims(), dtype, device)?;
+        backend::fill(t.view_ref(), value.into())?;
+        Ok(t)
+    }
+    pub fn zeros(shape: impl Into<Shape>, dtype: DType, device: &Device) -> Result<Tensor> {
+        Tensor::alloc_contiguous(shape.into().dims(), dtype, device)
+    }
+    pub fn ones(shape: impl Into<Shape>, dtype: DType, device: &Device) -> Result<Tensor> {
+        Tensor::full(shape, 1i64, dtype, device)
+    }
+    /// An "uninitialised" tensor. stride never exposes uninitialised memory: it is zeroed.
+    pub fn empty(shape: impl Into<Shape>, dtype: DType, device: &Device) -> Result<Tensor> {
+        Tensor::zeros(shape, dtype, device)
+    }
+
+    fn like(&self, format: MemoryFormat, dtype: DType) -> Result<Tensor> {
+        let strides = match format {
+            MemoryFormat::Preserve => self.layout().dense_strides_like(),
+            MemoryFormat::Contiguous => crate::layout::contiguous_strides(self.shape()),
+        };
+        Tensor::alloc(self.shape(), strides, dtype, &self.device())
+    }
+    pub fn zeros_like(&self, format: MemoryFormat) -> Result<Tensor> {
+        self.like(format, self.dtype())
+    }
+    pub fn ones_like(&self, format: MemoryFormat) -> Result<Tensor> {
+        self.full_like(1i64, format)
+    }
+    pub fn empty_like(&self, format: MemoryFormat) -> Result<Tensor> {
+        self.like(format, self.dtype())
+    }
+    pub fn full_like(&self, value: impl Into<Scalar>, format: MemoryFormat) -> Result<Tensor> {
+        let t = self.like(format, self.dtype())?;
+        backend::fill(t.view_ref(), value.into())?;
+        Ok(t)
+    }
+    /// Like [`Tensor::zeros_like`] with another dtype.
+    pub fn zeros_like_dtype(&self, dtype: DType, format: MemoryFormat) -> Result<Tensor> {
+        self.like(format, dtype)
+    }
+
+    /// `[start, end)` in steps of 1: int64 when both ends are integers, else float32
+    /// (PyTorch's defaults).
+    pub fn arange(start: impl Into<Scalar>, end: impl Into<Scalar>, device: &Device) -> Result<Tensor> {
+        Tensor::arange_step(start, end, 1i64, device)
+    }
+    /// `[start, end)` in steps of `step`.
+    pub fn arange_step(
+        start: impl Into<Scalar>,
+        end: impl Into<Scalar>,
+        step: impl Into<Scalar>,
+        device: &Device,
+    ) -> Result<Tensor> {
+        let (s, e, st) = (start.into(), end.into(), step.into());
+        let all_int = [s, e, st].iter().all(|x| !matches!(x, Scalar::Float(_)));
+        let dtype = if all_int { DType::I64 } else { DType::F32 };
+        let (sf, ef, stf) = (s.to_f64(), e.to_f64(), st.to_f64());
+        if stf == 0.0 || !stf.is_finite() || !sf.is_finite() || !ef.is_finite() {
+            return Err(Error::invalid("arange", format!("needs finite bounds and a non-zero step, got {sf}, {ef}, {stf}")));
+        }
+        if (ef - sf) * stf < 0.0 {
+            return Err(Error::invalid("arange", format!("upper bound {ef} and step {stf} point in opposite directions from {sf}")));
+        }
+        let n = ((ef - sf) / stf).ceil().max(0.0) as usize;
+        if all_int {
+            let (si, sti) = (s.to_i64(), st.to_i64());
+            let v: Vec<i64> = (0..n as i64).map(|i| si + i * sti).collect();
+            Tensor::from_vec(v, [n])?.to_device(device)
+        } else {
+            let v: Vec<f64> = (0..n).map(|i| sf + i as f64 * stf).collect();
+            Tensor::from_vec(v, [n])?.to_dtype(dtype)?.to_device(device)
+        }
+    }
+
+    /// `steps` evenly spaced values from `start` to `end` inclusive (PyTorch's symmetric
+    /// formula, so the last value is exactly `end`).
+    pub fn linspace(start: f64, end: f64, steps: usize, dtype: DType, device: &Device) -> Result<Tensor> {
+        let step = if steps > 1 { (end - start) / (steps - 1) as f64 } else { 0.0 };
+        let half = steps / 2;
+        let v: Vec<f64> = (0..steps)
+            .map(|i| if i < half { start + step * i as f64 } else { end - step * (steps - 1 - i) as f64 })
+            .collect();
+        Tensor::from_vec(v, [steps])?.to_dtype(dtype)?.to_device(device)
+    }
+
+    /// An `n × m` matrix with ones on the diagonal.
+    pub fn eye(n: usize, m: usize, dtype: DType, device: &Device) -> Result<Tensor> {
+        let t = Tensor::zeros([n, m], dtype, device)?;
+        let d = t.diagonal(0, 0, 1)?;
+        backend::fill(d.view_ref(), Scalar::Int(1))?;
+        Ok(t)
+    }
+}

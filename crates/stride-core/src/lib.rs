@@ -1,0 +1,42 @@
+//! stride-core: strided tensors, dtypes, devices, op frontends and the CPU backend.
+//!
+//! Most users depend on the `stride` facade crate instead; everything here is re-exported
+//! there. Start with [`Tensor`].
+//!
+//! Layout of this crate (one concept per file):
+//! - metadata: [`dtype`], [`shape`], [`layout`], [`device`], [`storage`], [`scalar`];
+//! - [`Tensor`] itself (`tensor.rs`), creation (`creation.rs`), views (`view.rs`),
+//!   printing (`display.rs`), type promotion ([`promote`]);
+//! - op frontends in `ops/` (validate → promote → allocate → one backend primitive);
+//! - the backend contract in [`backend`] and the CPU backend in `cpu/`.
+
+pub mod backend;
+mod cpu;
+mod creation;
+pub mod device;
+mod display;
+pub mod dtype;
+pub mod error;
+pub mod layout;
+mod ops;
+pub mod promote;
+pub mod scalar;
+pub mod shape;
+pub mod storage;
+mod tensor;
+mod view;
+
+pub use creation::MemoryFormat;
+pub use device::Device;
+pub use dtype::{Category, DType, Element};
+pub use error::{Error, Result};
+pub use layout::Layout;
+pub use promote::{result_type, Operand};
+pub use scalar::Scalar;
+pub use shape::Shape;
+pub use storage::{BufferElement, Storage};
+pub use tensor::Tensor;
+
+#[doc(hidden)]
+pub use half;
+pub use half::{bf16, f16};

@@ -1,0 +1,5 @@
+//! Op frontends: validation, broadcasting, promotion, output allocation; then one backend
+//! primitive. (Autograd recording will hook in here.)
+
+pub(crate) mod elementwise;
+pub(crate) mod output;

@@ -1,0 +1,184 @@
+//! Storage: a reference-counted buffer shared by all views of it, with a version counter that
+//! every in-place write bumps (autograd uses it to detect stale saved tensors).
+
+use crate::{DType, Device, Element};
+use half::{bf16, f16};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
+
+/// A host buffer of one dtype.
+#[derive(Debug, Clone)]
+pub enum CpuBuffer {
+    F64(Vec<f64>),
+    F32(Vec<f32>),
+    F16(Vec<f16>),
+    BF16(Vec<bf16>),
+    I64(Vec<i64>),
+    I32(Vec<i32>),
+    U32(Vec<u32>),
+    U8(Vec<u8>),
+    I8(Vec<i8>),
+    Bool(Vec<bool>),
+}
+
+/// Runs `$body` with `$T` bound to the Rust element type of `$dtype`.
+#[macro_export]
+#[doc(hidden)]
+macro_rules! with_dtype {
+    ($dtype:expr, $T:ident => $body:expr) => {
+        match $dtype {
+            $crate::DType::F64 => { type $T = f64; $body }
+            $crate::DType::F32 => { type $T = f32; $body }
+            $crate::DType::F16 => { type $T = $crate::half::f16; $body }
+            $crate::DType::BF16 => { type $T = $crate::half::bf16; $body }
+            $crate::DType::I64 => { type $T = i64; $body }
+            $crate::DType::I32 => { type $T = i32; $body }
+            $crate::DType::U32 => { type $T = u32; $body }
+            $crate::DType::U8 => { type $T = u8; $body }
+            $crate::DType::I8 => { type $T = i8; $body }
+            $crate::DType::Bool => { type $T = bool; $body }
+        }
+    };
+}
+
+/// Conversions between Rust element vectors and [`CpuBuffer`].
+pub trait BufferElement: Element {
+    fn wrap(v: Vec<Self>) -> CpuBuffer;
+    fn slice(b: &CpuBuffer) -> Option<&[Self]>;
+    fn slice_mut(b: &mut CpuBuffer) -> Option<&mut [Self]>;
+}
+
+macro_rules! buffer_element {
+    ($t:ty, $v:ident) => {
+        impl BufferElement for $t {
+            fn wrap(v: Vec<Self>) -> CpuBuffer {
+                CpuBuffer::$v(v)
+            }
+            fn slice(b: &CpuBuffer) -> Option<&[Self]> {
+                match b {
+                    CpuBuffer::$v(v) => Some(v),
+                    _ => None,
+                }
+            }
+            fn slice_mut(b: &mut CpuBuffer) -> Option<&mut [Self]> {
+                match b {
+                    CpuBuffer::$v(v) => Some(v),
+                    _ => None,
+                }
+            }
+        }
+    };
+}
+buffer_element!(f64, F64);
+buffer_element!(f32, F32);
+buffer_element!(f16, F16);
+buffer_element!(bf16, BF16);
+buffer_element!(i64, I64);
+buffer_element!(i32, I32);
+buffer_element!(u32, U32);
+buffer_element!(u8, U8);
+buffer_element!(i8, I8);
+buffer_element!(bool, Bool);
+
+impl CpuBuffer {
+    /// A buffer of `len` zero (false) elements.
+    pub fn zeros(dtype: DType, len: usize) -> CpuBuffer {
+        with_dtype!(dtype, T => T::wrap(vec![T::default(); len]))
+    }
+    pub fn dtype(&self) -> DType {
+        match self {
+            CpuBuffer::F64(_) => DType::F64,
+            CpuBuffer::F32(_) => DType::F32,
+            CpuBuffer::F16(_) => DType::F16,
+            CpuBuffer::BF16(_) => DType::BF16,
+            CpuBuffer::I64(_) => DType::I64,
+            CpuBuffer::I32(_) => DType::I32,
+            CpuBuffer::U32(_) => DType::U32,
+            CpuBuffer::U8(_) => DType::U8,
+            CpuBuffer::I8(_) => DType::I8,
+            CpuBuffer::Bool(_) => DType::Bool,
+        }
+    }
+    pub fn len(&self) -> usize {
+        with_dtype!(self.dtype(), T => T::slice(self).map_or(0, |s| s.len()))
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// Raw base pointer, for kernels that address elements through a layout.
+    pub(crate) fn as_ptr(&self) -> *const u8 {
+        with_dtype!(self.dtype(), T => T::slice(self).map_or(std::ptr::null(), |s| s.as_ptr() as *const u8))
+    }
+    pub(crate) fn as_mut_ptr(&mut self) -> *mut u8 {
+        with_dtype!(self.dtype(), T => T::slice_mut(self).map_or(std::ptr::null_mut(), |s| s.as_mut_ptr() as *mut u8))
+    }
+}
+
+/// The data of a storage, by device.
+#[derive(Debug)]
+pub enum StorageData {
+    Cpu(CpuBuffer),
+}
+
+#[derive(Debug)]
+pub(crate) struct StorageInner {
+    id: u64,
+    device: Device,
+    dtype: DType,
+    len: usize,
+    data: RwLock<StorageData>,
+    version: AtomicU64,
+}
+
+/// A shared, device-resident buffer. Cloning shares it (cheap).
+#[derive(Debug, Clone)]
+pub struct Storage(Arc<StorageInner>);
+
+static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+
+impl Storage {
+    pub fn from_cpu(buf: CpuBuffer) -> Storage {
+        Storage(Arc::new(StorageInner {
+            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
+            device: Device::Cpu,
+            dtype: buf.dtype(),
+            len: buf.len(),
+            data: RwLock::new(StorageData::Cpu(buf)),
+            version: AtomicU64::new(0),
+        }))
+    }
+    /// A unique id, used to order locks and to detect aliasing.
+    pub fn id(&self) -> u64 {
+        self.0.id
+    }
+    pub fn device(&self) -> Device {
+        self.0.device
+    }
+    pub fn dtype(&self) -> DType {
+        self.0.dtype
+    }
+    /// Number of elements.
+    pub fn len(&self) -> usize {
+        self.0.len
+    }
+    pub fn is_empty(&self) -> bool {
+        self.0.len == 0
+    }
+    pub fn same(&self, other: &Storage) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+    /// The number of in-place writes so far.
+    pub fn version(&self) -> u64 {
+        self.0.version.load(Ordering::Relaxed)
+    }
+    pub(crate) fn bump_version(&self) {
+        self.0.version.fetch_add(1, Ordering::Relaxed);
+    }
+    pub(crate) fn read(&self) -> RwLockReadGuard<'_, StorageData> {
+        // A poisoned lock means a panic mid-write elsewhere; the data is still memory-safe.
+        self.0.data.read().unwrap_or_else(|e| e.into_inner())
+    }
+    pub(crate) fn write(&self) -> RwLockWriteGuard<'_, StorageData> {
+        self.0.data.write().unwrap_or_else(|e| e.into_inner())
+    }
+}

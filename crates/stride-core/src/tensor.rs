@@ -1,0 +1,233 @@
+//! `Tensor`: a view (layout + dtype) of a shared storage. Cloning a `Tensor` is cheap and
+//! shares data, like assigning a tensor in Python; use [`Tensor::clone_data`]-style ops
+//! (`clone_tensor`, `contiguous`) for copies.
+
+use crate::backend::{self, View};
+use crate::cpu::strided::Plan;
+use crate::storage::{BufferElement, CpuBuffer, Storage, StorageData};
+use crate::{with_dtype, DType, Device, Element, Error, Layout, Result, Scalar, Shape};
+use std::sync::Arc;
+
+pub(crate) struct TensorImpl {
+    storage: Storage,
+    layout: Layout,
+    dtype: DType,
+}
+
+/// A strided, typed, device-resident n-dimensional array.
+///
+/// ```
+/// use stride_core::{DType, Device, Tensor};
+/// let x = Tensor::arange(0, 12, &Device::Cpu)?.reshape(&[3, 4])?;
+/// assert_eq!(x.stride(), &[4, 1]);
+/// let t = x.t()?;
+/// assert_eq!(t.stride(), &[1, 4]);
+/// assert!(!t.is_contiguous());
+/// assert!(t.view(&[12]).is_err());
+/// assert_eq!(t.reshape(&[12])?.to_vec::<i64>()?, vec![0, 4, 8, 1, 5, 9, 2, 6, 10, 3, 7, 11]);
+/// # Ok::<(), stride_core::Error>(())
+/// ```
+#[derive(Clone)]
+pub struct Tensor(Arc<TensorImpl>);
+
+impl Tensor {
+    pub(crate) fn from_parts(storage: Storage, layout: Layout, dtype: DType) -> Tensor {
+        Tensor(Arc::new(TensorImpl { storage, layout, dtype }))
+    }
+    /// A new tensor sharing this one's storage through another layout.
+    pub(crate) fn with_layout(&self, layout: Layout) -> Tensor {
+        Tensor::from_parts(self.0.storage.clone(), layout, self.0.dtype)
+    }
+    pub(crate) fn view_ref(&self) -> View<'_> {
+        View { storage: &self.0.storage, layout: &self.0.layout, dtype: self.0.dtype }
+    }
+    /// Allocates a tensor with the given strides (which must be dense for `shape`).
+    pub(crate) fn alloc(shape: &[usize], strides: Vec<usize>, dtype: DType, device: &Device) -> Result<Tensor> {
+        let numel = crate::shape::checked_numel("alloc", shape)?;
+        let storage = match device {
+            Device::Cpu => Storage::from_cpu(CpuBuffer::zeros(dtype, numel)),
+            d => return Err(backend::no_backend(*d)),
+        };
+        Ok(Tensor::from_parts(storage, Layout::new(shape.to_vec(), strides, 0), dtype))
+    }
+    /// A fresh contiguous tensor (zero-filled on the CPU).
+    pub(crate) fn alloc_contiguous(shape: &[usize], dtype: DType, device: &Device) -> Result<Tensor> {
+        Tensor::alloc(shape, crate::layout::contiguous_strides(shape), dtype, device)
+    }
+
+    /// Builds a tensor from host data in row-major order.
+    ///
+    /// ```
+    /// use stride_core::Tensor;
+    /// let x = Tensor::from_vec(vec![1.0f32, 2.0, 3.0, 4.0], [2, 2])?;
+    /// assert_eq!(x.shape(), &[2, 2]);
+    /// # Ok::<(), stride_core::Error>(())
+    /// ```
+    pub fn from_vec<T: BufferElement>(data: Vec<T>, shape: impl Into<Shape>) -> Result<Tensor> {
+        let shape = shape.into();
+        let numel = crate::shape::checked_numel("from_vec", shape.dims())?;
+        if data.len() != numel {
+            return Err(Error::DataLength { op: "from_vec", len: data.len(), shape: shape.0, numel });
+        }
+        Ok(Tensor::from_parts(Storage::from_cpu(T::wrap(data)), Layout::contiguous(shape.dims()), T::DTYPE))
+    }
+    /// Builds a tensor from a host slice (copied).
+    pub fn from_slice<T: BufferElement>(data: &[T], shape: impl Into<Shape>) -> Result<Tensor> {
+        Tensor::from_vec(data.to_vec(), shape)
+    }
+    /// A 0-d tensor holding `value` as `dtype`.
+    pub fn scalar(value: impl Into<Scalar>, dtype: DType, device: &Device) -> Result<Tensor> {
+        Tensor::full([0usize; 0], value, dtype, device)
+    }
+
+    // ----- metadata -----------------------------------------------------------------------
+
+    /// The size of each dim (PyTorch's `shape`/`size()`).
+    pub fn shape(&self) -> &[usize] {
+        self.0.layout.shape()
+    }
+    /// Size of one dim (negative dims count from the end).
+    pub fn size(&self, dim: i64) -> Result<usize> {
+        let d = crate::shape::wrap_dim("size", dim, self.dim())?;
+        Ok(if self.dim() == 0 { 1 } else { self.shape()[d] })
+    }
+    /// Strides in elements.
+    pub fn stride(&self) -> &[usize] {
+        self.0.layout.strides()
+    }
+    pub fn storage_offset(&self) -> usize {
+        self.0.layout.offset()
+    }
+    pub fn layout(&self) -> &Layout {
+        &self.0.layout
+    }
+    /// Number of dims.
+    pub fn dim(&self) -> usize {
+        self.0.layout.ndim()
+    }
+    pub fn numel(&self) -> usize {
+        self.0.layout.numel()
+    }
+    pub fn dtype(&self) -> DType {
+        self.0.dtype
+    }
+    pub fn device(&self) -> Device {
+        self.0.storage.device()
+    }
+    /// Bytes per element.
+    pub fn element_size(&self) -> usize {
+        self.0.dtype.size_in_bytes()
+    }
+    /// `numel × element_size`: the bytes of the logical elements (not of the storage).
+    pub fn nbytes(&self) -> usize {
+        self.numel() * self.element_size()
+    }
+    pub fn is_contiguous(&self) -> bool {
+        self.0.layout.is_contiguous()
+    }
+    pub fn storage(&self) -> &Storage {
+        &self.0.storage
+    }
+    /// Whether two tensors view the same storage.
+    pub fn shares_storage_with(&self, other: &Tensor) -> bool {
+        self.0.storage.same(&other.0.storage)
+    }
+    /// The storage's version counter: bumped by every in-place write through any view.
+    pub fn version(&self) -> u64 {
+        self.0.storage.version()
+    }
+
+    // ----- reading back ---------------------------------------------------------------------
+
+    /// The elements in logical (row-major) order. `T` must be the tensor's dtype — nothing is
+    /// cast silently; use [`Tensor::to_dtype`] first, or [`Tensor::to_f64_vec`].
+    pub fn to_vec<T: BufferElement>(&self) -> Result<Vec<T>> {
+        if T::DTYPE != self.dtype() {
+            return Err(Error::invalid(
+                "to_vec",
+                format!(
+                    "asked for {} elements from a {} tensor; convert with to_dtype(DType::{:?}) first",
+                    T::DTYPE,
+                    self.dtype(),
+                    T::DTYPE
+                ),
+            ));
+        }
+        if !self.device().is_cpu() {
+            return self.to_device(&Device::Cpu)?.to_vec();
+        }
+        let guard = self.0.storage.read();
+        let StorageData::Cpu(buf) = &*guard;
+        let data = T::slice(buf).expect("storage dtype matches tensor dtype");
+        let l = &self.0.layout;
+        let mut out = Vec::with_capacity(self.numel());
+        // logical order: pair the view with a contiguous target so the plan keeps row-major order
+        let contiguous = Layout::contiguous(l.shape());
+        let p = Plan::new(l.shape(), [contiguous.strides(), l.strides()], [0, l.offset()]);
+        let [_, st] = p.inner_strides();
+        p.for_each_run(0, p.numel(), |off, len| {
+            for i in 0..len as isize {
+                out.push(data[(off[1] + i * st) as usize]);
+            }
+        });
+        Ok(out)
+    }
+    /// The elements cast to f64 on the host (a convenience for tests and printing).
+    pub fn to_f64_vec(&self) -> Result<Vec<f64>> {
+        with_dtype!(self.dtype(), T => Ok(self.to_vec::<T>()?.into_iter().map(|x| x.to_f64()).collect()))
+    }
+    /// The single element of a one-element tensor.
+    pub fn item<T: BufferElement>(&self) -> Result<T> {
+        if self.numel() != 1 {
+            return Err(Error::invalid(
+                "item",
+                format!("needs a tensor with exactly one element, got shape {:?}", self.shape()),
+            ));
+        }
+        Ok(self.to_vec::<T>()?[0])
+    }
+
+    // ----- dtype and device -----------------------------------------------------------------
+
+    /// A copy converted to `dtype` (the only op that casts). Returns `self` (shared) when the
+    /// dtype already matches, as PyTorch's `.to()` does.
+    pub fn to_dtype(&self, dtype: DType) -> Result<Tensor> {
+        if dtype == self.dtype() {
+            return Ok(self.clone());
+        }
+        let out = Tensor::alloc(self.shape(), self.layout().dense_strides_like(), dtype, &self.device())?;
+        backend::copy_cast(self.view_ref(), out.view_ref())?;
+        Ok(out)
+    }
+    /// This tensor on `device`: `self` (shared) if it is already there, else a copy.
+    pub fn to_device(&self, device: &Device) -> Result<Tensor> {
+        if *device == self.device() {
+            return Ok(self.clone());
+        }
+        Err(backend::no_backend(*device))
+    }
+
+    /// Errors unless every tensor is on `self`'s device.
+    pub(crate) fn same_device(&self, op: &'static str, others: &[&Tensor]) -> Result<()> {
+        for o in others {
+            if o.device() != self.device() {
+                return Err(Error::DeviceMismatch { op, a: self.device(), b: o.device() });
+            }
+        }
+        Ok(())
+    }
+}
+
+impl std::fmt::Debug for Tensor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "Tensor(shape={:?}, strides={:?}, offset={}, dtype={}, device={})",
+            self.shape(),
+            self.stride(),
+            self.storage_offset(),
+            self.dtype(),
+            self.device()
+        )
+    }
+}

@@ -1,0 +1,134 @@
+//! View ops: new layouts over the same storage, never a copy (except `reshape`, `contiguous`
+//! and `clone`, which say so).
+
+use crate::backend;
+use crate::creation::MemoryFormat;
+use crate::layout::infer_shape;
+use crate::shape::wrap_dim;
+use crate::{Error, Layout, Result, Shape, Tensor};
+
+impl Tensor {
+    /// The same elements in a new shape, sharing storage. Errors if the layout can't express
+    /// it (e.g. flattening a transpose); `-1` infers one size.
+    pub fn view(&self, shape: &[i64]) -> Result<Tensor> {
+        let new_shape = infer_shape("view", shape, self.numel())?;
+        match self.layout().view_strides(&new_shape) {
+            Some(strides) => Ok(self.with_layout(self.layout().with_shape_strides(new_shape, strides))),
+            None => Err(Error::NotViewable {
+                op: "view",
+                why: format!(
+                    "a tensor of shape {:?} and strides {:?} can't be viewed as {:?} without a copy; use reshape (which copies when needed) or call contiguous() first",
+                    self.shape(),
+                    self.stride(),
+                    new_shape
+                ),
+            }),
+        }
+    }
+    /// Like [`Tensor::view`], but copies (to a contiguous tensor) when a view is impossible.
+    pub fn reshape(&self, shape: &[i64]) -> Result<Tensor> {
+        let new_shape = infer_shape("reshape", shape, self.numel())?;
+        match self.layout().view_strides(&new_shape) {
+            Some(strides) => Ok(self.with_layout(self.layout().with_shape_strides(new_shape, strides))),
+            None => self.contiguous()?.view(shape),
+        }
+    }
+    pub fn transpose(&self, d0: i64, d1: i64) -> Result<Tensor> {
+        Ok(self.with_layout(self.layout().transpose("transpose", d0, d1)?))
+    }
+    /// Transpose of a tensor with at most 2 dims (PyTorch's `t()`).
+    pub fn t(&self) -> Result<Tensor> {
+        if self.dim() > 2 {
+            return Err(Error::invalid("t", format!("expects at most 2 dims, got shape {:?}; use transpose(d0, d1)", self.shape())));
+        }
+        if self.dim() < 2 {
+            return Ok(self.clone());
+        }
+        self.transpose(0, 1)
+    }
+    pub fn permute(&self, dims: &[i64]) -> Result<Tensor> {
+        Ok(self.with_layout(self.layout().permute(dims)?))
+    }
+    /// `x[start:end:step]` along `dim` (Python slice bounds: negative counts from the end,
+    /// out-of-range clamps). Use `i64::MAX` for an open end.
+    pub fn slice(&self, dim: i64, start: i64, end: i64, step: usize) -> Result<Tensor> {
+        Ok(self.with_layout(self.layout().slice(dim, start, end, step)?))
+    }
+    pub fn narrow(&self, dim: i64, start: i64, length: usize) -> Result<Tensor> {
+        Ok(self.with_layout(self.layout().narrow(dim, start, length)?))
+    }
+    /// `x[..., index, ...]`: drops `dim`.
+    pub fn select(&self, dim: i64, index: i64) -> Result<Tensor> {
+        Ok(self.with_layout(self.layout().select(dim, index)?))
+    }
+    /// Broadcasts size-1 dims (stride 0, no copy). `-1` keeps a size.
+    pub fn expand(&self, sizes: &[i64]) -> Result<Tensor> {
+        Ok(self.with_layout(self.layout().expand(sizes)?))
+    }
+    pub fn broadcast_to(&self, shape: impl Into<Shape>) -> Result<Tensor> {
+        Ok(self.with_layout(self.layout().broadcast_to("broadcast_to", shape.into().dims())?))
+    }
+    /// Removes `dim` if its size is 1.
+    pub fn squeeze(&self, dim: i64) -> Result<Tensor> {
+        Ok(self.with_layout(self.layout().squeeze(Some(dim))?))
+    }
+    /// Removes every size-1 dim.
+    pub fn squeeze_all(&self) -> Result<Tensor> {
+        Ok(self.with_layout(self.layout().squeeze(None)?))
+    }
+    pub fn unsqueeze(&self, dim: i64) -> Result<Tensor> {
+        Ok(self.with_layout(self.layout().unsqueeze(dim)?))
+    }
+    /// Merges dims `start..=end` into one (a view when possible, as `reshape`).
+    pub fn flatten(&self, start: i64, end: i64) -> Result<Tensor> {
+        if self.dim() == 0 {
+            return self.reshape(&[1]);
+        }
+        let (s, e) = (wrap_dim("flatten", start, self.dim())?, wrap_dim("flatten", end, self.dim())?);
+        if s > e {
+            return Err(Error::invalid("flatten", format!("start dim {start} comes after end dim {end}")));
+        }
+        let mut shape: Vec<i64> = self.shape()[..s].iter().map(|&x| x as i64).collect();
+        shape.push(self.shape()[s..=e].iter().product::<usize>() as i64);
+        shape.extend(self.shape()[e + 1..].iter().map(|&x| x as i64));
+        self.reshape(&shape)
+    }
+    /// Splits `dim` into `sizes` (one may be -1).
+    pub fn unflatten(&self, dim: i64, sizes: &[i64]) -> Result<Tensor> {
+        let d = wrap_dim("unflatten", dim, self.dim())?;
+        if self.dim() == 0 {
+            return Err(Error::invalid("unflatten", "cannot unflatten a 0-d tensor"));
+        }
+        let inner = infer_shape("unflatten", sizes, self.shape()[d])?;
+        let mut shape: Vec<i64> = self.shape()[..d].iter().map(|&x| x as i64).collect();
+        shape.extend(inner.iter().map(|&x| x as i64));
+        shape.extend(self.shape()[d + 1..].iter().map(|&x| x as i64));
+        self.view(&shape)
+    }
+    pub fn diagonal(&self, offset: i64, d1: i64, d2: i64) -> Result<Tensor> {
+        Ok(self.with_layout(self.layout().diagonal(offset, d1, d2)?))
+    }
+    /// A view with explicit shape, strides and storage offset, checked against the storage.
+    pub fn as_strided(&self, shape: &[usize], strides: &[usize], offset: usize) -> Result<Tensor> {
+        Ok(self.with_layout(Layout::as_strided(shape, strides, offset, self.storage().len())?))
+    }
+
+    /// `self` if already contiguous, else a contiguous copy.
+    pub fn contiguous(&self) -> Result<Tensor> {
+        if self.is_contiguous() {
+            return Ok(self.clone());
+        }
+        self.clone_with(MemoryFormat::Contiguous)
+    }
+    /// A copy with its own storage, keeping this tensor's strides when it is dense (PyTorch's
+    /// `clone()` with `preserve_format`).
+    pub fn clone_tensor(&self) -> Result<Tensor> {
+        self.clone_with(MemoryFormat::Preserve)
+    }
+    /// A copy with its own storage in the given memory format.
+    pub fn clone_with(&self, format: MemoryFormat) -> Result<Tensor> {
+        let out = self.empty_like(format)?;
+        backend::copy_cast(self.view_ref(), out.view_ref())?;
+        Ok(out)
+    }
+}
