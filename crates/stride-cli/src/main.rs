@@ -1,1 +1,36 @@
-fn main() {}
+//! `stride`: the command line of the stride framework.
+//!
+//! - `stride check [--device D] [--json] [--full]` — run the op conformance matrix here;
+//! - `stride bench cpu` — benchmarks beside their floors and NumPy.
+
+use clap::{Parser, Subcommand};
+
+mod bench;
+mod check;
+
+#[derive(Parser)]
+#[command(name = "stride", version, about = "stride: tensors that give the same answer on every device, dtype and layout")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run every registered op over every layout, size and dtype on a device; print a table.
+    Check(check::CheckArgs),
+    /// Benchmarks, each figure beside its floor and a peer measured in the same run.
+    Bench(bench::BenchArgs),
+}
+
+fn main() {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Check(a) => check::run(a),
+        Command::Bench(a) => bench::run(a),
+    };
+    if let Err(e) = result {
+        eprintln!("error: {e}");
+        std::process::exit(1);
+    }
+}
