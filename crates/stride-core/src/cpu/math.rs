@@ -97,7 +97,6 @@ impl FloatElem for bf16 {
 /// Integer arithmetic with PyTorch's semantics (wrapping; Python-style floor division and
 /// remainder; shifts past the width give 0, or −1 for a negative value shifted right).
 pub(crate) trait IntElem: Element + Ord {
-    const BITS: u32;
     fn w_add(self, o: Self) -> Self;
     fn w_sub(self, o: Self) -> Self;
     fn w_mul(self, o: Self) -> Self;
@@ -122,7 +121,6 @@ pub(crate) trait IntElem: Element + Ord {
 macro_rules! int_elem {
     ($t:ty, signed: $signed:expr) => {
         impl IntElem for $t {
-            const BITS: u32 = <$t>::BITS;
             #[inline(always)]
             fn w_add(self, o: Self) -> Self {
                 self.wrapping_add(o)
@@ -142,12 +140,22 @@ macro_rules! int_elem {
             #[inline(always)]
             #[allow(unused_comparisons)]
             fn w_abs(self) -> Self {
-                if self < 0 as $t { self.wrapping_neg() } else { self }
+                if self < 0 as $t {
+                    self.wrapping_neg()
+                } else {
+                    self
+                }
             }
             #[inline(always)]
             #[allow(unused_comparisons)]
             fn signum_(self) -> Self {
-                if self > 0 as $t { 1 } else if self < 0 as $t { (0 as $t).wrapping_sub(1) } else { 0 }
+                if self > 0 as $t {
+                    1
+                } else if self < 0 as $t {
+                    (0 as $t).wrapping_sub(1)
+                } else {
+                    0
+                }
             }
             #[inline(always)]
             fn is_zero(self) -> bool {
@@ -172,7 +180,11 @@ macro_rules! int_elem {
             #[allow(unused_comparisons)]
             fn py_rem(self, b: Self) -> Self {
                 let r = self.wrapping_rem(b);
-                if $signed && r != 0 && ((r < 0 as $t) != (b < 0 as $t)) { r.wrapping_add(b) } else { r }
+                if $signed && r != 0 && ((r < 0 as $t) != (b < 0 as $t)) {
+                    r.wrapping_add(b)
+                } else {
+                    r
+                }
             }
             #[inline(always)]
             fn w_pow(self, b: Self) -> Self {
@@ -203,13 +215,21 @@ macro_rules! int_elem {
             #[inline(always)]
             #[allow(unused_comparisons)]
             fn shl_(self, o: Self) -> Self {
-                if o < 0 as $t || (o as u64) >= Self::BITS as u64 { 0 } else { self << (o as u32) }
+                if o < 0 as $t || (o as u64) >= Self::BITS as u64 {
+                    0
+                } else {
+                    self << (o as u32)
+                }
             }
             #[inline(always)]
             #[allow(unused_comparisons)]
             fn shr_(self, o: Self) -> Self {
                 if o < 0 as $t || (o as u64) >= Self::BITS as u64 {
-                    if self < 0 as $t { (0 as $t).wrapping_sub(1) } else { 0 }
+                    if self < 0 as $t {
+                        (0 as $t).wrapping_sub(1)
+                    } else {
+                        0
+                    }
                 } else {
                     self >> (o as u32)
                 }
