@@ -5,9 +5,11 @@
 //! - [`copy`]: strided copy with cast, fill (tiled for transposes);
 //! - [`elementwise`]: unary/binary/ternary kernels;
 //! - [`math`]: the scalar math the kernels share.
+//! - [`matmul`]: batched matrix products through `gemm`, any strides.
 
 pub(crate) mod access;
 pub(crate) mod copy;
 pub(crate) mod elementwise;
 pub(crate) mod math;
+pub(crate) mod matmul;
 pub(crate) mod strided;

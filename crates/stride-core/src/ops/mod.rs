@@ -2,4 +2,5 @@
 //! primitive. (Autograd recording will hook in here.)
 
 pub(crate) mod elementwise;
+pub(crate) mod matmul;
 pub(crate) mod output;
