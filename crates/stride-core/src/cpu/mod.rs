@@ -9,5 +9,7 @@
 pub(crate) mod access;
 pub(crate) mod copy;
 pub(crate) mod elementwise;
+pub(crate) mod index;
 pub(crate) mod math;
+pub(crate) mod sort;
 pub(crate) mod strided;

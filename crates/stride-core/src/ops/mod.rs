@@ -2,4 +2,6 @@
 //! primitive. (Autograd recording will hook in here.)
 
 pub(crate) mod elementwise;
+pub(crate) mod index;
 pub(crate) mod output;
+pub(crate) mod sort;
