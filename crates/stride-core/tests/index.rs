@@ -705,11 +705,7 @@ fn masked_fill_select_scatter_over_layouts() {
                 DType::F16,
             );
             // the source in a transposed layout: read in its logical order
-            let sl = layouts(
-                &src[..12.min(src.len())].to_vec(),
-                &[12.min(src.len())],
-                DType::F16,
-            );
+            let sl = layouts(&src[..12.min(src.len())], &[12.min(src.len())], DType::F16);
             t.t.masked_scatter_(&ml.t, &sl[2].t).unwrap();
             assert_same!(
                 f64s(&t.t),

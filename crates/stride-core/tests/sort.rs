@@ -98,6 +98,25 @@ fn long_rows_take_the_radix_path_and_stay_stable() {
             }
         }
     }
+    // rows of 2^16 or more are sorted by all threads together (chunked, still stable)
+    for dt in [DType::F32, DType::I64, DType::BF16] {
+        let n = 70_000;
+        let x = tricky(dt, n, &mut rng);
+        for desc in [false, true] {
+            let (wv, wi) = r::sort(&x, &[n], 0, desc);
+            for threads in [1usize, 3] {
+                let pool = rayon::ThreadPoolBuilder::new()
+                    .num_threads(threads)
+                    .build()
+                    .unwrap();
+                let (v, i) = pool
+                    .install(|| tensor(&x, &[n], dt).sort(0, desc, false))
+                    .unwrap();
+                assert_eq!(i64s(&i), wi, "{dt} n={n} desc={desc} threads={threads}");
+                assert_same!(f64s(&v), wv, "{dt} n={n}");
+            }
+        }
+    }
     // a long row along a strided dim of a 2-D tensor
     let x = tricky(DType::F32, 2 * 3000, &mut rng);
     let t = tensor(&x, &[3000, 2], DType::F32);

@@ -258,20 +258,26 @@ unsafe fn gather_typed<T: Copy, I: Element>(
     }
     let [so, ss, sx] = plan.inner_strides();
     let (size, wrap, stride) = (at.size as i64, at.wrap, at.stride as isize);
+    let rows = sx == 0 && so == 1 && ss == 1;
     plan.par_ranges(|s, e| {
+        // contiguous row copies go through a prefetch ring: the source row of a copy is
+        // requested `RING` copies before it is made, so random rows overlap their latency
+        let mut ring = Ring::<(*mut T, *const T, usize)>::new();
         plan.for_each_run(s, e, |off, len| {
             let d = pd.get().offset(off[0]);
             let sb = ps.get().offset(off[1]);
             let x = pi.get().offset(off[2]);
-            if sx == 0 {
-                // the index is constant along the run: one row copy
+            if rows {
                 let sp = sb.offset(wrap_idx((*x).to_i64(), size, wrap) as isize * stride);
-                if so == 1 && ss == 1 {
-                    std::ptr::copy_nonoverlapping(sp, d, len);
-                } else {
-                    for i in 0..len as isize {
-                        *d.offset(i * so) = *sp.offset(i * ss);
-                    }
+                prefetch(sp, len);
+                if let Some((d0, s0, n0)) = ring.push((d, sp, len)) {
+                    std::ptr::copy_nonoverlapping(s0, d0, n0);
+                }
+            } else if sx == 0 {
+                // the index is constant along the run: one strided row copy
+                let sp = sb.offset(wrap_idx((*x).to_i64(), size, wrap) as isize * stride);
+                for i in 0..len as isize {
+                    *d.offset(i * so) = *sp.offset(i * ss);
                 }
             } else {
                 for i in 0..len as isize {
@@ -279,8 +285,71 @@ unsafe fn gather_typed<T: Copy, I: Element>(
                     *d.offset(i * so) = *sb.offset(i * ss + v * stride);
                 }
             }
-        })
+        });
+        while let Some((d0, s0, n0)) = ring.pop() {
+            std::ptr::copy_nonoverlapping(s0, d0, n0);
+        }
     });
+}
+
+/// How many row moves a prefetch ring keeps in flight.
+const RING: usize = 8;
+
+/// A FIFO of pending row moves whose memory has been prefetched.
+struct Ring<E: Copy> {
+    items: [Option<E>; RING],
+    head: usize,
+    len: usize,
+}
+impl<E: Copy> Ring<E> {
+    fn new() -> Self {
+        Ring {
+            items: [None; RING],
+            head: 0,
+            len: 0,
+        }
+    }
+    /// Queues `e`; returns the oldest entry once the ring is full.
+    #[inline(always)]
+    fn push(&mut self, e: E) -> Option<E> {
+        let out = if self.len == RING { self.pop() } else { None };
+        self.items[(self.head + self.len) % RING] = Some(e);
+        self.len += 1;
+        out
+    }
+    #[inline(always)]
+    fn pop(&mut self) -> Option<E> {
+        if self.len == 0 {
+            return None;
+        }
+        let e = self.items[self.head].take();
+        self.head = (self.head + 1) % RING;
+        self.len -= 1;
+        e
+    }
+}
+
+/// Asks the cache for the first KiB of `len` elements at `p` (a hint; never faults).
+#[inline(always)]
+fn prefetch<T>(p: *const T, len: usize) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        let bytes = (len * std::mem::size_of::<T>()).min(1024);
+        let p = p as *const i8;
+        let mut o = 0;
+        while o < bytes {
+            // SAFETY: prefetching is a hint and never dereferences; wrapping_add keeps the
+            // address computation defined.
+            unsafe {
+                std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
+                    p.wrapping_add(o),
+                )
+            };
+            o += 64;
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (p, len);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -564,6 +633,32 @@ unsafe fn scatter_typed<T: Copy + Send + Sync, I: Element>(
         let task = |rs: &[Run], lo: i64, hi: i64| {
             // with an init value, a first pass fills every destination row that is hit
             for fill in passes(init) {
+                if fill.is_none() && rs.len() == 1 && do_ == 1 && so == 1 {
+                    // one contiguous run per row: prefetch the rows a few steps ahead
+                    let (off, len) = rs[0];
+                    let mut ring = Ring::<(*mut T, *const T)>::new();
+                    let apply = |(d, s): (*mut T, *const T)| {
+                        for i in 0..len {
+                            *d.add(i) = f(*d.add(i), *s.add(i));
+                        }
+                    };
+                    for k in 0..n {
+                        let v = idx_at(k);
+                        if v >= lo && v < hi {
+                            let d = pd.get().offset(off[0] + v as isize * stride);
+                            let s = ps.get().offset(off[2] + k as isize * sd);
+                            prefetch(d, len);
+                            prefetch(s, len);
+                            if let Some(e) = ring.push((d, s)) {
+                                apply(e);
+                            }
+                        }
+                    }
+                    while let Some(e) = ring.pop() {
+                        apply(e);
+                    }
+                    continue;
+                }
                 for k in 0..n {
                     let v = idx_at(k);
                     if v >= lo && v < hi {

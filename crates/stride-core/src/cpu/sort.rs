@@ -191,6 +191,61 @@ fn radix_sort<P: Packed>(a: &mut Vec<P>, tmp: &mut Vec<P>, key_bits: u32) {
     }
 }
 
+/// Rows at least this long are sorted by all threads together.
+const PAR_ROW: usize = 1 << 16;
+
+/// [`radix_sort`] split over threads: each pass, every chunk counts its digits, the chunks
+/// get disjoint output ranges per digit (digit-major, chunk-minor, which keeps the sort
+/// stable), then scatter in parallel.
+fn radix_sort_par<P: Packed>(a: &mut Vec<P>, tmp: &mut Vec<P>, key_bits: u32) {
+    let n = a.len();
+    let chunks = split_ranges(n, 1 << 14);
+    if chunks.len() < 2 {
+        return radix_sort(a, tmp, key_bits);
+    }
+    tmp.clear();
+    tmp.resize(n, P::default());
+    let jobs: Vec<(usize, usize)> = (0..chunks.len()).map(|c| (c, c + 1)).collect();
+    for p in 0..key_bits / 8 {
+        let shift = 8 * p;
+        let src = SendPtr(a.as_mut_ptr());
+        let hists: Vec<[usize; 256]> = par_map(&chunks, |s, e| {
+            let mut h = [0usize; 256];
+            // SAFETY: s..e lies inside `a`.
+            for x in unsafe { std::slice::from_raw_parts(src.get().add(s), e - s) } {
+                h[x.digit(shift)] += 1;
+            }
+            h
+        });
+        let mut offs = vec![[0usize; 256]; chunks.len()];
+        let mut acc = 0;
+        for d in 0..256 {
+            for c in 0..chunks.len() {
+                offs[c][d] = acc;
+                acc += hists[c][d];
+            }
+        }
+        if (0..256).any(|d| hists.iter().map(|h| h[d]).sum::<usize>() == n) {
+            continue; // every key has this digit
+        }
+        let dst = SendPtr(tmp.as_mut_ptr());
+        par_map(&jobs, |c, _| {
+            let (s, e) = chunks[c];
+            let mut o = offs[c];
+            // SAFETY: chunk c owns the output positions offs[c][d]..+hists[c][d] for every
+            // digit d, disjoint from every other chunk's and inside `tmp`.
+            unsafe {
+                for x in std::slice::from_raw_parts(src.get().add(s), e - s) {
+                    let d = x.digit(shift);
+                    *dst.get().add(*o.get_unchecked(d)) = *x;
+                    *o.get_unchecked_mut(d) += 1;
+                }
+            }
+        });
+        std::mem::swap(a, tmp);
+    }
+}
+
 /// Per-task scratch buffers.
 #[derive(Default)]
 struct Scratch<P> {
@@ -324,20 +379,59 @@ pub(crate) fn sort(
     with_sort_type!(src.dtype, T => unsafe {
         let (ps, pv) = (SendPtr(acc.ptr::<T>(src.storage)), SendPtr(acc.ptr::<T>(values.storage)));
         let outer = outer_shape(src.layout.shape(), dim);
-        for_rows(&outer, [src.layout, values.layout, indices.layout], n * 8,
-            |sc: &mut Scratch<<<T as SortKey>::K as Key>::P>, off| {
-                let x = ps.get().offset(off[0]);
-                load_row::<T>(&mut sc.keys, x, n, ss, descending);
+        let row = |sc: &mut Scratch<<<T as SortKey>::K as Key>::P>, off: [isize; 3], par: bool| {
+            let x = SendPtr(ps.get().offset(off[0]));
+            let (v, ix) = (SendPtr(pv.get().offset(off[1])), SendPtr(pi.get().offset(off[2])));
+            if par {
+                load_row_par::<T>(&mut sc.keys, x.get(), n, ss, descending);
+                radix_sort_par(&mut sc.keys, &mut sc.tmp, <T as SortKey>::K::BITS);
+            } else {
+                load_row::<T>(&mut sc.keys, x.get(), n, ss, descending);
                 sort_packed(&mut sc.keys, &mut sc.tmp, <T as SortKey>::K::BITS);
-                let (v, ix) = (pv.get().offset(off[1]), pi.get().offset(off[2]));
-                for (j, p) in sc.keys.iter().enumerate() {
-                    let pos = p.pos() as isize;
-                    *v.offset(j as isize * vs) = *x.offset(pos * ss);
-                    *ix.offset(j as isize * is) = pos as i64;
+            }
+            let keys = &sc.keys;
+            let write = |s: usize, e: usize| {
+                for (j, p) in keys[s..e].iter().enumerate() {
+                    let (j, pos) = ((s + j) as isize, p.pos() as isize);
+                    *v.get().offset(j * vs) = *x.get().offset(pos * ss);
+                    *ix.get().offset(j * is) = pos as i64;
                 }
-            });
+            };
+            if par {
+                par_map(&split_ranges(n, PAR_GRAIN), write);
+            } else {
+                write(0, n);
+            }
+        };
+        if n >= PAR_ROW {
+            // long rows: each sorted by every thread
+            for_rows(&outer, [src.layout, values.layout, indices.layout], usize::MAX,
+                |sc: &mut Scratch<<<T as SortKey>::K as Key>::P>, off| row(sc, off, true));
+        } else {
+            for_rows(&outer, [src.layout, values.layout, indices.layout], n * 8,
+                |sc: &mut Scratch<<<T as SortKey>::K as Key>::P>, off| row(sc, off, false));
+        }
     });
     Ok(())
+}
+
+/// [`load_row`] split over threads (for long rows).
+unsafe fn load_row_par<T: SortKey>(
+    keys: &mut Vec<<T::K as Key>::P>,
+    x: *const T,
+    n: usize,
+    st: isize,
+    descending: bool,
+) {
+    keys.clear();
+    keys.resize(n, Default::default());
+    let (k, x) = (SendPtr(keys.as_mut_ptr()), SendPtr(x as *mut T));
+    par_map(&split_ranges(n, PAR_GRAIN), |s, e| {
+        for j in s..e {
+            let key = (*x.get().offset(j as isize * st)).key();
+            *k.get().add(j) = if descending { !key } else { key }.pack(j as u32);
+        }
+    });
 }
 
 pub(crate) fn topk(

@@ -224,7 +224,8 @@ fn gather_along(
 impl Tensor {
     /// The slices of `self` along `dim` at `index` (0-d or 1-d; i64, i32 or u32): the result
     /// has `self`'s shape with `dim` resized to `index.numel()`. Negative indices are out of
-    /// range (as PyTorch's CPU kernel).
+    /// range (as PyTorch's CPU kernel); any bad index is an [`Error::IndexOutOfRange`] naming
+    /// the first one, the dim and its size.
     ///
     /// ```
     /// use stride_core::Tensor;
@@ -240,8 +241,13 @@ impl Tensor {
         let (n, st) = vector_index(op, index)?;
         let idx = index.with_layout(Layout::new(vec![n], vec![st], index.storage_offset()));
         if self.dim() == 0 {
-            let out = gather_along(op, &self.reshape(&[1])?, 0, &idx, false)?;
-            return if n == 1 { out.reshape(&[]) } else { Ok(out) };
+            if n != 1 {
+                return Err(Error::invalid(
+                    op,
+                    format!("a 0-d tensor can be indexed by exactly 1 index, got {n}"),
+                ));
+            }
+            return gather_along(op, &self.reshape(&[1])?, 0, &idx, false)?.reshape(&[]);
         }
         gather_along(op, self, d, &idx, false)
     }
@@ -249,6 +255,10 @@ impl Tensor {
     /// PyTorch's `gather`: `out[p] = self[p with p[dim] = index[p]]`. `index` has `self`'s
     /// number of dims and no dim larger than `self`'s (except `dim`); the result has
     /// `index`'s shape. Negative indices are out of range.
+    ///
+    /// Deviation from PyTorch: the index may also be i32 or u32 (PyTorch: int64 only), in any
+    /// layout — an expanded index costs nothing (a run along which it is constant is one row
+    /// copy).
     pub fn gather(&self, dim: i64, index: &Tensor) -> Result<Tensor> {
         let op = "gather";
         let d = wrap_dim(op, dim, self.dim())?;
@@ -280,7 +290,8 @@ impl Tensor {
     }
 
     /// The elements of `self` read as 1-D in logical order, at `index` (any shape; the result
-    /// has `index`'s shape). Negative indices count from the end (PyTorch's `take`).
+    /// has `index`'s shape). Negative indices count from the end (PyTorch's `take`). A
+    /// non-contiguous `self` is flattened by a copy first (as `reshape`).
     pub fn take(&self, index: &Tensor) -> Result<Tensor> {
         gather_along("take", &self.reshape(&[-1])?, 0, index, true)
     }
@@ -509,8 +520,13 @@ fn index_source_check(
 
 impl Tensor {
     /// PyTorch's `scatter_(dim, index, src)`: `self[p with p[dim] = index[p]] = src[p]` for
-    /// every position `p` of `index`, written through `self`'s layout. With duplicate
-    /// indices the last source in logical order wins. Returns `self`.
+    /// every position `p` of `index`, written through `self`'s layout. `index` has `self`'s
+    /// number of dims and is no larger than `src` (nor than `self` off `dim`). All indices
+    /// are checked before anything is written; negatives are out of range. Returns `self`.
+    ///
+    /// Deviations from PyTorch: with duplicate indices the **last** source in logical order
+    /// wins (PyTorch: undefined); `src` or `index` sharing memory with `self` are read as they
+    /// were before the op (PyTorch: an error); indices may be i64, i32 or u32.
     pub fn scatter_(&self, dim: i64, index: &Tensor, src: &Tensor) -> Result<Tensor> {
         self.scatter_op_("scatter_", dim, index, src, ScatterOp::Assign, true)?;
         Ok(self.clone())
@@ -543,8 +559,11 @@ impl Tensor {
         out.scatter_value_op("scatter", dim, index, value.into(), ScatterOp::Assign)?;
         Ok(out)
     }
-    /// PyTorch's `scatter_add_`: `self[p with p[dim] = index[p]] += src[p]`; duplicates
-    /// accumulate in logical order (deterministic).
+    /// PyTorch's `scatter_add_`: `self[p with p[dim] = index[p]] += src[p]`. Duplicates
+    /// accumulate in logical order, so the result is the same on every run and for any
+    /// number of threads (PyTorch's CPU kernel is sequential; its CUDA kernel is not
+    /// deterministic). Floats add in their compute type and round once per addition (f16 and
+    /// bf16 round after every addition, as PyTorch); integers wrap.
     pub fn scatter_add_(&self, dim: i64, index: &Tensor, src: &Tensor) -> Result<Tensor> {
         let add = ScatterOp::Add {
             alpha: Scalar::Int(1),
@@ -560,7 +579,10 @@ impl Tensor {
     }
     /// PyTorch's `scatter_reduce_(dim, index, src, reduce, include_self)`. With
     /// `include_self == false` the old value of every destination that is hit is left out
-    /// (destinations that are not hit keep it). Bool tensors are not supported.
+    /// (destinations that are not hit keep it). `amax`/`amin` propagate NaN; `mean` floors for
+    /// integer tensors. Deterministic, as [`Tensor::scatter_add_`].
+    ///
+    /// Deviation from PyTorch: bool tensors are not supported (convert with `to_dtype`).
     pub fn scatter_reduce_(
         &self,
         dim: i64,
@@ -666,7 +688,10 @@ impl Tensor {
 
     /// PyTorch's `index_add_(dim, index, source, alpha)`: `self[.., index[i], ..] +=
     /// alpha·source[.., i, ..]`. `alpha` is cast to `self`'s dtype first (as PyTorch); a
-    /// float `alpha` for an integer tensor is an error. Duplicates accumulate in order.
+    /// float `alpha` for an integer tensor is an error. Duplicates accumulate in order
+    /// (deterministic, as [`Tensor::scatter_add_`]); negative indices are out of range.
+    ///
+    /// Deviation from PyTorch: bool tensors are not supported.
     pub fn index_add_(
         &self,
         dim: i64,
@@ -702,7 +727,7 @@ impl Tensor {
         Ok(out)
     }
     /// PyTorch's `index_copy_(dim, index, source)`: `self[.., index[i], ..] =
-    /// source[.., i, ..]`; with duplicate indices the last wins.
+    /// source[.., i, ..]`; with duplicate indices the last wins (PyTorch: undefined).
     pub fn index_copy_(&self, dim: i64, index: &Tensor, source: &Tensor) -> Result<Tensor> {
         self.index_source_op("index_copy_", dim, index, source, ScatterOp::Assign)?;
         Ok(self.clone())

@@ -2,7 +2,7 @@
 //! values as f64, indices as i64, shapes as `&[usize]`. No stride types here, so each
 //! function can move into the stride-check registry as it is. Written for clarity: plain
 //! loops over logical indices, no cleverness.
-#![allow(dead_code)]
+#![allow(dead_code, clippy::needless_range_loop)]
 
 use std::cmp::Ordering;
 
