@@ -9,6 +9,9 @@
 
 use crate::{DType, Device, Error, Layout, Result, Scalar, Storage};
 
+pub mod index; // index primitives: gather, scatter, masked scans (backend/index.rs)
+pub mod sort; // sorting and selection primitives (backend/sort.rs)
+
 /// One operand of a primitive: a storage seen through a layout.
 #[derive(Clone, Copy)]
 pub struct View<'a> {

@@ -31,6 +31,7 @@ pub use device::Device;
 pub use dtype::{Category, DType, Element};
 pub use error::{Error, Result};
 pub use layout::Layout;
+pub use ops::index::ScatterReduce;
 pub use promote::{result_type, Operand};
 pub use scalar::Scalar;
 pub use shape::Shape;

@@ -51,6 +51,41 @@ impl<'a> Access<'a> {
         }
     }
 
+    /// Like [`Access::new`] for ops with several outputs (sort's values and indices): every
+    /// storage of `outs` is write-locked, every other one of `ins` read-locked.
+    pub fn new_outs(outs: &[&'a Storage], ins: &[&'a Storage]) -> Access<'a> {
+        let mut all: Vec<(&'a Storage, bool)> = Vec::new();
+        for (s, write) in outs
+            .iter()
+            .map(|s| (s, true))
+            .chain(ins.iter().map(|s| (s, false)))
+        {
+            if !all.iter().any(|(t, _)| t.id() == s.id()) {
+                all.push((s, write));
+            }
+        }
+        all.sort_by_key(|(s, _)| s.id());
+        let mut entries = Vec::with_capacity(all.len());
+        let mut guards = Vec::with_capacity(all.len());
+        for (s, write) in all {
+            if write {
+                let mut g = s.write();
+                let StorageData::Cpu(buf) = &mut *g;
+                entries.push((s.id(), buf.as_mut_ptr()));
+                guards.push(Guard::Write(g));
+            } else {
+                let g = s.read();
+                let StorageData::Cpu(buf) = &*g;
+                entries.push((s.id(), buf.as_ptr() as *mut u8));
+                guards.push(Guard::Read(g));
+            }
+        }
+        Access {
+            entries,
+            _guards: guards,
+        }
+    }
+
     /// Locks the storages of views: `out` for writing, `ins` for reading.
     pub fn views(out: Option<&View<'a>>, ins: &[&View<'a>]) -> Access<'a> {
         let ins: Vec<&'a Storage> = ins.iter().map(|v| v.storage).collect();

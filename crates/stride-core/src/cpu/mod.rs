@@ -10,6 +10,8 @@
 pub(crate) mod access;
 pub(crate) mod copy;
 pub(crate) mod elementwise;
+pub(crate) mod index;
 pub(crate) mod math;
 pub(crate) mod matmul;
+pub(crate) mod sort;
 pub(crate) mod strided;

@@ -3,4 +3,6 @@
 
 pub(crate) mod elementwise;
 pub(crate) mod matmul;
+pub(crate) mod index;
 pub(crate) mod output;
+pub(crate) mod sort;

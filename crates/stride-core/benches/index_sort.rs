@@ -1,0 +1,214 @@
+//! Index and sort timings next to their memory floor.
+//!
+//! `cargo bench -p stride-core --bench index_sort` (release profile), then
+//! `python3 crates/stride-core/benches/index_sort_numpy.py` for NumPy on the same sizes.
+//!
+//! The floor of a memory-bound op is (bytes it must move) ÷ (copy bandwidth measured here, in
+//! the same run): a parallel copy into a preallocated buffer. Ops that return a fresh tensor
+//! also pay the OS's first touch of new pages; "fresh copy" measures that cost for a copy of
+//! the same size, so such ops are compared with both.
+
+use std::time::Instant;
+use stride_core::{DType, Device, Tensor};
+
+const CPU: Device = Device::Cpu;
+
+/// Best of `reps` runs, in seconds.
+fn best(reps: usize, mut f: impl FnMut()) -> f64 {
+    (0..reps)
+        .map(|_| {
+            let t = Instant::now();
+            f();
+            t.elapsed().as_secs_f64()
+        })
+        .fold(f64::INFINITY, f64::min)
+}
+
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+    fn normal(&mut self) -> f32 {
+        // Box-Muller
+        let u1 = ((self.next() >> 11) as f64 + 1.0) / (1u64 << 53) as f64;
+        let u2 = (self.next() >> 11) as f64 / (1u64 << 53) as f64;
+        ((-2.0 * u1.ln()).sqrt() * (2.0 * std::f64::consts::PI * u2).cos()) as f32
+    }
+}
+
+fn row(name: &str, secs: f64, bytes: f64, floor_bw: f64, fresh_bw: Option<f64>) {
+    let floor = bytes / floor_bw;
+    let fresh = fresh_bw.map_or(String::new(), |b| {
+        format!(
+            "  fresh-floor {:7.1} ms ({:.2}x)",
+            bytes / b * 1e3,
+            secs / (bytes / b)
+        )
+    });
+    println!(
+        "{name:<44} {:8.1} ms   floor {:7.1} ms ({:.2}x){fresh}",
+        secs * 1e3,
+        floor * 1e3,
+        secs / floor
+    );
+}
+
+fn main() {
+    let threads = rayon::current_num_threads();
+    println!("stride index/sort bench: {threads} threads");
+    let (n, d) = (1_000_000usize, 64usize);
+    let mut rng = Rng(42);
+    let x: Vec<f32> = (0..n * d).map(|i| (i % 1000) as f32).collect();
+    let idx: Vec<i64> = (0..n).map(|_| (rng.next() % n as u64) as i64).collect();
+    let bytes_rows = (n * d * 4) as f64;
+
+    // ---- copy bandwidth: the floor ---------------------------------------------------------
+    let mut dst = vec![0f32; n * d];
+    dst.copy_from_slice(&x);
+    let t_copy = best(5, || {
+        use rayon::prelude::*;
+        dst.par_chunks_mut(1 << 16)
+            .zip(x.par_chunks(1 << 16))
+            .for_each(|(a, b)| a.copy_from_slice(b));
+    });
+    let bw = 2.0 * bytes_rows / t_copy;
+    let t_fresh = best(3, || {
+        let v = x.clone();
+        std::hint::black_box(&v);
+    });
+    let fresh_bw = 2.0 * bytes_rows / t_fresh;
+    println!(
+        "copy 256 MB into a preallocated buffer: {:.1} ms = {:.1} GB/s (read + write); fresh (alloc + copy): {:.1} ms = {:.1} GB/s",
+        t_copy * 1e3,
+        bw / 1e9,
+        t_fresh * 1e3,
+        fresh_bw / 1e9
+    );
+    drop(dst);
+
+    let xt = Tensor::from_vec(x.clone(), [n, d]).unwrap();
+    drop(x);
+    let it = Tensor::from_vec(idx.clone(), [n]).unwrap();
+    let moved = 2.0 * bytes_rows + (n * 8) as f64;
+
+    // ---- gathers ------------------------------------------------------------------------------
+    let t = best(5, || {
+        std::hint::black_box(xt.index_select(0, &it).unwrap());
+    });
+    row(
+        "index_select [1M,64] f32 by 1M random i64",
+        t,
+        moved,
+        bw,
+        Some(fresh_bw),
+    );
+    let e = it
+        .unsqueeze(1)
+        .unwrap()
+        .expand(&[n as i64, d as i64])
+        .unwrap();
+    let t = best(5, || {
+        std::hint::black_box(xt.gather(0, &e).unwrap());
+    });
+    row(
+        "gather dim 0, expanded [1M,64] index",
+        t,
+        moved,
+        bw,
+        Some(fresh_bw),
+    );
+    let t = best(5, || {
+        std::hint::black_box(xt.embedding(&it).unwrap());
+    });
+    row("embedding (same sizes)", t, moved, bw, Some(fresh_bw));
+    {
+        let full = e.contiguous().unwrap();
+        let moved_full = 2.0 * bytes_rows + (n * d * 8) as f64;
+        let t = best(3, || {
+            std::hint::black_box(xt.gather(0, &full).unwrap());
+        });
+        row(
+            "gather dim 0, materialised [1M,64] i64 index",
+            t,
+            moved_full,
+            bw,
+            Some(fresh_bw),
+        );
+    }
+
+    // ---- scatters (in place into a preallocated destination) -----------------------------------
+    let acc = Tensor::zeros([n, d], DType::F32, &CPU).unwrap();
+    acc.add_(1.0).unwrap(); // touch the pages
+    let moved_sc = 3.0 * bytes_rows + (n * 8) as f64;
+    let t = best(5, || {
+        acc.scatter_add_(0, &e, &xt).unwrap();
+    });
+    row(
+        "scatter_add_ dim 0, expanded [1M,64] index",
+        t,
+        moved_sc,
+        bw,
+        None,
+    );
+    let t = best(5, || {
+        acc.index_add_(0, &it, &xt, 1i64).unwrap();
+    });
+    row(
+        "index_add_ [1M,64] f32, 1M random rows",
+        t,
+        moved_sc,
+        bw,
+        None,
+    );
+    let t = best(3, || {
+        std::hint::black_box(acc.scatter_add(0, &e, &xt).unwrap());
+    });
+    row(
+        "scatter_add (out of place: clone + scatter)",
+        t,
+        moved_sc + 2.0 * bytes_rows,
+        bw,
+        Some(fresh_bw),
+    );
+    drop((acc, xt, e));
+
+    // ---- sort and selection -----------------------------------------------------------------------
+    let y: Vec<f32> = (0..32 * 50_000).map(|_| rng.normal()).collect();
+    let yt = Tensor::from_vec(y, [32, 50_000]).unwrap();
+    let t = best(10, || {
+        std::hint::black_box(yt.topk(50, 1, true, true).unwrap());
+    });
+    println!(
+        "{:<44} {:8.2} ms",
+        "topk k=50 over [32, 50000] f32",
+        t * 1e3
+    );
+    let s: Vec<f32> = (0..1_000_000).map(|_| rng.normal()).collect();
+    let st = Tensor::from_vec(s, [1_000_000]).unwrap();
+    let t = best(10, || {
+        std::hint::black_box(st.sort(0, false, false).unwrap());
+    });
+    println!(
+        "{:<44} {:8.2} ms",
+        "sort 1M f32 (values + i64 indices)",
+        t * 1e3
+    );
+    let s2 = st.reshape(&[1000, 1000]).unwrap();
+    let t = best(10, || {
+        std::hint::black_box(s2.sort(1, false, false).unwrap());
+    });
+    println!(
+        "{:<44} {:8.2} ms",
+        "sort [1000, 1000] f32 along dim 1",
+        t * 1e3
+    );
+    let t = best(10, || {
+        std::hint::black_box(st.kthvalue(500_000, 0, false).unwrap());
+    });
+    println!("{:<44} {:8.2} ms", "kthvalue / median of 1M f32", t * 1e3);
+}

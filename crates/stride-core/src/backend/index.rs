@@ -1,0 +1,153 @@
+//! Index primitives of the backend contract: gather, scatter (assign / add / prod / amax /
+//! amin), the masked scans (count, nonzero, masked_select, masked_scatter) and extrema.
+//!
+//! Every index op of the frontend is one of these over views that the frontend builds without
+//! copying: `index_select`, `embedding`, `take` and advanced indexing are a [`gather`] whose
+//! index operand is broadcast (stride 0) over the output; `index_add`, `index_copy` and
+//! `index_fill` are a [`scatter`] with such an index; a scalar source is a 0-d tensor broadcast
+//! to the index's shape.
+//!
+//! Index operands are i64, i32 or u32 (any layout, stride 0 included) and are never cast.
+//! Every primitive that writes validates all of its indices **before its first write**, while
+//! holding the storage locks, and reports the first bad index in logical order.
+
+use super::View;
+use crate::{DType, Device, Error, Result, Scalar};
+
+/// The indexed dim of an index operand: how its values address the indexed tensor.
+#[derive(Debug, Clone, Copy)]
+pub struct IndexDim {
+    /// The op, for error messages.
+    pub op: &'static str,
+    /// The dim of the indexed tensor (for error messages; for [`scatter`], also the axis of
+    /// the index's shape along which several positions may hit one destination).
+    pub dim: usize,
+    /// The size of that dim: valid indices are `0..size` (and `-size..0` with `wrap`).
+    pub size: usize,
+    /// Its stride (in elements) in the indexed tensor's storage.
+    pub stride: usize,
+    /// Negative indices count from the end (PyTorch's `take`, `index_fill`, advanced
+    /// indexing); otherwise they are out of range (PyTorch's `gather`, `scatter*`,
+    /// `index_select`, `index_add`, `index_copy`, `embedding`).
+    pub wrap: bool,
+}
+
+impl IndexDim {
+    /// The error for an index value outside the valid range.
+    pub fn out_of_range(&self, index: i64) -> Error {
+        Error::IndexOutOfRange {
+            op: self.op,
+            index,
+            dim: self.dim,
+            size: self.size,
+        }
+    }
+}
+
+/// The dtypes an index operand may have.
+pub const INDEX_DTYPES: [DType; 3] = [DType::I64, DType::I32, DType::U32];
+
+/// How [`scatter`] combines a source element with its destination.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum ScatterOp {
+    /// `dst = src`; with duplicate indices the last in logical order wins. Any dtype.
+    Assign,
+    /// `dst += alpha·src` (`alpha` cast to the dtype first, as PyTorch's `index_add`).
+    /// Floats add in their compute type and round once per step, integers wrap. Not bool.
+    Add { alpha: Scalar },
+    /// `dst *= src`. Not bool.
+    Prod,
+    /// `dst = max(dst, src)`, NaN propagating. Not bool.
+    Amax,
+    /// `dst = min(dst, src)`, NaN propagating. Not bool.
+    Amin,
+}
+
+impl ScatterOp {
+    pub fn name(self) -> &'static str {
+        match self {
+            ScatterOp::Assign => "scatter",
+            ScatterOp::Add { .. } => "scatter_add",
+            ScatterOp::Prod => "scatter_reduce(prod)",
+            ScatterOp::Amax => "scatter_reduce(amax)",
+            ScatterOp::Amin => "scatter_reduce(amin)",
+        }
+    }
+}
+
+/// `dst[p] = src_storage[src.offset(p) + index[p]·at.stride]` for every position `p` of
+/// `dst`'s shape. `src` and `index` are laid out over `dst`'s shape: `src`'s layout holds the
+/// strides of the indexed tensor for the dims that are not indexed and 0 for the indexed ones.
+/// `src` and `dst` have one dtype. Errors (writing nothing) on an out-of-range index.
+pub(crate) fn gather(src: View, index: View, at: IndexDim, dst: View) -> Result<()> {
+    match super::device_of(&[dst]) {
+        Device::Cpu => crate::cpu::index::gather(src, index, at, dst),
+        d => Err(super::no_backend(d)),
+    }
+}
+
+/// `dst_storage[dst.offset(p) + index[p]·at.stride] op= src[p]` for every position `p` of
+/// `index`'s shape. `dst`'s layout is over that shape with stride 0 on axis `at.dim`, and must
+/// be part of a non-overlapping tensor; neither `index` nor `src` may share `dst`'s storage.
+/// Destinations hit by several positions combine them in logical order (so `Assign` keeps
+/// the last), the same on every run and for any thread count. With `include_self == false`
+/// every destination that is hit starts from the op's identity instead of its old value.
+/// Errors (writing nothing) on an out-of-range index.
+pub(crate) fn scatter(
+    dst: View,
+    index: View,
+    at: IndexDim,
+    src: View,
+    op: ScatterOp,
+    include_self: bool,
+) -> Result<()> {
+    match super::device_of(&[dst]) {
+        Device::Cpu => crate::cpu::index::scatter(dst, index, at, src, op, include_self),
+        d => Err(super::no_backend(d)),
+    }
+}
+
+/// The number of non-zero (true) elements.
+pub(crate) fn count_nonzero(src: View) -> Result<usize> {
+    match super::device_of(&[src]) {
+        Device::Cpu => crate::cpu::index::count_nonzero(src),
+        d => Err(super::no_backend(d)),
+    }
+}
+
+/// Writes the coordinates of the non-zero elements of `src`, in logical order, into `dst`
+/// (i64, shape `[count, src.ndim]`).
+pub(crate) fn nonzero(src: View, dst: View) -> Result<()> {
+    match super::device_of(&[dst]) {
+        Device::Cpu => crate::cpu::index::nonzero(src, dst),
+        d => Err(super::no_backend(d)),
+    }
+}
+
+/// `dst` (1-D, `count(mask)` elements) = the elements of `src` where the bool `mask` is true,
+/// in logical order; `src` and `mask` have one shape (broadcast by the frontend).
+pub(crate) fn masked_select(src: View, mask: View, dst: View) -> Result<()> {
+    match super::device_of(&[dst]) {
+        Device::Cpu => crate::cpu::index::masked_select(src, mask, dst),
+        d => Err(super::no_backend(d)),
+    }
+}
+
+/// The k-th true element of the bool `mask` (broadcast to `dst`'s shape, logical order) gets
+/// element k of the 1-D `src`. Errors (writing nothing) if `src` has fewer elements than
+/// `mask` has true ones. `src` may not share `dst`'s storage.
+pub(crate) fn masked_scatter(dst: View, mask: View, src: View) -> Result<()> {
+    match super::device_of(&[dst]) {
+        Device::Cpu => crate::cpu::index::masked_scatter(dst, mask, src),
+        d => Err(super::no_backend(d)),
+    }
+}
+
+/// The smallest and largest element (`None` for an empty tensor): `Scalar::Int` for integer
+/// and bool tensors (exact), `Scalar::Float` for floats (NaN if any element is NaN).
+pub(crate) fn extrema(src: View) -> Result<Option<(Scalar, Scalar)>> {
+    match super::device_of(&[src]) {
+        Device::Cpu => crate::cpu::index::extrema(src),
+        d => Err(super::no_backend(d)),
+    }
+}

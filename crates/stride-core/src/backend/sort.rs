@@ -1,0 +1,123 @@
+//! Sorting and selection primitives of the backend contract.
+//!
+//! One total order serves every op: numbers by value, NaN above +∞ (all NaNs equal),
+//! `-0.0 == 0.0`, `false < true`; ties are broken by the position along the dim, so every
+//! sort is stable and every selection deterministic. Indices are i64. A "row" is the 1-D
+//! slice of an operand along the op's dim; all operands are addressed through their layouts.
+
+use super::View;
+use crate::{Device, Result};
+
+/// Sorts each row of `src` along `dim` into `values` (src's dtype) and `indices` (i64, the
+/// position of each value in its row); all three have `src`'s shape. Stable; `descending`
+/// reverses the order of values, equal values keep their order.
+pub(crate) fn sort(
+    src: View,
+    dim: usize,
+    descending: bool,
+    values: View,
+    indices: View,
+) -> Result<()> {
+    match super::device_of(&[values]) {
+        Device::Cpu => crate::cpu::sort::sort(src, dim, descending, values, indices),
+        d => Err(super::no_backend(d)),
+    }
+}
+
+/// The first `k` elements of each row in the order of [`sort`] (`largest`: descending), into
+/// `values` and `indices`, whose `dim` has size `k`.
+pub(crate) fn topk(
+    src: View,
+    dim: usize,
+    k: usize,
+    largest: bool,
+    values: View,
+    indices: View,
+) -> Result<()> {
+    match super::device_of(&[values]) {
+        Device::Cpu => crate::cpu::sort::topk(src, dim, k, largest, values, indices),
+        d => Err(super::no_backend(d)),
+    }
+}
+
+/// Element `k` (0-based) of each row in ascending [`sort`] order, into `values` and `indices`
+/// whose `dim` has size 1. With `nan_propagates`, a row holding a NaN gives its first NaN
+/// (PyTorch's `median`).
+pub(crate) fn kth(
+    src: View,
+    dim: usize,
+    k: usize,
+    nan_propagates: bool,
+    values: View,
+    indices: View,
+) -> Result<()> {
+    match super::device_of(&[values]) {
+        Device::Cpu => crate::cpu::sort::kth(src, dim, k, nan_propagates, values, indices),
+        d => Err(super::no_backend(d)),
+    }
+}
+
+/// The number of runs of equal (`==`) consecutive elements of the 1-D `sorted` (NaNs are
+/// never equal, so each is its own run, as in PyTorch's `unique`).
+pub(crate) fn count_unique_consecutive(sorted: View) -> Result<usize> {
+    match super::device_of(&[sorted]) {
+        Device::Cpu => crate::cpu::sort::count_unique_consecutive(sorted),
+        d => Err(super::no_backend(d)),
+    }
+}
+
+/// For the 1-D `sorted`: `values[g]` = the first element of run `g`, `group[i]` (i64) = the
+/// run of element `i`, `counts[g]` (i64) = the length of run `g`.
+pub(crate) fn unique_consecutive(
+    sorted: View,
+    values: View,
+    group: View,
+    counts: View,
+) -> Result<()> {
+    match super::device_of(&[values]) {
+        Device::Cpu => crate::cpu::sort::unique_consecutive(sorted, values, group, counts),
+        d => Err(super::no_backend(d)),
+    }
+}
+
+/// One sorted row per position of `values`: `seq`'s layout is over `values`' shape, with
+/// stride 0 on the last dim; the row has `len` elements `stride` apart.
+#[derive(Debug, Clone, Copy)]
+pub struct SortedRows {
+    pub len: usize,
+    pub stride: usize,
+}
+
+/// `out[p]` (i64) = the number of elements of `p`'s sorted row that are `<` `values[p]`
+/// (`<=` with `right`), in the order of [`sort`].
+pub(crate) fn searchsorted(
+    seq: View,
+    rows: SortedRows,
+    values: View,
+    right: bool,
+    out: View,
+) -> Result<()> {
+    match super::device_of(&[out]) {
+        Device::Cpu => crate::cpu::sort::searchsorted(seq, rows, values, right, out),
+        d => Err(super::no_backend(d)),
+    }
+}
+
+/// `out[v] += weight` (or `+= 1` without weights, then `out` is i64) for each value `v` of
+/// the 1-D integer `input`, in order. `weights` has `out`'s dtype. Errors (writing nothing)
+/// if a value is outside `0..out.len()`.
+pub(crate) fn bincount(input: View, weights: Option<View>, out: View) -> Result<()> {
+    match super::device_of(&[out]) {
+        Device::Cpu => crate::cpu::sort::bincount(input, weights, out),
+        d => Err(super::no_backend(d)),
+    }
+}
+
+/// Counts the float `input`'s elements into `out.len()` equal bins over `[lo, hi]`; elements
+/// outside (and NaN) are ignored, `hi` falls into the last bin. `out` has `input`'s dtype.
+pub(crate) fn histc(input: View, lo: f64, hi: f64, out: View) -> Result<()> {
+    match super::device_of(&[out]) {
+        Device::Cpu => crate::cpu::sort::histc(input, lo, hi, out),
+        d => Err(super::no_backend(d)),
+    }
+}

@@ -1,0 +1,998 @@
+//! Index kernels: gather, scatter (assign / add / prod / amax / amin), and the masked scans
+//! (count, nonzero, masked_select, masked_scatter), all through the operands' layouts.
+//!
+//! - Indices are validated before the first write, under the storage locks, in one pass over
+//!   the index's *stored* elements (stride-0 dims are visited once), in logical order so the
+//!   error names the first bad index.
+//! - Gather is parallel over output positions. A run along which the index is constant
+//!   (an `index_select`/`embedding` row, an expanded index) is one row copy.
+//! - Scatter is parallel and deterministic: two index positions can only hit one destination
+//!   if they differ only along the scatter axis, so the positions off the axis are split
+//!   between tasks and each task walks the axis in order. When the index varies along the
+//!   axis only (`index_add`, expanded indices), the destination rows are split between tasks
+//!   by index value instead: each task scans the index and applies only its own rows. Either
+//!   way every destination combines its sources in logical order, on any thread count.
+//! - Masked scans count per chunk, prefix-sum the counts, then write per chunk in parallel.
+//!
+//! Moves (gather, assign, masked_select/scatter) run on the element's bit width, so a kernel
+//! exists per width, not per dtype.
+
+use super::access::Access;
+use super::math::{max_nan, min_nan, FloatElem};
+use super::strided::{Plan, SendPtr, PAR_GRAIN};
+use crate::backend::index::{IndexDim, ScatterOp, INDEX_DTYPES};
+use crate::backend::View;
+use crate::layout::contiguous_strides;
+use crate::{with_dtype, DType, Element, Error, Layout, Result, Scalar};
+use half::{bf16, f16};
+use rayon::prelude::*;
+
+/// Runs `$body` with `$I` bound to the Rust type of an index dtype (i64, i32, u32).
+macro_rules! with_index_type {
+    ($dtype:expr, $I:ident => $body:expr) => {
+        match $dtype {
+            DType::I64 => {
+                type $I = i64;
+                $body
+            }
+            DType::I32 => {
+                type $I = i32;
+                $body
+            }
+            DType::U32 => {
+                type $I = u32;
+                $body
+            }
+            d => return Err(bad_index_dtype("index", d)),
+        }
+    };
+}
+
+/// Runs `$body` with `$T` bound to an unsigned integer of the dtype's width: kernels that only
+/// move elements need one instance per width.
+macro_rules! with_width {
+    ($dtype:expr, $T:ident => $body:expr) => {
+        match $dtype.size_in_bytes() {
+            1 => {
+                type $T = u8;
+                $body
+            }
+            2 => {
+                type $T = u16;
+                $body
+            }
+            4 => {
+                type $T = u32;
+                $body
+            }
+            _ => {
+                type $T = u64;
+                $body
+            }
+        }
+    };
+}
+
+pub(crate) fn bad_index_dtype(op: &'static str, d: DType) -> Error {
+    Error::UnsupportedDType {
+        op,
+        dtype: d,
+        hint: format!(
+            " for an index tensor; indices are {:?} (convert with to_dtype)",
+            INDEX_DTYPES.map(|t| t.name())
+        ),
+    }
+}
+
+fn internal(op: &'static str, msg: String) -> Error {
+    Error::invalid(op, format!("internal error: {msg} (please report)"))
+}
+
+/// Checks that every element a view can address, plus `extra` elements past its last one,
+/// lies inside its storage: kernels dereference raw pointers, so this is what keeps a
+/// frontend bug from becoming undefined behaviour.
+pub(crate) fn check_extent(op: &'static str, v: &View, extra: usize) -> Result<()> {
+    if v.layout.numel() == 0 {
+        return Ok(());
+    }
+    let end = v.layout.storage_extent() + extra;
+    if end > v.storage.len() || v.storage.dtype() != v.dtype {
+        return Err(internal(
+            op,
+            format!(
+                "a view {:?} (+{extra}) of a {} storage of {} elements",
+                v.layout,
+                v.storage.dtype(),
+                v.storage.len()
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Splits `0..n` into ranges for rayon, each of at least `grain` (one range when small).
+pub(crate) fn split_ranges(n: usize, grain: usize) -> Vec<(usize, usize)> {
+    if n == 0 {
+        return vec![];
+    }
+    let threads = rayon::current_num_threads();
+    let tasks = if threads < 2 {
+        1
+    } else {
+        (n / grain.max(1)).clamp(1, threads * 4)
+    };
+    let chunk = n.div_ceil(tasks);
+    (0..tasks)
+        .map(|t| (t * chunk, ((t + 1) * chunk).min(n)))
+        .filter(|(s, e)| s < e)
+        .collect()
+}
+
+/// `f` over each range, in parallel when there are several; results in range order.
+pub(crate) fn par_map<R: Send>(
+    ranges: &[(usize, usize)],
+    f: impl Fn(usize, usize) -> R + Sync + Send,
+) -> Vec<R> {
+    if ranges.len() <= 1 {
+        ranges.iter().map(|&(s, e)| f(s, e)).collect()
+    } else {
+        ranges.par_iter().map(|&(s, e)| f(s, e)).collect()
+    }
+}
+
+#[inline(always)]
+fn wrap_idx(v: i64, size: i64, wrap: bool) -> i64 {
+    if wrap && v < 0 {
+        v + size
+    } else {
+        v
+    }
+}
+
+/// The valid index range `lo..hi` of an indexed dim.
+fn bounds(at: &IndexDim) -> (i64, i64) {
+    let size = at.size as i64;
+    (if at.wrap { -size } else { 0 }, size)
+}
+
+/// The first index (in logical order) outside `lo..hi`, if any. Values repeat along stride-0
+/// dims, so those are visited once.
+unsafe fn first_bad<I: Element>(p: SendPtr<I>, l: &Layout, lo: i64, hi: i64) -> Option<i64> {
+    let shape: Vec<usize> = l
+        .shape()
+        .iter()
+        .zip(l.strides())
+        .map(|(&n, &s)| if s == 0 { n.min(1) } else { n })
+        .collect();
+    let contig = contiguous_strides(&shape);
+    let plan = Plan::new(&shape, [&contig, l.strides()], [0, l.offset()]);
+    let [_, st] = plan.inner_strides();
+    let scan = |s: usize, e: usize| -> Option<i64> {
+        let mut bad = None;
+        plan.for_each_run(s, e, |off, len| {
+            if bad.is_some() {
+                return;
+            }
+            let x = p.get().offset(off[1]);
+            for i in 0..len as isize {
+                let v = (*x.offset(i * st)).to_i64();
+                if v < lo || v >= hi {
+                    bad = Some(v);
+                    return;
+                }
+            }
+        });
+        bad
+    };
+    let ranges = split_ranges(plan.numel(), PAR_GRAIN);
+    if ranges.len() <= 1 {
+        ranges.iter().find_map(|&(s, e)| scan(s, e))
+    } else {
+        ranges.par_iter().find_map_first(|&(s, e)| scan(s, e))
+    }
+}
+
+fn check_index_operand(at: &IndexDim, index: &View, shape: &[usize]) -> Result<()> {
+    if !INDEX_DTYPES.contains(&index.dtype) {
+        return Err(bad_index_dtype(at.op, index.dtype));
+    }
+    if index.layout.shape() != shape {
+        return Err(internal(
+            at.op,
+            format!(
+                "index shape {:?} differs from {shape:?}",
+                index.layout.shape()
+            ),
+        ));
+    }
+    check_extent(at.op, index, 0)
+}
+
+// ---------------------------------------------------------------------------------------------
+// gather
+
+pub(crate) fn gather(src: View, index: View, at: IndexDim, dst: View) -> Result<()> {
+    let shape = dst.layout.shape();
+    check_index_operand(&at, &index, shape)?;
+    if src.dtype != dst.dtype || src.layout.shape() != shape {
+        return Err(internal(at.op, "gather operands disagree".into()));
+    }
+    if index.storage.same(dst.storage) || src.storage.same(dst.storage) {
+        return Err(internal(at.op, "gather into one of its inputs".into()));
+    }
+    check_extent(at.op, &src, at.size.saturating_sub(1) * at.stride)?;
+    check_extent(at.op, &dst, 0)?;
+    let acc = Access::views(Some(&dst), &[&src, &index]);
+    let (lo, hi) = bounds(&at);
+    with_index_type!(index.dtype, I => unsafe {
+        let pi = SendPtr(acc.ptr::<I>(index.storage));
+        if let Some(v) = first_bad(pi, index.layout, lo, hi) {
+            return Err(at.out_of_range(v));
+        }
+        with_width!(dst.dtype, T => gather_typed::<T, I>(
+            &dst, &src, &index, &at,
+            SendPtr(acc.ptr::<T>(dst.storage)), SendPtr(acc.ptr::<T>(src.storage)), pi,
+        ))
+    });
+    Ok(())
+}
+
+#[allow(clippy::too_many_arguments)]
+unsafe fn gather_typed<T: Copy, I: Element>(
+    dst: &View,
+    src: &View,
+    index: &View,
+    at: &IndexDim,
+    pd: SendPtr<T>,
+    ps: SendPtr<T>,
+    pi: SendPtr<I>,
+) {
+    let l = dst.layout;
+    let plan = Plan::new(
+        l.shape(),
+        [l.strides(), src.layout.strides(), index.layout.strides()],
+        [l.offset(), src.layout.offset(), index.layout.offset()],
+    );
+    if plan.numel() == 0 {
+        return;
+    }
+    let [so, ss, sx] = plan.inner_strides();
+    let (size, wrap, stride) = (at.size as i64, at.wrap, at.stride as isize);
+    let rows = sx == 0 && so == 1 && ss == 1;
+    plan.par_ranges(|s, e| {
+        // contiguous row copies go through a prefetch ring: the source row of a copy is
+        // requested `RING` copies before it is made, so random rows overlap their latency
+        let mut ring = Ring::<(*mut T, *const T, usize)>::new();
+        plan.for_each_run(s, e, |off, len| {
+            let d = pd.get().offset(off[0]);
+            let sb = ps.get().offset(off[1]);
+            let x = pi.get().offset(off[2]);
+            if rows {
+                let sp = sb.offset(wrap_idx((*x).to_i64(), size, wrap) as isize * stride);
+                prefetch(sp, len);
+                if let Some((d0, s0, n0)) = ring.push((d, sp, len)) {
+                    std::ptr::copy_nonoverlapping(s0, d0, n0);
+                }
+            } else if sx == 0 {
+                // the index is constant along the run: one strided row copy
+                let sp = sb.offset(wrap_idx((*x).to_i64(), size, wrap) as isize * stride);
+                for i in 0..len as isize {
+                    *d.offset(i * so) = *sp.offset(i * ss);
+                }
+            } else {
+                for i in 0..len as isize {
+                    let v = wrap_idx((*x.offset(i * sx)).to_i64(), size, wrap) as isize;
+                    *d.offset(i * so) = *sb.offset(i * ss + v * stride);
+                }
+            }
+        });
+        while let Some((d0, s0, n0)) = ring.pop() {
+            std::ptr::copy_nonoverlapping(s0, d0, n0);
+        }
+    });
+}
+
+/// How many row moves a prefetch ring keeps in flight.
+const RING: usize = 8;
+
+/// A FIFO of pending row moves whose memory has been prefetched.
+struct Ring<E: Copy> {
+    items: [Option<E>; RING],
+    head: usize,
+    len: usize,
+}
+impl<E: Copy> Ring<E> {
+    fn new() -> Self {
+        Ring {
+            items: [None; RING],
+            head: 0,
+            len: 0,
+        }
+    }
+    /// Queues `e`; returns the oldest entry once the ring is full.
+    #[inline(always)]
+    fn push(&mut self, e: E) -> Option<E> {
+        let out = if self.len == RING { self.pop() } else { None };
+        self.items[(self.head + self.len) % RING] = Some(e);
+        self.len += 1;
+        out
+    }
+    #[inline(always)]
+    fn pop(&mut self) -> Option<E> {
+        if self.len == 0 {
+            return None;
+        }
+        let e = self.items[self.head].take();
+        self.head = (self.head + 1) % RING;
+        self.len -= 1;
+        e
+    }
+}
+
+/// Asks the cache for the first KiB of `len` elements at `p` (a hint; never faults).
+#[inline(always)]
+fn prefetch<T>(p: *const T, len: usize) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        let bytes = (len * std::mem::size_of::<T>()).min(1024);
+        let p = p as *const i8;
+        let mut o = 0;
+        while o < bytes {
+            // SAFETY: prefetching is a hint and never dereferences; wrapping_add keeps the
+            // address computation defined.
+            unsafe {
+                std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
+                    p.wrapping_add(o),
+                )
+            };
+            o += 64;
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (p, len);
+}
+
+// ---------------------------------------------------------------------------------------------
+// scatter
+
+/// Element arithmetic of the reducing scatters (PyTorch's: floats compute in their op-math
+/// type and round once per step, integers wrap, max/min propagate NaN).
+pub(crate) trait Accum: Element {
+    fn acc_add(self, o: Self) -> Self;
+    fn acc_mul(self, o: Self) -> Self;
+    fn acc_max(self, o: Self) -> Self;
+    fn acc_min(self, o: Self) -> Self;
+    /// The identity of max (−∞ for floats).
+    fn lowest() -> Self;
+    /// The identity of min (+∞ for floats).
+    fn highest() -> Self;
+}
+macro_rules! accum_float {
+    ($($t:ty),*) => {$(
+        impl Accum for $t {
+            #[inline(always)]
+            fn acc_add(self, o: Self) -> Self { Self::store(self.load() + o.load()) }
+            #[inline(always)]
+            fn acc_mul(self, o: Self) -> Self { Self::store(self.load() * o.load()) }
+            #[inline(always)]
+            fn acc_max(self, o: Self) -> Self { Self::store(max_nan(self.load(), o.load())) }
+            #[inline(always)]
+            fn acc_min(self, o: Self) -> Self { Self::store(min_nan(self.load(), o.load())) }
+            fn lowest() -> Self { Self::from_f64(f64::NEG_INFINITY) }
+            fn highest() -> Self { Self::from_f64(f64::INFINITY) }
+        }
+    )*};
+}
+accum_float!(f64, f32, f16, bf16);
+macro_rules! accum_int {
+    ($($t:ty),*) => {$(
+        impl Accum for $t {
+            #[inline(always)]
+            fn acc_add(self, o: Self) -> Self { self.wrapping_add(o) }
+            #[inline(always)]
+            fn acc_mul(self, o: Self) -> Self { self.wrapping_mul(o) }
+            #[inline(always)]
+            fn acc_max(self, o: Self) -> Self { self.max(o) }
+            #[inline(always)]
+            fn acc_min(self, o: Self) -> Self { self.min(o) }
+            fn lowest() -> Self { <$t>::MIN }
+            fn highest() -> Self { <$t>::MAX }
+        }
+    )*};
+}
+accum_int!(i64, i32, u32, u8, i8);
+
+/// Runs `$body` with `$T` bound to a numeric (non-bool) dtype's type.
+macro_rules! with_accum {
+    ($dtype:expr, $op:expr, $T:ident => $body:expr) => {
+        match $dtype {
+            DType::F64 => {
+                type $T = f64;
+                $body
+            }
+            DType::F32 => {
+                type $T = f32;
+                $body
+            }
+            DType::F16 => {
+                type $T = f16;
+                $body
+            }
+            DType::BF16 => {
+                type $T = bf16;
+                $body
+            }
+            DType::I64 => {
+                type $T = i64;
+                $body
+            }
+            DType::I32 => {
+                type $T = i32;
+                $body
+            }
+            DType::U32 => {
+                type $T = u32;
+                $body
+            }
+            DType::U8 => {
+                type $T = u8;
+                $body
+            }
+            DType::I8 => {
+                type $T = i8;
+                $body
+            }
+            DType::Bool => {
+                return Err(Error::UnsupportedDType {
+                    op: $op,
+                    dtype: DType::Bool,
+                    hint: "; reducing scatters take numeric tensors (convert with to_dtype)".into(),
+                })
+            }
+        }
+    };
+}
+
+#[inline(always)]
+fn combine<T: Accum>(op: ScatterOp, alpha: Option<T>, d: T, s: T) -> T {
+    match op {
+        ScatterOp::Assign => s,
+        ScatterOp::Add { .. } => d.acc_add(match alpha {
+            Some(a) => s.acc_mul(a),
+            None => s,
+        }),
+        ScatterOp::Prod => d.acc_mul(s),
+        ScatterOp::Amax => d.acc_max(s),
+        ScatterOp::Amin => d.acc_min(s),
+    }
+}
+
+pub(crate) fn scatter(
+    dst: View,
+    index: View,
+    at: IndexDim,
+    src: View,
+    op: ScatterOp,
+    include_self: bool,
+) -> Result<()> {
+    let shape = index.layout.shape();
+    check_index_operand(&at, &index, shape)?;
+    if src.dtype != dst.dtype
+        || src.layout.shape() != shape
+        || dst.layout.shape() != shape
+        || (!shape.is_empty() && at.dim >= shape.len())
+        || (shape.get(at.dim).is_some_and(|&n| n > 1) && dst.layout.strides()[at.dim] != 0)
+    {
+        return Err(internal(at.op, "scatter operands disagree".into()));
+    }
+    if index.storage.same(dst.storage) || src.storage.same(dst.storage) {
+        return Err(internal(at.op, "scatter from its own destination".into()));
+    }
+    check_extent(at.op, &dst, at.size.saturating_sub(1) * at.stride)?;
+    check_extent(at.op, &src, 0)?;
+    let acc = Access::views(Some(&dst), &[&index, &src]);
+    let (lo, hi) = bounds(&at);
+    with_index_type!(index.dtype, I => unsafe {
+        let pi = SendPtr(acc.ptr::<I>(index.storage));
+        if let Some(v) = first_bad(pi, index.layout, lo, hi) {
+            return Err(at.out_of_range(v));
+        }
+        if op == ScatterOp::Assign {
+            with_width!(dst.dtype, T => scatter_typed::<T, I>(
+                &dst, &index, &src, &at,
+                SendPtr(acc.ptr::<T>(dst.storage)), pi, SendPtr(acc.ptr::<T>(src.storage)),
+                None, |_d: T, s: T| s,
+            ))
+        } else {
+            with_accum!(dst.dtype, at.op, T => {
+                let init: Option<T> = (!include_self).then(|| match op {
+                    ScatterOp::Add { .. } => T::from_i64(0),
+                    ScatterOp::Prod => T::from_i64(1),
+                    ScatterOp::Amax => T::lowest(),
+                    _ => T::highest(),
+                });
+                let alpha: Option<T> = match op {
+                    ScatterOp::Add { alpha } if alpha.to_f64() != 1.0 => Some(alpha.to_elem()),
+                    _ => None,
+                };
+                scatter_typed::<T, I>(
+                    &dst, &index, &src, &at,
+                    SendPtr(acc.ptr::<T>(dst.storage)), pi, SendPtr(acc.ptr::<T>(src.storage)),
+                    init, move |d: T, s: T| combine(op, alpha, d, s),
+                )
+            })
+        }
+    });
+    Ok(())
+}
+
+/// A run of positions off the scatter axis: operand offsets and length.
+type Run = ([isize; 3], usize);
+
+/// The passes of a scatter: a fill with the reduction's identity first when the old values
+/// are excluded (`include_self == false`), then the combining pass (`None`).
+fn passes<T: Copy>(init: Option<T>) -> Vec<Option<T>> {
+    match init {
+        Some(c) => vec![Some(c), None],
+        None => vec![None],
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+unsafe fn scatter_typed<T: Copy + Send + Sync, I: Element>(
+    dst: &View,
+    index: &View,
+    src: &View,
+    at: &IndexDim,
+    pd: SendPtr<T>,
+    pi: SendPtr<I>,
+    ps: SendPtr<T>,
+    init: Option<T>,
+    f: impl Fn(T, T) -> T + Sync,
+) {
+    let shape = index.layout.shape();
+    let total: usize = shape.iter().product();
+    if total == 0 {
+        return;
+    }
+    let (size, wrap, stride) = (at.size as i64, at.wrap, at.stride as isize);
+    // positions off the axis ("outer") never collide with one another
+    let ax = at.dim.min(shape.len().saturating_sub(1));
+    let n = if shape.is_empty() { 1 } else { shape[ax] };
+    let mut outer = shape.to_vec();
+    if !outer.is_empty() {
+        outer[ax] = 1;
+    }
+    let axis_stride = |l: &Layout| l.strides().get(ax).map_or(0, |&s| s as isize);
+    let (xd, sd) = (axis_stride(index.layout), axis_stride(src.layout));
+    let plan = Plan::new(
+        &outer,
+        [
+            dst.layout.strides(),
+            index.layout.strides(),
+            src.layout.strides(),
+        ],
+        [
+            dst.layout.offset(),
+            index.layout.offset(),
+            src.layout.offset(),
+        ],
+    );
+    let m = plan.numel();
+    let [do_, xo, so] = plan.inner_strides();
+    let runs = |s: usize, e: usize| -> Vec<Run> {
+        let mut v = Vec::new();
+        plan.for_each_run(s, e, |off, len| v.push((off, len)));
+        v
+    };
+    let threads = rayon::current_num_threads();
+    let parallel = total >= 2 * PAR_GRAIN && threads > 1;
+    let row_mode = shape
+        .iter()
+        .zip(index.layout.strides())
+        .enumerate()
+        .all(|(d, (&len, &st))| d == ax || len <= 1 || st == 0);
+
+    if row_mode {
+        // The index varies along the axis only: position k of the axis moves a whole row
+        // (all outer positions) to destination row index[k].
+        let x0 = index.layout.offset() as isize;
+        let idx_at = |k: usize| {
+            wrap_idx(
+                (*pi.get().offset(x0 + k as isize * xd)).to_i64(),
+                size,
+                wrap,
+            )
+        };
+        let apply_row = |runs: &[Run], k: usize, v: i64, fill: Option<T>| {
+            let (db, sb) = (v as isize * stride, k as isize * sd);
+            for &(off, len) in runs {
+                let d = pd.get().offset(off[0] + db);
+                match fill {
+                    Some(c) => {
+                        for i in 0..len as isize {
+                            *d.offset(i * do_) = c;
+                        }
+                    }
+                    None => {
+                        let s = ps.get().offset(off[2] + sb);
+                        if do_ == 1 && so == 1 {
+                            for i in 0..len {
+                                *d.add(i) = f(*d.add(i), *s.add(i));
+                            }
+                        } else {
+                            for i in 0..len as isize {
+                                *d.offset(i * do_) = f(*d.offset(i * do_), *s.offset(i * so));
+                            }
+                        }
+                    }
+                }
+            }
+        };
+        // rows whose destination lies in lo..hi, for outer positions s..e
+        let task = |rs: &[Run], lo: i64, hi: i64| {
+            // with an init value, a first pass fills every destination row that is hit
+            for fill in passes(init) {
+                if fill.is_none() && rs.len() == 1 && do_ == 1 && so == 1 {
+                    // one contiguous run per row: prefetch the rows a few steps ahead
+                    let (off, len) = rs[0];
+                    let mut ring = Ring::<(*mut T, *const T)>::new();
+                    let apply = |(d, s): (*mut T, *const T)| {
+                        for i in 0..len {
+                            *d.add(i) = f(*d.add(i), *s.add(i));
+                        }
+                    };
+                    for k in 0..n {
+                        let v = idx_at(k);
+                        if v >= lo && v < hi {
+                            let d = pd.get().offset(off[0] + v as isize * stride);
+                            let s = ps.get().offset(off[2] + k as isize * sd);
+                            prefetch(d, len);
+                            prefetch(s, len);
+                            if let Some(e) = ring.push((d, s)) {
+                                apply(e);
+                            }
+                        }
+                    }
+                    while let Some(e) = ring.pop() {
+                        apply(e);
+                    }
+                    continue;
+                }
+                for k in 0..n {
+                    let v = idx_at(k);
+                    if v >= lo && v < hi {
+                        apply_row(rs, k, v, fill);
+                    }
+                }
+            }
+        };
+        if !parallel {
+            task(&runs(0, m), 0, size);
+        } else if m >= 4096 {
+            // long rows: split the outer positions
+            let ranges = split_ranges(m, (PAR_GRAIN / n).max(1024));
+            par_map(&ranges, |s, e| task(&runs(s, e), 0, size));
+        } else {
+            // short rows: split the destination rows by index value
+            let all = runs(0, m);
+            let tasks = (threads as i64).min(size).max(1);
+            let cuts: Vec<(usize, usize)> = (0..tasks)
+                .map(|t| {
+                    (
+                        (t * size / tasks) as usize,
+                        ((t + 1) * size / tasks) as usize,
+                    )
+                })
+                .collect();
+            par_map(&cuts, |lo, hi| task(&all, lo as i64, hi as i64));
+        }
+        return;
+    }
+
+    // General: split the outer positions; each task walks the axis in order, in blocks of
+    // outer positions so that every step touches nearby memory.
+    let block = if xo.abs() == 1 || so.abs() == 1 {
+        256
+    } else {
+        32
+    };
+    let task = |s: usize, e: usize| {
+        for (off, len) in runs(s, e) {
+            let mut b0 = 0usize;
+            while b0 < len {
+                let bl = (len - b0).min(block) as isize;
+                let b = b0 as isize;
+                let (d0, x0, s0) = (off[0] + b * do_, off[1] + b * xo, off[2] + b * so);
+                for fill in passes(init) {
+                    for k in 0..n as isize {
+                        let (xk, sk) = (x0 + k * xd, s0 + k * sd);
+                        for i in 0..bl {
+                            let v = wrap_idx((*pi.get().offset(xk + i * xo)).to_i64(), size, wrap);
+                            let d = pd.get().offset(d0 + i * do_ + v as isize * stride);
+                            *d = match fill {
+                                Some(c) => c,
+                                None => f(*d, *ps.get().offset(sk + i * so)),
+                            };
+                        }
+                    }
+                }
+                b0 += bl as usize;
+            }
+        }
+    };
+    if !parallel {
+        task(0, m);
+    } else {
+        let min_positions = (64 / std::mem::size_of::<T>()).max(PAR_GRAIN / n);
+        par_map(&split_ranges(m, min_positions), task);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// masked scans
+
+/// A plan over `shape` that visits positions in logical (row-major) order: operand 0 is a
+/// contiguous placeholder, operand 1 the given layout.
+fn logical_plan2(l: &Layout) -> Plan<2> {
+    let contig = contiguous_strides(l.shape());
+    Plan::new(l.shape(), [&contig, l.strides()], [0, l.offset()])
+}
+fn logical_plan3(shape: &[usize], a: &Layout, b: &Layout) -> Plan<3> {
+    let contig = contiguous_strides(shape);
+    Plan::new(
+        shape,
+        [&contig, a.strides(), b.strides()],
+        [0, a.offset(), b.offset()],
+    )
+}
+
+/// Non-zero elements of operand `k` of `plan` per range.
+unsafe fn count_per_range<const N: usize, T: Element>(
+    plan: &Plan<N>,
+    k: usize,
+    p: SendPtr<T>,
+    ranges: &[(usize, usize)],
+) -> Vec<usize> {
+    let st = plan.inner_strides()[k];
+    par_map(ranges, |s, e| {
+        let mut c = 0usize;
+        plan.for_each_run(s, e, |off, len| {
+            let x = p.get().offset(off[k]);
+            for i in 0..len as isize {
+                c += (*x.offset(i * st)).is_nonzero() as usize;
+            }
+        });
+        c
+    })
+}
+
+/// Exclusive prefix sums, and the total.
+fn prefix(counts: &[usize]) -> (Vec<usize>, usize) {
+    let mut acc = 0;
+    let starts = counts
+        .iter()
+        .map(|&c| {
+            let s = acc;
+            acc += c;
+            s
+        })
+        .collect();
+    (starts, acc)
+}
+
+pub(crate) fn count_nonzero(src: View) -> Result<usize> {
+    check_extent("count_nonzero", &src, 0)?;
+    let acc = Access::views(None, &[&src]);
+    let plan = logical_plan2(src.layout);
+    let ranges = split_ranges(plan.numel(), PAR_GRAIN);
+    Ok(with_dtype!(src.dtype, T => unsafe {
+        count_per_range(&plan, 1, SendPtr(acc.ptr::<T>(src.storage)), &ranges).iter().sum()
+    }))
+}
+
+pub(crate) fn nonzero(src: View, dst: View) -> Result<()> {
+    let op = "nonzero";
+    let shape = src.layout.shape();
+    let nd = shape.len();
+    if dst.dtype != DType::I64 || dst.layout.ndim() != 2 || dst.layout.shape()[1] != nd {
+        return Err(internal(op, "bad output".into()));
+    }
+    check_extent(op, &src, 0)?;
+    check_extent(op, &dst, 0)?;
+    let acc = Access::views(Some(&dst), &[&src]);
+    let plan = logical_plan2(src.layout);
+    let ranges = split_ranges(plan.numel(), PAR_GRAIN);
+    let [_, st] = plan.inner_strides();
+    let (o0, r0, c0) = (
+        dst.layout.offset() as isize,
+        dst.layout.strides()[0] as isize,
+        dst.layout.strides()[1] as isize,
+    );
+    let pd = SendPtr(acc.ptr::<i64>(dst.storage));
+    with_dtype!(src.dtype, T => unsafe {
+        let ps = SendPtr(acc.ptr::<T>(src.storage));
+        let counts = count_per_range(&plan, 1, ps, &ranges);
+        let (starts, total) = prefix(&counts);
+        if total != dst.layout.shape()[0] {
+            return Err(internal(op, format!("{total} non-zeros for {} rows", dst.layout.shape()[0])));
+        }
+        let jobs: Vec<(usize, usize)> = (0..ranges.len()).map(|t| (t, t + 1)).collect();
+        par_map(&jobs, |t, _| {
+            let (s, e) = ranges[t];
+            let mut row = starts[t] as isize;
+            let mut pos = s;
+            plan.for_each_run(s, e, |off, len| {
+                let x = ps.get().offset(off[1]);
+                for i in 0..len {
+                    if (*x.offset(i as isize * st)).is_nonzero() {
+                        let mut p = pos + i;
+                        for d in (0..nd).rev() {
+                            *pd.get().offset(o0 + row * r0 + d as isize * c0) = (p % shape[d]) as i64;
+                            p /= shape[d];
+                        }
+                        row += 1;
+                    }
+                }
+                pos += len;
+            });
+        });
+    });
+    Ok(())
+}
+
+pub(crate) fn masked_select(src: View, mask: View, dst: View) -> Result<()> {
+    let op = "masked_select";
+    let shape = src.layout.shape();
+    if mask.dtype != DType::Bool
+        || mask.layout.shape() != shape
+        || dst.dtype != src.dtype
+        || dst.layout.ndim() != 1
+    {
+        return Err(internal(op, "operands disagree".into()));
+    }
+    for v in [&src, &mask, &dst] {
+        check_extent(op, v, 0)?;
+    }
+    let acc = Access::views(Some(&dst), &[&src, &mask]);
+    let plan = logical_plan3(shape, src.layout, mask.layout);
+    let ranges = split_ranges(plan.numel(), PAR_GRAIN);
+    let [_, ss, sm] = plan.inner_strides();
+    let pm = SendPtr(acc.ptr::<bool>(mask.storage));
+    let counts = unsafe { count_per_range(&plan, 2, pm, &ranges) };
+    let (starts, total) = prefix(&counts);
+    if total != dst.layout.shape()[0] {
+        return Err(internal(op, "count changed".into()));
+    }
+    let (o0, r0) = (
+        dst.layout.offset() as isize,
+        dst.layout.strides()[0] as isize,
+    );
+    with_width!(src.dtype, T => unsafe {
+        let (ps, pd) = (SendPtr(acc.ptr::<T>(src.storage)), SendPtr(acc.ptr::<T>(dst.storage)));
+        let jobs: Vec<(usize, usize)> = (0..ranges.len()).map(|t| (t, t + 1)).collect();
+        par_map(&jobs, |t, _| {
+            let (s, e) = ranges[t];
+            let mut k = starts[t] as isize;
+            plan.for_each_run(s, e, |off, len| {
+                let (x, m) = (ps.get().offset(off[1]), pm.get().offset(off[2]));
+                for i in 0..len as isize {
+                    if *m.offset(i * sm) {
+                        *pd.get().offset(o0 + k * r0) = *x.offset(i * ss);
+                        k += 1;
+                    }
+                }
+            });
+        });
+    });
+    Ok(())
+}
+
+pub(crate) fn masked_scatter(dst: View, mask: View, src: View) -> Result<()> {
+    let op = "masked_scatter";
+    let shape = dst.layout.shape();
+    if mask.dtype != DType::Bool
+        || mask.layout.shape() != shape
+        || dst.dtype != src.dtype
+        || src.layout.ndim() != 1
+    {
+        return Err(internal(op, "operands disagree".into()));
+    }
+    if src.storage.same(dst.storage) {
+        return Err(internal(op, "source shares the destination".into()));
+    }
+    for v in [&src, &mask, &dst] {
+        check_extent(op, v, 0)?;
+    }
+    let acc = Access::views(Some(&dst), &[&src, &mask]);
+    let plan = logical_plan3(shape, dst.layout, mask.layout);
+    let ranges = split_ranges(plan.numel(), PAR_GRAIN);
+    let [_, sd, sm] = plan.inner_strides();
+    let pm = SendPtr(acc.ptr::<bool>(mask.storage));
+    let counts = unsafe { count_per_range(&plan, 2, pm, &ranges) };
+    let (starts, total) = prefix(&counts);
+    let available = src.layout.shape()[0];
+    if total > available {
+        return Err(Error::invalid(
+            op,
+            format!(
+                "the mask selects {total} elements but the source has only {available}; the source needs at least as many elements as the mask has true values"
+            ),
+        ));
+    }
+    let (o0, r0) = (
+        src.layout.offset() as isize,
+        src.layout.strides()[0] as isize,
+    );
+    with_width!(dst.dtype, T => unsafe {
+        let (ps, pd) = (SendPtr(acc.ptr::<T>(src.storage)), SendPtr(acc.ptr::<T>(dst.storage)));
+        let jobs: Vec<(usize, usize)> = (0..ranges.len()).map(|t| (t, t + 1)).collect();
+        par_map(&jobs, |t, _| {
+            let (s, e) = ranges[t];
+            let mut k = starts[t] as isize;
+            plan.for_each_run(s, e, |off, len| {
+                let (d, m) = (pd.get().offset(off[1]), pm.get().offset(off[2]));
+                for i in 0..len as isize {
+                    if *m.offset(i * sm) {
+                        *d.offset(i * sd) = *ps.get().offset(o0 + k * r0);
+                        k += 1;
+                    }
+                }
+            });
+        });
+    });
+    Ok(())
+}
+
+pub(crate) fn extrema(src: View) -> Result<Option<(Scalar, Scalar)>> {
+    check_extent("extrema", &src, 0)?;
+    let acc = Access::views(None, &[&src]);
+    let plan = Plan::new(
+        src.layout.shape(),
+        [src.layout.strides()],
+        [src.layout.offset()],
+    );
+    if plan.numel() == 0 {
+        return Ok(None);
+    }
+    let ranges = split_ranges(plan.numel(), PAR_GRAIN);
+    let [st] = plan.inner_strides();
+    with_dtype!(src.dtype, T => unsafe {
+        let p = SendPtr(acc.ptr::<T>(src.storage));
+        if T::DTYPE.is_float() {
+            let parts = par_map(&ranges, |s, e| {
+                let (mut lo, mut hi) = (f64::INFINITY, f64::NEG_INFINITY);
+                plan.for_each_run(s, e, |off, len| {
+                    let x = p.get().offset(off[0]);
+                    for i in 0..len as isize {
+                        let v = (*x.offset(i * st)).to_f64();
+                        lo = min_nan(lo, v);
+                        hi = max_nan(hi, v);
+                    }
+                });
+                (lo, hi)
+            });
+            let (lo, hi) = parts.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |a, b| {
+                (min_nan(a.0, b.0), max_nan(a.1, b.1))
+            });
+            Ok(Some((Scalar::Float(lo), Scalar::Float(hi))))
+        } else {
+            let parts = par_map(&ranges, |s, e| {
+                let (mut lo, mut hi) = (i64::MAX, i64::MIN);
+                plan.for_each_run(s, e, |off, len| {
+                    let x = p.get().offset(off[0]);
+                    for i in 0..len as isize {
+                        let v = (*x.offset(i * st)).to_i64();
+                        lo = lo.min(v);
+                        hi = hi.max(v);
+                    }
+                });
+                (lo, hi)
+            });
+            let (lo, hi) = parts
+                .iter()
+                .fold((i64::MAX, i64::MIN), |a, b| (a.0.min(b.0), a.1.max(b.1)));
+            Ok(Some((Scalar::Int(lo), Scalar::Int(hi))))
+        }
+    })
+}

@@ -1,0 +1,903 @@
+//! Index frontends: gathers (`index_select`, `gather`, `take`, `embedding`, advanced indexing
+//! with an index tensor or a bool mask), scatters (`scatter`, `scatter_add`, `scatter_reduce`,
+//! `index_add`, `index_copy`, `index_fill`) and masked ops (`masked_fill`, `masked_select`,
+//! `masked_scatter`, `nonzero`).
+//!
+//! Each is one backend primitive over views built here without copying: an `index_select`
+//! index is a stride-0 broadcast of the 1-D index over the output, a scalar value a 0-d
+//! tensor broadcast over the positions.
+//!
+//! Rules every op here keeps:
+//! - **Index tensors** are i64, i32 or u32, in any layout (expanded ones included), and are
+//!   read as they are: never cast, never copied (except when they share memory with the
+//!   destination of an in-place op; then they are read as they were before the op).
+//! - **Out-of-range indices** are an [`Error::IndexOutOfRange`] naming the first bad index (in
+//!   logical order), the dim and its size, raised before anything is written.
+//! - **Negative indices** follow PyTorch per op: `take`, `index_fill` and [`Tensor::index`]
+//!   count them from the end; `gather`, `scatter*`, `index_select`, `index_add`, `index_copy`
+//!   and `embedding` reject them (PyTorch's CPU kernels do the same).
+//! - **Duplicate indices**: reducing scatters (`scatter_add`, `index_add`, `scatter_reduce`)
+//!   combine the sources of one destination in logical order, so results are identical on
+//!   every run and for any thread count; `scatter`/`index_copy` keep the **last** source in
+//!   logical order (PyTorch leaves this undefined).
+//! - **In-place forms** write through `self`'s layout, whatever its strides, and error on a
+//!   `self` whose elements share memory (an expanded view).
+//! - **Dtypes**: sources must have `self`'s dtype (as PyTorch requires); scalar values are
+//!   cast to `self`'s dtype, as `fill` does.
+
+use super::output::check_out;
+use crate::backend::index::{self as prim, IndexDim, ScatterOp, INDEX_DTYPES};
+use crate::backend::{TernaryOp, View};
+use crate::cpu::index::bad_index_dtype;
+use crate::ops::elementwise::ternary;
+use crate::ops::output::Dest;
+use crate::shape::{broadcast_shapes, wrap_dim};
+use crate::{DType, Device, Error, Layout, Operand, Result, Scalar, Tensor};
+
+/// The reduction of [`Tensor::scatter_reduce`] (PyTorch's `reduce=` strings).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ScatterReduce {
+    /// `"sum"`
+    Sum,
+    /// `"prod"`
+    Prod,
+    /// `"mean"`: the sum divided by the number of contributions (counting `self` with
+    /// `include_self`); floor division for integer tensors, as PyTorch.
+    Mean,
+    /// `"amax"` (NaN propagates)
+    Amax,
+    /// `"amin"` (NaN propagates)
+    Amin,
+}
+
+impl ScatterReduce {
+    pub fn name(self) -> &'static str {
+        match self {
+            ScatterReduce::Sum => "sum",
+            ScatterReduce::Prod => "prod",
+            ScatterReduce::Mean => "mean",
+            ScatterReduce::Amax => "amax",
+            ScatterReduce::Amin => "amin",
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// shared checks
+
+pub(crate) fn check_index_dtype(op: &'static str, index: &Tensor) -> Result<()> {
+    if INDEX_DTYPES.contains(&index.dtype()) {
+        Ok(())
+    } else {
+        Err(bad_index_dtype(op, index.dtype()))
+    }
+}
+
+pub(crate) fn check_devices(op: &'static str, first: &Tensor, others: &[&Tensor]) -> Result<()> {
+    for t in others {
+        if t.device() != first.device() {
+            return Err(Error::DeviceMismatch {
+                op,
+                a: first.device(),
+                b: t.device(),
+            });
+        }
+    }
+    Ok(())
+}
+
+fn check_same_dtype(op: &'static str, what: &str, t: &Tensor, want: DType) -> Result<()> {
+    if t.dtype() != want {
+        return Err(Error::invalid(
+            op,
+            format!(
+                "{what} has dtype {} but self has dtype {want}; they must match (convert with to_dtype)",
+                t.dtype()
+            ),
+        ));
+    }
+    Ok(())
+}
+
+fn check_mask(op: &'static str, mask: &Tensor) -> Result<()> {
+    if mask.dtype() != DType::Bool {
+        return Err(Error::UnsupportedDType {
+            op,
+            dtype: mask.dtype(),
+            hint: " for the mask; it must be a bool tensor (compare with ne(0) first)".into(),
+        });
+    }
+    Ok(())
+}
+
+/// A 0-d or 1-d index's length and stride.
+fn vector_index(op: &'static str, index: &Tensor) -> Result<(usize, usize)> {
+    match index.dim() {
+        0 => Ok((1, 0)),
+        1 => Ok((index.shape()[0], index.stride()[0])),
+        n => Err(Error::invalid(
+            op,
+            format!(
+                "the index must be 0-d or 1-d, got {n} dims (shape {:?})",
+                index.shape()
+            ),
+        )),
+    }
+}
+
+/// Shape and strides with a 0-d tensor seen as 1-d of size 1 (PyTorch's scatter/gather treat
+/// 0-d and 1-d alike).
+fn nonempty_dims(t: &Tensor) -> (Vec<usize>, Vec<usize>) {
+    if t.dim() == 0 {
+        (vec![1], vec![1])
+    } else {
+        (t.shape().to_vec(), t.stride().to_vec())
+    }
+}
+
+/// A copy of `t` if it shares memory with `dst` (an in-place op then reads `t` as it was).
+fn unalias(t: &Tensor, dst: &Tensor) -> Result<Tensor> {
+    if t.shares_storage_with(dst) {
+        t.clone_tensor()
+    } else {
+        Ok(t.clone())
+    }
+}
+
+/// `value` as a 0-d tensor of `dtype` (a scalar, or a 0-d tensor cast as `fill` casts).
+fn value_tensor(op: &'static str, value: Operand, dtype: DType, device: Device) -> Result<Tensor> {
+    match value {
+        Operand::Scalar(s) => Tensor::scalar(s, dtype, &device),
+        Operand::Tensor(t) => {
+            if t.dim() != 0 {
+                return Err(Error::invalid(
+                    op,
+                    format!(
+                        "the value must be a scalar or a 0-d tensor, got shape {:?}",
+                        t.shape()
+                    ),
+                ));
+            }
+            if t.device() != device {
+                return Err(Error::DeviceMismatch {
+                    op,
+                    a: device,
+                    b: t.device(),
+                });
+            }
+            t.to_dtype(dtype)
+        }
+    }
+}
+
+fn view<'a>(t: &'a Tensor, layout: &'a Layout) -> View<'a> {
+    View {
+        storage: t.storage(),
+        layout,
+        dtype: t.dtype(),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// gathers
+
+/// `out = x[(:,)*d, idx]`: the output's shape is `x.shape[..d] ++ idx.shape ++ x.shape[d+1..]`.
+fn gather_along(
+    op: &'static str,
+    x: &Tensor,
+    d: usize,
+    idx: &Tensor,
+    wrap: bool,
+) -> Result<Tensor> {
+    check_index_dtype(op, idx)?;
+    check_devices(op, x, &[idx])?;
+    let (xs, xt) = (x.shape(), x.stride());
+    let mut shape = xs[..d].to_vec();
+    shape.extend_from_slice(idx.shape());
+    shape.extend_from_slice(&xs[d + 1..]);
+    let k = idx.dim();
+    let zeros = |n: usize| std::iter::repeat_n(0usize, n);
+    let src_strides: Vec<usize> = xt[..d]
+        .iter()
+        .copied()
+        .chain(zeros(k))
+        .chain(xt[d + 1..].iter().copied())
+        .collect();
+    let idx_strides: Vec<usize> = zeros(d)
+        .chain(idx.stride().iter().copied())
+        .chain(zeros(xs.len() - d - 1))
+        .collect();
+    let src_l = Layout::new(shape.clone(), src_strides, x.storage_offset());
+    let idx_l = Layout::new(shape.clone(), idx_strides, idx.storage_offset());
+    let at = IndexDim {
+        op,
+        dim: d,
+        size: xs[d],
+        stride: xt[d],
+        wrap,
+    };
+    let out = Tensor::alloc_contiguous(&shape, x.dtype(), &x.device())?;
+    prim::gather(view(x, &src_l), view(idx, &idx_l), at, out.view_ref())?;
+    Ok(out)
+}
+
+impl Tensor {
+    /// The slices of `self` along `dim` at `index` (0-d or 1-d; i64, i32 or u32): the result
+    /// has `self`'s shape with `dim` resized to `index.numel()`. Negative indices are out of
+    /// range (as PyTorch's CPU kernel); any bad index is an [`Error::IndexOutOfRange`] naming
+    /// the first one, the dim and its size.
+    ///
+    /// ```
+    /// use stride_core::Tensor;
+    /// let x = Tensor::from_vec((0..6).map(|v| v as f32).collect::<Vec<_>>(), [3, 2])?;
+    /// let i = Tensor::from_vec(vec![2u32, 0, 2], [3])?;
+    /// assert_eq!(x.index_select(0, &i)?.to_vec::<f32>()?, vec![4., 5., 0., 1., 4., 5.]);
+    /// # Ok::<(), stride_core::Error>(())
+    /// ```
+    pub fn index_select(&self, dim: i64, index: &Tensor) -> Result<Tensor> {
+        let op = "index_select";
+        let d = wrap_dim(op, dim, self.dim())?;
+        check_index_dtype(op, index)?;
+        let (n, st) = vector_index(op, index)?;
+        let idx = index.with_layout(Layout::new(vec![n], vec![st], index.storage_offset()));
+        if self.dim() == 0 {
+            if n != 1 {
+                return Err(Error::invalid(
+                    op,
+                    format!("a 0-d tensor can be indexed by exactly 1 index, got {n}"),
+                ));
+            }
+            return gather_along(op, &self.reshape(&[1])?, 0, &idx, false)?.reshape(&[]);
+        }
+        gather_along(op, self, d, &idx, false)
+    }
+
+    /// PyTorch's `gather`: `out[p] = self[p with p[dim] = index[p]]`. `index` has `self`'s
+    /// number of dims and no dim larger than `self`'s (except `dim`); the result has
+    /// `index`'s shape. Negative indices are out of range.
+    ///
+    /// Deviation from PyTorch: the index may also be i32 or u32 (PyTorch: int64 only), in any
+    /// layout — an expanded index costs nothing (a run along which it is constant is one row
+    /// copy).
+    pub fn gather(&self, dim: i64, index: &Tensor) -> Result<Tensor> {
+        let op = "gather";
+        let d = wrap_dim(op, dim, self.dim())?;
+        check_index_dtype(op, index)?;
+        check_devices(op, self, &[index])?;
+        let (xs, xt) = nonempty_dims(self);
+        let (is, it) = nonempty_dims(index);
+        check_positions(op, "index", &is, &xs, d, None)?;
+        let mut src_strides = xt.clone();
+        src_strides[d] = 0;
+        let src_l = Layout::new(is.clone(), src_strides, self.storage_offset());
+        let idx_l = Layout::new(is.clone(), it, index.storage_offset());
+        let at = IndexDim {
+            op,
+            dim: d,
+            size: xs[d],
+            stride: xt[d],
+            wrap: false,
+        };
+        let out = Tensor::alloc_contiguous(index.shape(), self.dtype(), &self.device())?;
+        let out_l = Layout::contiguous(&is);
+        prim::gather(
+            view(self, &src_l),
+            view(index, &idx_l),
+            at,
+            view(&out, &out_l),
+        )?;
+        Ok(out)
+    }
+
+    /// The elements of `self` read as 1-D in logical order, at `index` (any shape; the result
+    /// has `index`'s shape). Negative indices count from the end (PyTorch's `take`). A
+    /// non-contiguous `self` is flattened by a copy first (as `reshape`).
+    pub fn take(&self, index: &Tensor) -> Result<Tensor> {
+        gather_along("take", &self.reshape(&[-1])?, 0, index, true)
+    }
+
+    /// Advanced indexing with an index tensor on one dim, PyTorch's `x[:, idx]` for `dim = 1`:
+    /// the result's shape is `self.shape[..dim] ++ index.shape ++ self.shape[dim+1..]`.
+    /// Negative indices count from the end (Python semantics).
+    ///
+    /// ```
+    /// use stride_core::Tensor;
+    /// let x = Tensor::from_vec((0..6).map(|v| v as f32).collect::<Vec<_>>(), [2, 3])?;
+    /// let i = Tensor::from_vec(vec![-1i64, 0, 1, 1], [2, 2])?;
+    /// let y = x.index(1, &i)?;
+    /// assert_eq!(y.shape(), &[2, 2, 2]);
+    /// assert_eq!(y.to_vec::<f32>()?, vec![2., 0., 1., 1., 5., 3., 4., 4.]);
+    /// # Ok::<(), stride_core::Error>(())
+    /// ```
+    pub fn index(&self, dim: i64, index: &Tensor) -> Result<Tensor> {
+        let op = "index";
+        if self.dim() == 0 {
+            return Err(Error::invalid(
+                op,
+                "a 0-d tensor has no dim to index; reshape it first",
+            ));
+        }
+        let d = wrap_dim(op, dim, self.dim())?;
+        gather_along(op, self, d, index, true)
+    }
+
+    /// Embedding lookup with `self` as the `[num_embeddings, dim]` weight: the rows at
+    /// `indices` (any shape), giving `indices.shape ++ [dim]` (PyTorch's
+    /// `F.embedding(indices, weight)`). Negative indices are out of range.
+    pub fn embedding(&self, indices: &Tensor) -> Result<Tensor> {
+        let op = "embedding";
+        if self.dim() != 2 {
+            return Err(Error::invalid(
+                op,
+                format!(
+                    "the weight must be 2-D [num_embeddings, embedding_dim], got shape {:?}",
+                    self.shape()
+                ),
+            ));
+        }
+        gather_along(op, self, 0, indices, false)
+    }
+
+    /// Boolean-mask indexing, PyTorch's `x[mask]`: `mask`'s shape must equal `self`'s leading
+    /// dims; the result is `[count, self.shape[mask.dim()..]...]`, the selected slices in
+    /// logical order.
+    pub fn index_mask(&self, mask: &Tensor) -> Result<Tensor> {
+        let op = "index_mask";
+        check_mask(op, mask)?;
+        check_devices(op, self, &[mask])?;
+        let k = mask.dim();
+        if k > self.dim() || mask.shape() != &self.shape()[..k] {
+            return Err(Error::ShapeMismatch {
+                op,
+                lhs: mask.shape().to_vec(),
+                rhs: self.shape().to_vec(),
+                why: "differ: the mask's shape (first) must equal the leading dims of the indexed tensor (second)".into(),
+            });
+        }
+        let rows: usize = mask.shape().iter().product();
+        let positions = mask.reshape(&[-1])?.nonzero()?.reshape(&[-1])?;
+        let mut shape = vec![rows as i64];
+        shape.extend(self.shape()[k..].iter().map(|&s| s as i64));
+        gather_along(op, &self.reshape(&shape)?, 0, &positions, false)
+    }
+}
+
+/// PyTorch's scatter/gather shape rule: `pos` (the index's shape) has `x`'s number of dims and
+/// is no larger than `x` off `d` (and no larger than `src`, if given, anywhere).
+fn check_positions(
+    op: &'static str,
+    what: &str,
+    pos: &[usize],
+    x: &[usize],
+    d: usize,
+    src: Option<&[usize]>,
+) -> Result<()> {
+    let mismatch = |other: &[usize], why: String| Error::ShapeMismatch {
+        op,
+        lhs: pos.to_vec(),
+        rhs: other.to_vec(),
+        why,
+    };
+    if pos.len() != x.len() {
+        return Err(mismatch(
+            x,
+            format!("differ in number of dims: the {what} (first) must have as many dims as self (second)"),
+        ));
+    }
+    for k in 0..x.len() {
+        if k != d && pos[k] > x[k] {
+            return Err(mismatch(
+                x,
+                format!(
+                    "differ: the {what} (first) may not be larger than self (second) in dim {k}"
+                ),
+            ));
+        }
+    }
+    if let Some(s) = src {
+        if s.len() != pos.len() {
+            return Err(mismatch(
+                s,
+                format!("differ in number of dims: the {what} (first) must have as many dims as src (second)"),
+            ));
+        }
+        for k in 0..s.len() {
+            if pos[k] > s[k] {
+                return Err(mismatch(
+                    s,
+                    format!(
+                        "differ: the {what} (first) may not be larger than src (second) in dim {k}"
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// scatters
+
+/// One scatter into `dst` (written through its layout): `index` and `src` laid out over the
+/// positions' shape, axis `d`.
+#[allow(clippy::too_many_arguments)]
+fn scatter_into(
+    op: &'static str,
+    dst: &Tensor,
+    d: usize,
+    index: &Tensor,
+    idx_l: &Layout,
+    src: &Tensor,
+    src_l: &Layout,
+    sop: ScatterOp,
+    include_self: bool,
+    wrap: bool,
+) -> Result<()> {
+    check_out(op, dst, dst.shape(), dst.dtype(), dst.device())?;
+    let (xs, xt) = nonempty_dims(dst);
+    let mut strides = xt.clone();
+    strides[d] = 0;
+    let dst_l = Layout::new(idx_l.shape().to_vec(), strides, dst.storage_offset());
+    let at = IndexDim {
+        op,
+        dim: d,
+        size: xs[d],
+        stride: xt[d],
+        wrap,
+    };
+    prim::scatter(
+        view(dst, &dst_l),
+        view(index, idx_l),
+        at,
+        view(src, src_l),
+        sop,
+        include_self,
+    )?;
+    dst.storage().bump_version();
+    Ok(())
+}
+
+/// Checks for `scatter(dim, index, src)`; returns (d, index, its layout).
+fn scatter_index(
+    op: &'static str,
+    dst: &Tensor,
+    dim: i64,
+    index: &Tensor,
+    src_shape: Option<&[usize]>,
+) -> Result<(usize, Tensor, Layout)> {
+    let d = wrap_dim(op, dim, dst.dim())?;
+    check_index_dtype(op, index)?;
+    check_devices(op, dst, &[index])?;
+    let (is, _) = nonempty_dims(index);
+    let (xs, _) = nonempty_dims(dst);
+    check_positions(op, "index", &is, &xs, d, src_shape)?;
+    let index = unalias(index, dst)?;
+    let layout = Layout::new(is, nonempty_dims(&index).1, index.storage_offset());
+    Ok((d, index, layout))
+}
+
+/// A 1-D (or 0-d) index broadcast over `positions` along axis `d`.
+fn broadcast_vector_index(index: &Tensor, positions: &[usize], d: usize) -> Layout {
+    let mut strides = vec![0; positions.len()];
+    strides[d] = if index.dim() == 0 {
+        0
+    } else {
+        index.stride()[0]
+    };
+    Layout::new(positions.to_vec(), strides, index.storage_offset())
+}
+
+/// `(d, index, positions)` for `index_add`/`index_copy`: `source` is `self` with `dim` resized
+/// to `index.numel()`.
+fn index_source_check(
+    op: &'static str,
+    dst: &Tensor,
+    dim: i64,
+    index: &Tensor,
+    source: &Tensor,
+) -> Result<(usize, Tensor, Vec<usize>)> {
+    let d = wrap_dim(op, dim, dst.dim())?;
+    check_index_dtype(op, index)?;
+    check_devices(op, dst, &[index, source])?;
+    check_same_dtype(op, "source", source, dst.dtype())?;
+    let (n, _) = vector_index(op, index)?;
+    let (xs, _) = nonempty_dims(dst);
+    let (ss, _) = nonempty_dims(source);
+    let mut want = xs.clone();
+    want[d] = n;
+    if ss != want {
+        return Err(Error::ShapeMismatch {
+            op,
+            lhs: source.shape().to_vec(),
+            rhs: want,
+            why: format!(
+                "differ: the source (first) must have self's shape with dim {d} resized to the index's length {n} (second)"
+            ),
+        });
+    }
+    Ok((d, unalias(index, dst)?, ss))
+}
+
+impl Tensor {
+    /// PyTorch's `scatter_(dim, index, src)`: `self[p with p[dim] = index[p]] = src[p]` for
+    /// every position `p` of `index`, written through `self`'s layout. `index` has `self`'s
+    /// number of dims and is no larger than `src` (nor than `self` off `dim`). All indices
+    /// are checked before anything is written; negatives are out of range. Returns `self`.
+    ///
+    /// Deviations from PyTorch: with duplicate indices the **last** source in logical order
+    /// wins (PyTorch: undefined); `src` or `index` sharing memory with `self` are read as they
+    /// were before the op (PyTorch: an error); indices may be i64, i32 or u32.
+    pub fn scatter_(&self, dim: i64, index: &Tensor, src: &Tensor) -> Result<Tensor> {
+        self.scatter_op_("scatter_", dim, index, src, ScatterOp::Assign, true)?;
+        Ok(self.clone())
+    }
+    /// Out-of-place [`Tensor::scatter_`].
+    pub fn scatter(&self, dim: i64, index: &Tensor, src: &Tensor) -> Result<Tensor> {
+        let out = self.clone_tensor()?;
+        out.scatter_op_("scatter", dim, index, src, ScatterOp::Assign, true)?;
+        Ok(out)
+    }
+    /// PyTorch's `scatter_(dim, index, value)`: writes a scalar (or 0-d tensor) value at the
+    /// indexed positions.
+    pub fn scatter_value_<'a>(
+        &self,
+        dim: i64,
+        index: &Tensor,
+        value: impl Into<Operand<'a>>,
+    ) -> Result<Tensor> {
+        self.scatter_value_op("scatter_", dim, index, value.into(), ScatterOp::Assign)?;
+        Ok(self.clone())
+    }
+    /// Out-of-place [`Tensor::scatter_value_`].
+    pub fn scatter_value<'a>(
+        &self,
+        dim: i64,
+        index: &Tensor,
+        value: impl Into<Operand<'a>>,
+    ) -> Result<Tensor> {
+        let out = self.clone_tensor()?;
+        out.scatter_value_op("scatter", dim, index, value.into(), ScatterOp::Assign)?;
+        Ok(out)
+    }
+    /// PyTorch's `scatter_add_`: `self[p with p[dim] = index[p]] += src[p]`. Duplicates
+    /// accumulate in logical order, so the result is the same on every run and for any
+    /// number of threads (PyTorch's CPU kernel is sequential; its CUDA kernel is not
+    /// deterministic). Floats add in their compute type and round once per addition (f16 and
+    /// bf16 round after every addition, as PyTorch); integers wrap.
+    pub fn scatter_add_(&self, dim: i64, index: &Tensor, src: &Tensor) -> Result<Tensor> {
+        let add = ScatterOp::Add {
+            alpha: Scalar::Int(1),
+        };
+        self.scatter_op_("scatter_add_", dim, index, src, add, true)?;
+        Ok(self.clone())
+    }
+    /// Out-of-place [`Tensor::scatter_add_`].
+    pub fn scatter_add(&self, dim: i64, index: &Tensor, src: &Tensor) -> Result<Tensor> {
+        let out = self.clone_tensor()?;
+        out.scatter_add_(dim, index, src)?;
+        Ok(out)
+    }
+    /// PyTorch's `scatter_reduce_(dim, index, src, reduce, include_self)`. With
+    /// `include_self == false` the old value of every destination that is hit is left out
+    /// (destinations that are not hit keep it). `amax`/`amin` propagate NaN; `mean` floors for
+    /// integer tensors. Deterministic, as [`Tensor::scatter_add_`].
+    ///
+    /// Deviation from PyTorch: bool tensors are not supported (convert with `to_dtype`).
+    pub fn scatter_reduce_(
+        &self,
+        dim: i64,
+        index: &Tensor,
+        src: &Tensor,
+        reduce: ScatterReduce,
+        include_self: bool,
+    ) -> Result<Tensor> {
+        let op = "scatter_reduce_";
+        let sop = match reduce {
+            ScatterReduce::Sum | ScatterReduce::Mean => ScatterOp::Add {
+                alpha: Scalar::Int(1),
+            },
+            ScatterReduce::Prod => ScatterOp::Prod,
+            ScatterReduce::Amax => ScatterOp::Amax,
+            ScatterReduce::Amin => ScatterOp::Amin,
+        };
+        // validates everything (a failure writes nothing)
+        self.scatter_op_(op, dim, index, src, sop, include_self)?;
+        if reduce == ScatterReduce::Mean {
+            // divide by the number of contributions (PyTorch's composition)
+            let count = Tensor::full(
+                self.shape(),
+                include_self as i64,
+                self.dtype(),
+                &self.device(),
+            )?;
+            let one = Tensor::scalar(1i64, self.dtype(), &self.device())?;
+            count.scatter_value_op(op, dim, index, Operand::Tensor(&one), sop)?;
+            count.clamp_min_(1i64)?;
+            if self.dtype().is_float() {
+                self.div_(&count)?;
+            } else {
+                self.floor_divide_(&count)?;
+            }
+        }
+        Ok(self.clone())
+    }
+    /// Out-of-place [`Tensor::scatter_reduce_`].
+    pub fn scatter_reduce(
+        &self,
+        dim: i64,
+        index: &Tensor,
+        src: &Tensor,
+        reduce: ScatterReduce,
+        include_self: bool,
+    ) -> Result<Tensor> {
+        let out = self.clone_tensor()?;
+        out.scatter_reduce_(dim, index, src, reduce, include_self)?;
+        Ok(out)
+    }
+
+    fn scatter_op_(
+        &self,
+        op: &'static str,
+        dim: i64,
+        index: &Tensor,
+        src: &Tensor,
+        sop: ScatterOp,
+        include_self: bool,
+    ) -> Result<()> {
+        check_devices(op, self, &[src])?;
+        check_same_dtype(op, "src", src, self.dtype())?;
+        let (ss, _) = nonempty_dims(src);
+        let (d, index, idx_l) = scatter_index(op, self, dim, index, Some(&ss))?;
+        let src = unalias(src, self)?;
+        let src_l = Layout::new(
+            idx_l.shape().to_vec(),
+            nonempty_dims(&src).1,
+            src.storage_offset(),
+        );
+        scatter_into(
+            op,
+            self,
+            d,
+            &index,
+            &idx_l,
+            &src,
+            &src_l,
+            sop,
+            include_self,
+            false,
+        )
+    }
+
+    fn scatter_value_op(
+        &self,
+        op: &'static str,
+        dim: i64,
+        index: &Tensor,
+        value: Operand,
+        sop: ScatterOp,
+    ) -> Result<()> {
+        let v = value_tensor(op, value, self.dtype(), self.device())?;
+        let (d, index, idx_l) = scatter_index(op, self, dim, index, None)?;
+        let src_l = Layout::new(
+            idx_l.shape().to_vec(),
+            vec![0; idx_l.ndim()],
+            v.storage_offset(),
+        );
+        scatter_into(op, self, d, &index, &idx_l, &v, &src_l, sop, true, false)
+    }
+
+    /// PyTorch's `index_add_(dim, index, source, alpha)`: `self[.., index[i], ..] +=
+    /// alpha·source[.., i, ..]`. `alpha` is cast to `self`'s dtype first (as PyTorch); a
+    /// float `alpha` for an integer tensor is an error. Duplicates accumulate in order
+    /// (deterministic, as [`Tensor::scatter_add_`]); negative indices are out of range.
+    ///
+    /// Deviation from PyTorch: bool tensors are not supported.
+    pub fn index_add_(
+        &self,
+        dim: i64,
+        index: &Tensor,
+        source: &Tensor,
+        alpha: impl Into<Scalar>,
+    ) -> Result<Tensor> {
+        let op = "index_add_";
+        let alpha = alpha.into();
+        if !self.dtype().is_float() && matches!(alpha, Scalar::Float(_)) {
+            return Err(Error::invalid(
+                op,
+                format!(
+                    "alpha must be an integer for a {} tensor, got {}",
+                    self.dtype(),
+                    alpha.to_f64()
+                ),
+            ));
+        }
+        self.index_source_op(op, dim, index, source, ScatterOp::Add { alpha })?;
+        Ok(self.clone())
+    }
+    /// Out-of-place [`Tensor::index_add_`].
+    pub fn index_add(
+        &self,
+        dim: i64,
+        index: &Tensor,
+        source: &Tensor,
+        alpha: impl Into<Scalar>,
+    ) -> Result<Tensor> {
+        let out = self.clone_tensor()?;
+        out.index_add_(dim, index, source, alpha)?;
+        Ok(out)
+    }
+    /// PyTorch's `index_copy_(dim, index, source)`: `self[.., index[i], ..] =
+    /// source[.., i, ..]`; with duplicate indices the last wins (PyTorch: undefined).
+    pub fn index_copy_(&self, dim: i64, index: &Tensor, source: &Tensor) -> Result<Tensor> {
+        self.index_source_op("index_copy_", dim, index, source, ScatterOp::Assign)?;
+        Ok(self.clone())
+    }
+    /// Out-of-place [`Tensor::index_copy_`].
+    pub fn index_copy(&self, dim: i64, index: &Tensor, source: &Tensor) -> Result<Tensor> {
+        let out = self.clone_tensor()?;
+        out.index_copy_(dim, index, source)?;
+        Ok(out)
+    }
+
+    fn index_source_op(
+        &self,
+        op: &'static str,
+        dim: i64,
+        index: &Tensor,
+        source: &Tensor,
+        sop: ScatterOp,
+    ) -> Result<()> {
+        let (d, index, positions) = index_source_check(op, self, dim, index, source)?;
+        let source = unalias(source, self)?;
+        let idx_l = broadcast_vector_index(&index, &positions, d);
+        let src_l = Layout::new(positions, nonempty_dims(&source).1, source.storage_offset());
+        scatter_into(
+            op, self, d, &index, &idx_l, &source, &src_l, sop, true, false,
+        )
+    }
+
+    /// PyTorch's `index_fill_(dim, index, value)`: the slices at `index` (0-d or 1-d) along
+    /// `dim` are set to `value` (a scalar or a 0-d tensor). Negative indices count from the
+    /// end (as PyTorch's `index_fill`).
+    pub fn index_fill_<'a>(
+        &self,
+        dim: i64,
+        index: &Tensor,
+        value: impl Into<Operand<'a>>,
+    ) -> Result<Tensor> {
+        let op = "index_fill_";
+        let d = wrap_dim(op, dim, self.dim())?;
+        check_index_dtype(op, index)?;
+        check_devices(op, self, &[index])?;
+        let (n, _) = vector_index(op, index)?;
+        let v = value_tensor(op, value.into(), self.dtype(), self.device())?;
+        let index = unalias(index, self)?;
+        let mut positions = nonempty_dims(self).0;
+        positions[d] = n;
+        let idx_l = broadcast_vector_index(&index, &positions, d);
+        let src_l = Layout::new(
+            positions.clone(),
+            vec![0; positions.len()],
+            v.storage_offset(),
+        );
+        scatter_into(
+            op,
+            self,
+            d,
+            &index,
+            &idx_l,
+            &v,
+            &src_l,
+            ScatterOp::Assign,
+            true,
+            true,
+        )?;
+        Ok(self.clone())
+    }
+    /// Out-of-place [`Tensor::index_fill_`].
+    pub fn index_fill<'a>(
+        &self,
+        dim: i64,
+        index: &Tensor,
+        value: impl Into<Operand<'a>>,
+    ) -> Result<Tensor> {
+        let out = self.clone_tensor()?;
+        out.index_fill_(dim, index, value)?;
+        Ok(out)
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// masked ops
+
+impl Tensor {
+    /// `self` where `mask` is false, `value` (a scalar or 0-d tensor, cast to `self`'s dtype)
+    /// where it is true, written through `self`'s layout; `mask` (bool) broadcasts to
+    /// `self`'s shape.
+    pub fn masked_fill_<'a>(&self, mask: &Tensor, value: impl Into<Operand<'a>>) -> Result<Tensor> {
+        let op = "masked_fill_";
+        check_mask(op, mask)?;
+        check_devices(op, self, &[mask])?;
+        mask.layout().broadcast_to(op, self.shape())?;
+        let v = value_tensor(op, value.into(), self.dtype(), self.device())?;
+        ternary(
+            TernaryOp::Where,
+            Operand::Tensor(mask),
+            Operand::Tensor(&v),
+            Operand::Tensor(self),
+            Dest::Into(self),
+            true,
+        )
+    }
+    /// Out-of-place [`Tensor::masked_fill_`]: the result has the broadcast shape of `self` and
+    /// `mask`, and `self`'s dtype.
+    pub fn masked_fill<'a>(&self, mask: &Tensor, value: impl Into<Operand<'a>>) -> Result<Tensor> {
+        let op = "masked_fill";
+        check_mask(op, mask)?;
+        check_devices(op, self, &[mask])?;
+        broadcast_shapes(op, self.shape(), mask.shape())?;
+        let v = value_tensor(op, value.into(), self.dtype(), self.device())?;
+        let out = ternary(
+            TernaryOp::Where,
+            Operand::Tensor(mask),
+            Operand::Tensor(&v),
+            Operand::Tensor(self),
+            Dest::New,
+            false,
+        )?;
+        debug_assert_eq!(out.dtype(), self.dtype());
+        Ok(out)
+    }
+
+    /// The elements of `self` where `mask` is true, as a 1-D tensor in logical order (`self`
+    /// and `mask` broadcast together).
+    pub fn masked_select(&self, mask: &Tensor) -> Result<Tensor> {
+        let op = "masked_select";
+        check_mask(op, mask)?;
+        check_devices(op, self, &[mask])?;
+        let shape = broadcast_shapes(op, self.shape(), mask.shape())?;
+        let xl = self.layout().broadcast_to(op, &shape)?;
+        let ml = mask.layout().broadcast_to(op, &shape)?;
+        let n = prim::count_nonzero(view(mask, &ml))?;
+        let out = Tensor::alloc_contiguous(&[n], self.dtype(), &self.device())?;
+        prim::masked_select(view(self, &xl), view(mask, &ml), out.view_ref())?;
+        Ok(out)
+    }
+
+    /// PyTorch's `masked_scatter_`: the positions where `mask` (broadcast to `self`'s shape)
+    /// is true, in logical order, take `source`'s elements in logical order. `source` needs
+    /// at least as many elements as `mask` has true values, and `self`'s dtype.
+    pub fn masked_scatter_(&self, mask: &Tensor, source: &Tensor) -> Result<Tensor> {
+        let op = "masked_scatter_";
+        check_mask(op, mask)?;
+        check_devices(op, self, &[mask, source])?;
+        check_same_dtype(op, "source", source, self.dtype())?;
+        let ml = mask.layout().broadcast_to(op, self.shape())?;
+        check_out(op, self, self.shape(), self.dtype(), self.device())?;
+        let src = unalias(source, self)?.reshape(&[-1])?;
+        prim::masked_scatter(self.view_ref(), view(mask, &ml), src.view_ref())?;
+        self.storage().bump_version();
+        Ok(self.clone())
+    }
+    /// Out-of-place [`Tensor::masked_scatter_`]: the result has the broadcast shape of `self`
+    /// and `mask`.
+    pub fn masked_scatter(&self, mask: &Tensor, source: &Tensor) -> Result<Tensor> {
+        let op = "masked_scatter";
+        check_mask(op, mask)?;
+        let shape = broadcast_shapes(op, self.shape(), mask.shape())?;
+        let out = self
+            .broadcast_to(shape.as_slice())?
+            .clone_with(crate::MemoryFormat::Contiguous)?;
+        out.masked_scatter_(mask, source)?;
+        Ok(out)
+    }
+
+    /// The coordinates of the non-zero (true) elements, in logical order: an i64 tensor of
+    /// shape `[count, self.dim()]`.
+    pub fn nonzero(&self) -> Result<Tensor> {
+        let n = prim::count_nonzero(self.view_ref())?;
+        let out = Tensor::alloc_contiguous(&[n, self.dim()], DType::I64, &self.device())?;
+        prim::nonzero(self.view_ref(), out.view_ref())?;
+        Ok(out)
+    }
+}
