@@ -5,9 +5,12 @@
 //! - [`copy`]: strided copy with cast, fill (tiled for transposes);
 //! - [`elementwise`]: unary/binary/ternary kernels;
 //! - [`math`]: the scalar math the kernels share.
+//! - [`flip`]: copy with reversed dims; [`random`]: Philox random fills.
 
 pub(crate) mod access;
 pub(crate) mod copy;
 pub(crate) mod elementwise;
+pub(crate) mod flip;
 pub(crate) mod math;
+pub(crate) mod random;
 pub(crate) mod strided;

@@ -2,4 +2,6 @@
 //! primitive. (Autograd recording will hook in here.)
 
 pub(crate) mod elementwise;
+pub(crate) mod join;
 pub(crate) mod output;
+pub(crate) mod random;
