@@ -386,6 +386,19 @@ pub(crate) fn random(dist: RandomDist, seed: u64, offset: u64, dst: View) -> Res
     }
 }
 
+/// Batched matrix product `dst[i] = a[i] · b[i]`: `a` is `[*batch, M, K]`, `b` is
+/// `[*batch, K, N]` and `dst` is `[*batch, M, N]`, any strides (the inputs already broadcast
+/// to the common batch shape, stride 0 allowed; zero or more batch dims). All three share one
+/// float dtype. `dst` is non-overlapping and shares no storage with an input (the frontend
+/// routes aliasing through a temporary); its prior contents are never read. K = 0 writes
+/// zeros.
+pub(crate) fn matmul(a: View, b: View, dst: View) -> Result<()> {
+    match device_of(&[dst]) {
+        Device::Cpu => crate::cpu::matmul::matmul(a, b, dst),
+        d => Err(no_backend(d)),
+    }
+}
+
 pub(crate) fn no_backend(d: Device) -> Error {
     Error::DeviceUnavailable {
         device: d,

@@ -3,5 +3,6 @@
 
 pub(crate) mod elementwise;
 pub(crate) mod join;
+pub(crate) mod matmul;
 pub(crate) mod output;
 pub(crate) mod random;
