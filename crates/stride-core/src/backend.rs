@@ -353,6 +353,42 @@ pub(crate) fn ternary(op: TernaryOp, a: View, b: View, c: View, dst: View) -> Re
     }
 }
 
+/// `dst = src` with the dims in `dims` reversed (`src` has `dst`'s shape). Its own primitive
+/// because a reversed dim would need a negative stride, which layouts never have.
+pub(crate) fn flip(src: View, dims: &[usize], dst: View) -> Result<()> {
+    match device_of(&[dst]) {
+        Device::Cpu => crate::cpu::flip::flip(src, dims, dst),
+        d => Err(no_backend(d)),
+    }
+}
+
+/// What a random fill draws. Every variant is a pure function of (seed, offset, logical
+/// index): see [`crate::random`] for the exact mapping from Philox words to elements, which
+/// every backend implements bit for bit. The frontend checks the parameters and the dtype.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum RandomDist {
+    /// `low + (high − low)·u`, `u` uniform in [0, 1), kept below `high` (float outputs).
+    Uniform { low: f64, high: f64 },
+    /// `mean + std·z`, `z` standard normal by Box–Muller (float outputs).
+    Normal { mean: f64, std: f64 },
+    /// An integer uniform in `[low, high)` (any non-bool output that holds the range).
+    RandInt { low: i64, high: i64 },
+    /// `value` with probability `p`, else 0 (any output; bool gets `value != 0`).
+    Bernoulli { p: f64, value: f64 },
+    /// 64 raw random bits as an `i64` (I64 outputs; randperm's sort keys).
+    Bits64,
+}
+
+/// Fills `dst` (through its layout) with `dist` drawn from the Philox stream `(seed, offset)`;
+/// element values depend only on their logical (row-major) index, never on the layout or the
+/// number of threads.
+pub(crate) fn random(dist: RandomDist, seed: u64, offset: u64, dst: View) -> Result<()> {
+    match device_of(&[dst]) {
+        Device::Cpu => crate::cpu::random::random(dist, seed, offset, dst),
+        d => Err(no_backend(d)),
+    }
+}
+
 /// Batched matrix product `dst[i] = a[i] · b[i]`: `a` is `[*batch, M, K]`, `b` is
 /// `[*batch, K, N]` and `dst` is `[*batch, M, N]`, any strides (the inputs already broadcast
 /// to the common batch shape, stride 0 allowed; zero or more batch dims). All three share one

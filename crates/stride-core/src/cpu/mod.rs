@@ -5,13 +5,16 @@
 //! - [`copy`]: strided copy with cast, fill (tiled for transposes);
 //! - [`elementwise`]: unary/binary/ternary kernels;
 //! - [`math`]: the scalar math the kernels share.
+//! - [`flip`]: copy with reversed dims; [`random`]: Philox random fills.
 //! - [`matmul`]: batched matrix products through `gemm`, any strides.
 
 pub(crate) mod access;
 pub(crate) mod copy;
 pub(crate) mod elementwise;
+pub(crate) mod flip;
 pub(crate) mod index;
 pub(crate) mod math;
 pub(crate) mod matmul;
+pub(crate) mod random;
 pub(crate) mod sort;
 pub(crate) mod strided;

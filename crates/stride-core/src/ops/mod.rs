@@ -2,7 +2,9 @@
 //! primitive. (Autograd recording will hook in here.)
 
 pub(crate) mod elementwise;
-pub(crate) mod matmul;
 pub(crate) mod index;
+pub(crate) mod join;
+pub(crate) mod matmul;
 pub(crate) mod output;
+pub(crate) mod random;
 pub(crate) mod sort;
