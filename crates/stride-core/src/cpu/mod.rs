@@ -5,9 +5,12 @@
 //! - [`copy`]: strided copy with cast, fill (tiled for transposes);
 //! - [`elementwise`]: unary/binary/ternary kernels;
 //! - [`math`]: the scalar math the kernels share.
+//! - [`reduce`]: reductions over dims (sum, max, argmax, …); [`cumulative`]: scans.
 
 pub(crate) mod access;
 pub(crate) mod copy;
+pub(crate) mod cumulative;
 pub(crate) mod elementwise;
 pub(crate) mod math;
+pub(crate) mod reduce;
 pub(crate) mod strided;
