@@ -408,3 +408,158 @@ pub(crate) fn no_backend(d: Device) -> Error {
         why: "no backend for this device in this build".into(),
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// reductions and cumulative ops
+
+/// Reductions over a set of dims. The output has the input's rank with size 1 in every
+/// reduced dim (the frontend passes a keepdim view of the caller's output).
+///
+/// Accumulation: f64 and f32 accumulate in f64, f16 and bf16 in f32, integers and bool in
+/// i64 (wrapping). The order in which elements are combined depends only on the input's shape
+/// and layout — never on the number of threads — so a result is reproducible bit for bit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ReduceOp {
+    /// Σx; 0 for an empty reduction.
+    Sum,
+    /// Πx; 1 for an empty reduction.
+    Prod,
+    /// Σx / n in the accumulation type, rounded once; NaN for an empty reduction.
+    Mean,
+    /// The largest element; NaN propagates. An empty reduction is an error.
+    Max,
+    /// The smallest element; NaN propagates. An empty reduction is an error.
+    Min,
+    /// Whether every element is non-zero (NaN counts as non-zero); true when empty.
+    All,
+    /// Whether any element is non-zero; false when empty.
+    Any,
+    /// How many elements are non-zero.
+    CountNonzero,
+}
+
+impl ReduceOp {
+    pub const ALL: [ReduceOp; 8] = {
+        use ReduceOp::*;
+        [Sum, Prod, Mean, Max, Min, All, Any, CountNonzero]
+    };
+    pub fn name(self) -> &'static str {
+        match self {
+            ReduceOp::Sum => "sum",
+            ReduceOp::Prod => "prod",
+            ReduceOp::Mean => "mean",
+            ReduceOp::Max => "amax",
+            ReduceOp::Min => "amin",
+            ReduceOp::All => "all",
+            ReduceOp::Any => "any",
+            ReduceOp::CountNonzero => "count_nonzero",
+        }
+    }
+    /// The result dtype for an input dtype (PyTorch's rules), or an error naming the op:
+    /// - `Sum`, `Prod`: floats keep their dtype; integers and bool give i64;
+    /// - `Mean`: floats only, dtype kept;
+    /// - `Max`, `Min`: any dtype, kept (bool too);
+    /// - `All`, `Any`: any dtype, result bool (PyTorch returns uint8 for uint8 inputs;
+    ///   stride always returns bool);
+    /// - `CountNonzero`: any dtype, result i64.
+    pub fn result_dtype(self, input: DType) -> Result<DType> {
+        use ReduceOp::*;
+        Ok(match self {
+            Sum | Prod if !input.is_float() => DType::I64,
+            Sum | Prod | Max | Min => input,
+            Mean if input.is_float() => input,
+            Mean => {
+                return Err(Error::UnsupportedDType {
+                    op: self.name(),
+                    dtype: input,
+                    hint: "; it takes float tensors (convert with to_dtype(DType::F32) first)"
+                        .into(),
+                })
+            }
+            All | Any => DType::Bool,
+            CountNonzero => DType::I64,
+        })
+    }
+    /// Whether reducing over zero elements is an error (the op has no identity).
+    pub fn needs_nonempty(self) -> bool {
+        matches!(self, ReduceOp::Max | ReduceOp::Min)
+    }
+}
+
+/// Reductions that also say *where* the extremum is: values (the input's dtype) and i64
+/// indices. The index is the position in row-major order over the reduced dims (over one
+/// dim: the index along it; over all dims: the flat index). Ties give the first occurrence;
+/// a NaN beats every number, and the first NaN wins. Any input dtype; an empty reduction is
+/// an error.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ArgReduceOp {
+    Max,
+    Min,
+}
+
+impl ArgReduceOp {
+    pub fn name(self) -> &'static str {
+        match self {
+            ArgReduceOp::Max => "argmax",
+            ArgReduceOp::Min => "argmin",
+        }
+    }
+}
+
+/// Inclusive scans along one dim. The output has the input's shape.
+///
+/// Dtypes: floats keep their dtype (f32 accumulates in f64, f16/bf16 in f32, each output
+/// rounded once); integers and bool give i64 (wrapping), as PyTorch. Each line is scanned in
+/// order, so the result does not depend on the layout or the number of threads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum CumulativeOp {
+    Sum,
+    Prod,
+}
+
+impl CumulativeOp {
+    pub fn name(self) -> &'static str {
+        match self {
+            CumulativeOp::Sum => "cumsum",
+            CumulativeOp::Prod => "cumprod",
+        }
+    }
+    /// The result dtype for an input dtype: floats keep it, integers and bool give i64.
+    pub fn result_dtype(self, input: DType) -> DType {
+        if input.is_float() {
+            input
+        } else {
+            DType::I64
+        }
+    }
+}
+
+/// `dst = op(src)` over the sorted, distinct `dims`; `dst` has `src`'s rank with size 1 in
+/// each reduced dim and the dtype [`ReduceOp::result_dtype`] gives.
+pub(crate) fn reduce(op: ReduceOp, src: View, dims: &[usize], dst: View) -> Result<()> {
+    match device_of(&[dst]) {
+        Device::Cpu => crate::cpu::reduce::reduce(op, src, dims, dst),
+        d => Err(no_backend(d)),
+    }
+}
+/// Values (optional, `src`'s dtype) and i64 indices of the extremum over `dims`; both
+/// outputs in keepdim form, as for [`reduce`].
+pub(crate) fn arg_reduce(
+    op: ArgReduceOp,
+    src: View,
+    dims: &[usize],
+    values: Option<View>,
+    indices: View,
+) -> Result<()> {
+    match device_of(&[indices]) {
+        Device::Cpu => crate::cpu::reduce::arg_reduce(op, src, dims, values, indices),
+        d => Err(no_backend(d)),
+    }
+}
+/// Inclusive scan of `src` along `dim` into `dst` (same shape).
+pub(crate) fn cumulative(op: CumulativeOp, src: View, dim: usize, dst: View) -> Result<()> {
+    match device_of(&[dst]) {
+        Device::Cpu => crate::cpu::cumulative::cumulative(op, src, dim, dst),
+        d => Err(no_backend(d)),
+    }
+}

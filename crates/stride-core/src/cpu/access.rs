@@ -92,6 +92,41 @@ impl<'a> Access<'a> {
         Access::new(out.map(|v| v.storage), &ins)
     }
 
+    /// Write-locks every storage of `outs` and read-locks every other distinct storage of
+    /// `ins` (ops with several outputs, e.g. values and indices), each once, in id order.
+    pub fn outputs(outs: &[&'a Storage], ins: &[&'a Storage]) -> Access<'a> {
+        let mut all: Vec<(&'a Storage, bool)> = Vec::new();
+        for (s, write) in outs
+            .iter()
+            .map(|s| (s, true))
+            .chain(ins.iter().map(|s| (s, false)))
+        {
+            if !all.iter().any(|(t, _)| t.id() == s.id()) {
+                all.push((s, write));
+            }
+        }
+        all.sort_by_key(|(s, _)| s.id());
+        let mut entries = Vec::with_capacity(all.len());
+        let mut guards = Vec::with_capacity(all.len());
+        for (s, write) in all {
+            if write {
+                let mut g = s.write();
+                let StorageData::Cpu(buf) = &mut *g;
+                entries.push((s.id(), buf.as_mut_ptr()));
+                guards.push(Guard::Write(g));
+            } else {
+                let g = s.read();
+                let StorageData::Cpu(buf) = &*g;
+                entries.push((s.id(), buf.as_ptr() as *mut u8));
+                guards.push(Guard::Read(g));
+            }
+        }
+        Access {
+            entries,
+            _guards: guards,
+        }
+    }
+
     /// Base pointer (element 0 of the storage) of a locked storage, typed.
     pub fn ptr<T>(&self, s: &Storage) -> *mut T {
         self.entries

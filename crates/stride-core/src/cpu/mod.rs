@@ -7,9 +7,11 @@
 //! - [`math`]: the scalar math the kernels share.
 //! - [`flip`]: copy with reversed dims; [`random`]: Philox random fills.
 //! - [`matmul`]: batched matrix products through `gemm`, any strides.
+//! - [`reduce`]: reductions over dims (sum, max, argmax, …); [`cumulative`]: scans.
 
 pub(crate) mod access;
 pub(crate) mod copy;
+pub(crate) mod cumulative;
 pub(crate) mod elementwise;
 pub(crate) mod flip;
 pub(crate) mod index;
@@ -17,4 +19,5 @@ pub(crate) mod math;
 pub(crate) mod matmul;
 pub(crate) mod random;
 pub(crate) mod sort;
+pub(crate) mod reduce;
 pub(crate) mod strided;

@@ -1,6 +1,7 @@
 //! Op frontends: validation, broadcasting, promotion, output allocation; then one backend
 //! primitive. (Autograd recording will hook in here.)
 
+pub(crate) mod cumulative;
 pub(crate) mod elementwise;
 pub(crate) mod index;
 pub(crate) mod join;
@@ -8,3 +9,5 @@ pub(crate) mod matmul;
 pub(crate) mod output;
 pub(crate) mod random;
 pub(crate) mod sort;
+pub(crate) mod reduce;
+pub(crate) mod softmax;

@@ -1,0 +1,59 @@
+//! Cumulative frontends: `cumsum` and `cumprod` along one dim, in three forms — new tensor,
+//! in place (`_`) and `_out` (into any non-overlapping layout). Integer and bool inputs give
+//! i64, as PyTorch; floats keep their dtype (f32 accumulates in f64, f16/bf16 in f32).
+
+use super::output::{write_result, Dest};
+use crate::backend::{self, CumulativeOp};
+use crate::shape::wrap_dim;
+use crate::{Result, Tensor};
+
+fn cumulative(op: CumulativeOp, x: &Tensor, dim: i64, dest: Dest) -> Result<Tensor> {
+    let d = wrap_dim(op.name(), dim, x.dim())?;
+    let dtype = op.result_dtype(x.dtype());
+    let src = x.view_ref();
+    write_result(
+        op.name(),
+        dest,
+        &[src],
+        x.shape(),
+        dtype,
+        x.device(),
+        Some(x),
+        |dst| backend::cumulative(op, src, d, dst),
+    )
+}
+
+impl Tensor {
+    /// Running sums along `dim`: `out[.., i, ..] = Σ_{j ≤ i} x[.., j, ..]`.
+    ///
+    /// ```
+    /// use stride_core::Tensor;
+    /// let x = Tensor::from_vec(vec![1i32, 2, 3, 4, 5, 6], [2, 3])?;
+    /// assert_eq!(x.cumsum(1)?.to_vec::<i64>()?, vec![1, 3, 6, 4, 9, 15]);
+    /// # Ok::<(), stride_core::Error>(())
+    /// ```
+    pub fn cumsum(&self, dim: i64) -> Result<Tensor> {
+        cumulative(CumulativeOp::Sum, self, dim, Dest::New)
+    }
+    /// In-place [`Tensor::cumsum`], written through `self`'s layout (an integer `self` keeps
+    /// its dtype; the i64 sums are cast back, wrapping).
+    pub fn cumsum_(&self, dim: i64) -> Result<Tensor> {
+        cumulative(CumulativeOp::Sum, self, dim, Dest::Into(self))
+    }
+    /// [`Tensor::cumsum`] into `out`.
+    pub fn cumsum_out(&self, dim: i64, out: &Tensor) -> Result<Tensor> {
+        cumulative(CumulativeOp::Sum, self, dim, Dest::Into(out))
+    }
+    /// Running products along `dim`.
+    pub fn cumprod(&self, dim: i64) -> Result<Tensor> {
+        cumulative(CumulativeOp::Prod, self, dim, Dest::New)
+    }
+    /// In-place [`Tensor::cumprod`].
+    pub fn cumprod_(&self, dim: i64) -> Result<Tensor> {
+        cumulative(CumulativeOp::Prod, self, dim, Dest::Into(self))
+    }
+    /// [`Tensor::cumprod`] into `out`.
+    pub fn cumprod_out(&self, dim: i64, out: &Tensor) -> Result<Tensor> {
+        cumulative(CumulativeOp::Prod, self, dim, Dest::Into(out))
+    }
+}

@@ -1,0 +1,753 @@
+//! Reduction frontends.
+//!
+//! One backend primitive each: `sum`, `mean`, `prod`, `amax`/`amin` (and `max()`/`min()`),
+//! `all`/`any`, `count_nonzero` ([`backend::reduce`]); `max_dim`/`min_dim`,
+//! `argmax`/`argmin` ([`backend::arg_reduce`]). Composed from primitives in the frontend, in
+//! f32 for f16/bf16 inputs and rounded once at the end: `var`, `std`, `norm`, `logsumexp`.
+//!
+//! Conventions, as PyTorch: dims may be negative; `keepdim` keeps reduced dims as size 1; a
+//! 0-d tensor accepts dim `0`/`-1` (and reduces nothing); **an empty dims list means every
+//! dim** (`x.sum_dims(&[], false)` is `x.sum()`, as `torch.sum(x, dim=[])`); naming a dim twice
+//! is an error. Every `_out` form validates `out` (shape, dtype category, overlap, device)
+//! before anything is written and writes through `out`'s layout, whatever its strides.
+
+use super::output::{alloc_result, check_out, write_result, Dest};
+use crate::backend::{self, ArgReduceOp, ReduceOp, View};
+use crate::shape::wrap_dims;
+use crate::{DType, Device, Error, Layout, Result, Tensor};
+
+/// A reduction's dims resolved against its input.
+pub(crate) struct Reduction {
+    /// The reduced dims: wrapped, sorted, distinct.
+    pub dims: Vec<usize>,
+    /// The result's shape (reduced dims dropped, or kept as size 1 with `keepdim`).
+    pub shape: Vec<usize>,
+    /// How many input elements each result element combines.
+    pub count: usize,
+    keepdim: bool,
+    ndim: usize,
+}
+
+impl Reduction {
+    /// Resolves `dims` (empty: every dim) against `x`.
+    pub fn new(op: &'static str, x: &Tensor, dims: &[i64], keepdim: bool) -> Result<Reduction> {
+        let nd = x.dim();
+        let wrapped = wrap_dims(op, dims, nd)?;
+        let mut red: Vec<usize> = if dims.is_empty() {
+            (0..nd).collect()
+        } else if nd == 0 {
+            vec![] // dim 0 / -1 of a 0-d tensor: nothing to reduce
+        } else {
+            wrapped
+        };
+        red.sort_unstable();
+        let shape = (0..nd)
+            .filter_map(|d| {
+                if red.contains(&d) {
+                    keepdim.then_some(1)
+                } else {
+                    Some(x.shape()[d])
+                }
+            })
+            .collect();
+        let count = red.iter().map(|&d| x.shape()[d]).product();
+        Ok(Reduction {
+            dims: red,
+            shape,
+            count,
+            keepdim,
+            ndim: nd,
+        })
+    }
+
+    /// The dims as the public API takes them (for composing reductions).
+    fn dims_i64(&self) -> Vec<i64> {
+        self.dims.iter().map(|&d| d as i64).collect()
+    }
+
+    /// The keepdim form of a layout of the result's shape: size-1 dims where the reduced
+    /// dims were (what the backend primitives take).
+    pub fn keepdim_layout(&self, out: &Layout) -> Layout {
+        if self.keepdim {
+            return out.clone();
+        }
+        let (mut shape, mut strides) =
+            (Vec::with_capacity(self.ndim), Vec::with_capacity(self.ndim));
+        let mut k = 0;
+        for d in 0..self.ndim {
+            if self.dims.contains(&d) {
+                shape.push(1);
+                strides.push(0);
+            } else {
+                shape.push(out.shape()[k]);
+                strides.push(out.strides()[k]);
+                k += 1;
+            }
+        }
+        Layout::new(shape, strides, out.offset())
+    }
+
+    /// Errors when the reduction covers zero elements and the op has no identity.
+    fn check_nonempty(&self, op: &'static str, x: &Tensor) -> Result<()> {
+        if self.count == 0 {
+            return Err(Error::invalid(
+                op,
+                format!(
+                    "cannot reduce over zero elements: input shape {:?}, reduced dims {:?} include a dim of size 0, and {op} has no identity (check numel() or the dim sizes first)",
+                    x.shape(),
+                    self.dims
+                ),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Runs one reduce primitive from `x` into `dest`.
+pub(crate) fn reduce_into(
+    name: &'static str,
+    op: ReduceOp,
+    x: &Tensor,
+    dims: &[i64],
+    keepdim: bool,
+    dest: Dest,
+) -> Result<Tensor> {
+    let r = Reduction::new(name, x, dims, keepdim)?;
+    let dtype = op.result_dtype(x.dtype()).map_err(|e| rename(e, name))?;
+    if op.needs_nonempty() {
+        r.check_nonempty(name, x)?;
+    }
+    let src = x.view_ref();
+    write_result(
+        name,
+        dest,
+        &[src],
+        &r.shape,
+        dtype,
+        x.device(),
+        None,
+        |dst| {
+            let kl = r.keepdim_layout(dst.layout);
+            backend::reduce(
+                op,
+                src,
+                &r.dims,
+                View {
+                    storage: dst.storage,
+                    layout: &kl,
+                    dtype: dst.dtype,
+                },
+            )
+        },
+    )
+}
+
+/// Reports a dtype error under the name the user called.
+fn rename(e: Error, name: &'static str) -> Error {
+    match e {
+        Error::UnsupportedDType { dtype, hint, .. } => Error::UnsupportedDType {
+            op: name,
+            dtype,
+            hint,
+        },
+        e => e,
+    }
+}
+
+/// Checks `dest` before a composed op computes anything.
+pub(crate) fn precheck(
+    op: &'static str,
+    dest: Dest,
+    shape: &[usize],
+    dtype: DType,
+    device: Device,
+) -> Result<()> {
+    match dest {
+        Dest::New => Ok(()),
+        Dest::Into(out) => check_out(op, out, shape, dtype, device),
+    }
+}
+
+/// Delivers the result of a composed op: itself, or copied through the caller's layout.
+pub(crate) fn deliver(op: &'static str, dest: Dest, result: Tensor) -> Result<Tensor> {
+    match dest {
+        Dest::New => Ok(result),
+        Dest::Into(_) => {
+            let v = result.view_ref();
+            write_result(
+                op,
+                dest,
+                &[],
+                result.shape(),
+                result.dtype(),
+                result.device(),
+                None,
+                |dst| backend::copy_cast(v, dst),
+            )
+        }
+    }
+}
+
+/// Errors unless `x` is a float tensor.
+pub(crate) fn float_only(op: &'static str, x: &Tensor) -> Result<()> {
+    if x.dtype().is_float() {
+        return Ok(());
+    }
+    Err(Error::UnsupportedDType {
+        op,
+        dtype: x.dtype(),
+        hint: "; it takes float tensors (convert with to_dtype(DType::F32) first)".into(),
+    })
+}
+
+/// The dtype composed float ops compute in: f32 for f16/bf16 (rounded once at the end).
+pub(crate) fn compute_dtype(dtype: DType) -> DType {
+    match dtype {
+        DType::F16 | DType::BF16 => DType::F32,
+        d => d,
+    }
+}
+
+/// Values and/or indices of the extremum over `dims`, into fresh tensors or the caller's.
+fn arg_extremum(
+    name: &'static str,
+    op: ArgReduceOp,
+    x: &Tensor,
+    dims: &[i64],
+    keepdim: bool,
+    values: Option<Dest>,
+    indices: Dest,
+) -> Result<(Option<Tensor>, Tensor)> {
+    let r = Reduction::new(name, x, dims, keepdim)?;
+    r.check_nonempty(name, x)?;
+    let device = x.device();
+    // every output is validated before anything is written; as PyTorch, the values output
+    // must have the input's dtype and the indices output must be i64
+    let exact = |t: &Tensor, what: &str, dtype: DType| {
+        if t.dtype() == dtype {
+            return Ok(());
+        }
+        Err(Error::invalid(
+            name,
+            format!(
+                "the {what} output has dtype {}, expected {dtype}; pass a {dtype} tensor (or convert the result with to_dtype)",
+                t.dtype()
+            ),
+        ))
+    };
+    if let Some(Dest::Into(v)) = values {
+        check_out(name, v, &r.shape, x.dtype(), device)?;
+        exact(v, "values", x.dtype())?;
+    }
+    if let Dest::Into(i) = indices {
+        check_out(name, i, &r.shape, DType::I64, device)?;
+        exact(i, "indices", DType::I64)?;
+        if let Some(Dest::Into(v)) = values {
+            if v.shares_storage_with(i) {
+                return Err(Error::invalid(
+                    name,
+                    "the values and indices outputs share storage; pass two separate tensors",
+                ));
+            }
+        }
+    }
+    let aliased = |d: Dest| match d {
+        Dest::New => false,
+        Dest::Into(t) => t.shares_storage_with(x),
+    };
+    if values.is_some_and(aliased) || aliased(indices) {
+        // an output shares the input's storage: compute into fresh tensors, then copy
+        let (v, i) = arg_extremum(
+            name,
+            op,
+            x,
+            dims,
+            keepdim,
+            values.map(|_| Dest::New),
+            Dest::New,
+        )?;
+        let v = match (values, v) {
+            (Some(d), Some(v)) => Some(deliver(name, d, v)?),
+            _ => None,
+        };
+        return Ok((v, deliver(name, indices, i)?));
+    }
+    let target = |d: Dest, dtype: DType| match d {
+        Dest::New => alloc_result(&r.shape, dtype, &device, None),
+        Dest::Into(t) => Ok(t.clone()),
+    };
+    let v = values.map(|d| target(d, x.dtype())).transpose()?;
+    let i = target(indices, DType::I64)?;
+    let vl = v.as_ref().map(|v| r.keepdim_layout(v.layout()));
+    let il = r.keepdim_layout(i.layout());
+    let vv = v.as_ref().zip(vl.as_ref()).map(|(t, l)| View {
+        storage: t.storage(),
+        layout: l,
+        dtype: t.dtype(),
+    });
+    let iv = View {
+        storage: i.storage(),
+        layout: &il,
+        dtype: DType::I64,
+    };
+    backend::arg_reduce(op, x.view_ref(), &r.dims, vv, iv)?;
+    if let Some(Dest::Into(t)) = values {
+        t.storage().bump_version();
+    }
+    if let Dest::Into(t) = indices {
+        t.storage().bump_version();
+    }
+    Ok((v, i))
+}
+
+fn var_impl(
+    name: &'static str,
+    x: &Tensor,
+    dims: &[i64],
+    correction: f64,
+    keepdim: bool,
+    sqrt: bool,
+    dest: Dest,
+) -> Result<Tensor> {
+    float_only(name, x)?;
+    let r = Reduction::new(name, x, dims, keepdim)?;
+    precheck(name, dest, &r.shape, x.dtype(), x.device())?;
+    let xc = x.to_dtype(compute_dtype(x.dtype()))?;
+    let d = r.dims_i64();
+    // two passes: the mean, then the sum of squared deviations from it
+    let mean = reduce_into(name, ReduceOp::Mean, &xc, &d, true, Dest::New)?;
+    let dev = xc.sub(&mean)?;
+    dev.square_()?;
+    let v = reduce_into(name, ReduceOp::Sum, &dev, &d, keepdim, Dest::New)?;
+    // PyTorch's divisor: max(n - correction, 0), so correction >= n gives inf (or NaN for 0/0)
+    v.div_((r.count as f64 - correction).max(0.0))?;
+    if sqrt {
+        v.sqrt_()?;
+    }
+    deliver(name, dest, v.to_dtype(x.dtype())?)
+}
+
+fn norm_impl(x: &Tensor, p: f64, dims: &[i64], keepdim: bool, dest: Dest) -> Result<Tensor> {
+    let name = "norm";
+    float_only(name, x)?;
+    if p.is_nan() {
+        return Err(Error::invalid(
+            name,
+            "p is NaN; pass a number, f64::INFINITY or f64::NEG_INFINITY",
+        ));
+    }
+    let r = Reduction::new(name, x, dims, keepdim)?;
+    precheck(name, dest, &r.shape, x.dtype(), x.device())?;
+    let c = compute_dtype(x.dtype());
+    let xc = x.to_dtype(c)?;
+    let d = r.dims_i64();
+    let sum = |t: &Tensor| reduce_into(name, ReduceOp::Sum, t, &d, keepdim, Dest::New);
+    let res = if p == 2.0 {
+        sum(&xc.square()?)?.sqrt_()?
+    } else if p == 1.0 {
+        sum(&xc.abs()?)?
+    } else if p.is_infinite() {
+        if r.count == 0 {
+            return Err(Error::invalid(
+                name,
+                format!(
+                    "the {p}-norm of zero elements is undefined (input shape {:?}, reduced dims {:?}); check the dim sizes first",
+                    x.shape(),
+                    r.dims
+                ),
+            ));
+        }
+        let op = if p > 0.0 {
+            ReduceOp::Max
+        } else {
+            ReduceOp::Min
+        };
+        reduce_into(name, op, &xc.abs()?, &d, keepdim, Dest::New)?
+    } else if p == 0.0 {
+        reduce_into(name, ReduceOp::CountNonzero, &xc, &d, keepdim, Dest::New)?.to_dtype(c)?
+    } else {
+        let a = xc.abs()?;
+        a.pow_(p)?;
+        sum(&a)?.pow_(1.0 / p)?
+    };
+    deliver(name, dest, res.to_dtype(x.dtype())?)
+}
+
+fn logsumexp_impl(x: &Tensor, dims: &[i64], keepdim: bool, dest: Dest) -> Result<Tensor> {
+    let name = "logsumexp";
+    let r = Reduction::new(name, x, dims, keepdim)?;
+    // integer and bool inputs give the default float dtype, as PyTorch
+    let dtype = if x.dtype().is_float() {
+        x.dtype()
+    } else {
+        DType::F32
+    };
+    precheck(name, dest, &r.shape, dtype, x.device())?;
+    if r.count == 0 {
+        return deliver(
+            name,
+            dest,
+            Tensor::full(r.shape.clone(), f64::NEG_INFINITY, dtype, &x.device())?,
+        );
+    }
+    let xc = x.to_dtype(compute_dtype(dtype))?;
+    let d = r.dims_i64();
+    // subtract the max for stability; an infinite max is replaced by 0 (PyTorch), so rows of
+    // -inf give -inf and rows holding +inf give +inf instead of NaN
+    let m = reduce_into(name, ReduceOp::Max, &xc, &d, true, Dest::New)?;
+    let m = m.isinf()?.where_cond(0.0, &m)?;
+    let e = xc.sub(&m)?;
+    e.exp_()?;
+    let s = reduce_into(name, ReduceOp::Sum, &e, &d, keepdim, Dest::New)?;
+    s.log_()?;
+    let shape: Vec<i64> = r.shape.iter().map(|&n| n as i64).collect();
+    s.add_(&m.reshape(&shape)?)?;
+    deliver(name, dest, s.to_dtype(dtype)?)
+}
+
+/// `dim` as a dims list for arg reductions (`None`: every dim, the flat index).
+fn one_dim(dim: Option<i64>) -> Vec<i64> {
+    dim.into_iter().collect()
+}
+
+/// Reductions: sums and products, means, extrema, logical reductions, statistics, norms.
+impl Tensor {
+    /// The sum of all elements, as a 0-d tensor. Integer and bool inputs give i64; f16/bf16
+    /// accumulate in f32, f32 in f64.
+    ///
+    /// ```
+    /// use stride_core::Tensor;
+    /// let x = Tensor::from_vec(vec![1i32, 2, 3, 4], [2, 2])?;
+    /// assert_eq!(x.sum()?.item::<i64>()?, 10);
+    /// # Ok::<(), stride_core::Error>(())
+    /// ```
+    pub fn sum(&self) -> Result<Tensor> {
+        reduce_into("sum", ReduceOp::Sum, self, &[], false, Dest::New)
+    }
+    /// The sum over `dims` (negative dims count from the end; an empty list means every dim,
+    /// as `torch.sum(x, dim=[])`).
+    ///
+    /// ```
+    /// use stride_core::Tensor;
+    /// let x = Tensor::arange(0, 24, &stride_core::Device::Cpu)?.reshape(&[2, 3, 4])?;
+    /// let s = x.sum_dims(&[0, -1], false)?;
+    /// assert_eq!(s.shape(), &[3]);
+    /// assert_eq!(s.to_vec::<i64>()?, vec![60, 92, 124]);
+    /// # Ok::<(), stride_core::Error>(())
+    /// ```
+    pub fn sum_dims(&self, dims: &[i64], keepdim: bool) -> Result<Tensor> {
+        reduce_into("sum", ReduceOp::Sum, self, dims, keepdim, Dest::New)
+    }
+    /// [`Tensor::sum_dims`] into `out` (any non-overlapping layout of the result's shape).
+    pub fn sum_dims_out(&self, dims: &[i64], keepdim: bool, out: &Tensor) -> Result<Tensor> {
+        reduce_into("sum", ReduceOp::Sum, self, dims, keepdim, Dest::Into(out))
+    }
+    /// The mean of all elements (floats only; NaN for an empty tensor). f16/bf16 accumulate in
+    /// f32 and round once, so a mean never overflows where its sum would.
+    pub fn mean(&self) -> Result<Tensor> {
+        reduce_into("mean", ReduceOp::Mean, self, &[], false, Dest::New)
+    }
+    /// The mean over `dims` (empty: every dim).
+    pub fn mean_dims(&self, dims: &[i64], keepdim: bool) -> Result<Tensor> {
+        reduce_into("mean", ReduceOp::Mean, self, dims, keepdim, Dest::New)
+    }
+    /// [`Tensor::mean_dims`] into `out`.
+    pub fn mean_dims_out(&self, dims: &[i64], keepdim: bool, out: &Tensor) -> Result<Tensor> {
+        reduce_into("mean", ReduceOp::Mean, self, dims, keepdim, Dest::Into(out))
+    }
+    /// The product of all elements (1 for an empty tensor); integers and bool give i64.
+    pub fn prod(&self) -> Result<Tensor> {
+        reduce_into("prod", ReduceOp::Prod, self, &[], false, Dest::New)
+    }
+    /// The product over `dims` (empty: every dim). PyTorch's `prod` takes one dim; stride
+    /// takes a list, of which one dim is the PyTorch case.
+    pub fn prod_dims(&self, dims: &[i64], keepdim: bool) -> Result<Tensor> {
+        reduce_into("prod", ReduceOp::Prod, self, dims, keepdim, Dest::New)
+    }
+    /// [`Tensor::prod_dims`] into `out`.
+    pub fn prod_dims_out(&self, dims: &[i64], keepdim: bool, out: &Tensor) -> Result<Tensor> {
+        reduce_into("prod", ReduceOp::Prod, self, dims, keepdim, Dest::Into(out))
+    }
+
+    /// The largest element, as a 0-d tensor of `self`'s dtype; NaN if any element is NaN. An
+    /// empty tensor is an error.
+    pub fn max(&self) -> Result<Tensor> {
+        reduce_into("max", ReduceOp::Max, self, &[], false, Dest::New)
+    }
+    /// The smallest element (see [`Tensor::max`]).
+    pub fn min(&self) -> Result<Tensor> {
+        reduce_into("min", ReduceOp::Min, self, &[], false, Dest::New)
+    }
+    /// The largest elements over `dims` (empty: every dim), keeping the dtype; NaN
+    /// propagates. Reducing over a dim of size 0 is an error.
+    pub fn amax(&self, dims: &[i64], keepdim: bool) -> Result<Tensor> {
+        reduce_into("amax", ReduceOp::Max, self, dims, keepdim, Dest::New)
+    }
+    /// [`Tensor::amax`] into `out`.
+    pub fn amax_out(&self, dims: &[i64], keepdim: bool, out: &Tensor) -> Result<Tensor> {
+        reduce_into("amax", ReduceOp::Max, self, dims, keepdim, Dest::Into(out))
+    }
+    /// The smallest elements over `dims` (see [`Tensor::amax`]).
+    pub fn amin(&self, dims: &[i64], keepdim: bool) -> Result<Tensor> {
+        reduce_into("amin", ReduceOp::Min, self, dims, keepdim, Dest::New)
+    }
+    /// [`Tensor::amin`] into `out`.
+    pub fn amin_out(&self, dims: &[i64], keepdim: bool, out: &Tensor) -> Result<Tensor> {
+        reduce_into("amin", ReduceOp::Min, self, dims, keepdim, Dest::Into(out))
+    }
+
+    /// `(values, indices)` of the maxima along `dim` (PyTorch's `max(dim)`): values keep the
+    /// dtype, indices are i64. Ties give the first occurrence; a NaN wins (the first one).
+    ///
+    /// ```
+    /// use stride_core::Tensor;
+    /// let x = Tensor::from_vec(vec![1.0f32, 5.0, 5.0, 2.0, f32::NAN, 0.0], [2, 3])?;
+    /// let (v, i) = x.max_dim(1, false)?;
+    /// assert_eq!(i.to_vec::<i64>()?, vec![1, 1]);
+    /// assert!(v.to_vec::<f32>()?[1].is_nan());
+    /// # Ok::<(), stride_core::Error>(())
+    /// ```
+    pub fn max_dim(&self, dim: i64, keepdim: bool) -> Result<(Tensor, Tensor)> {
+        let (v, i) = arg_extremum(
+            "max",
+            ArgReduceOp::Max,
+            self,
+            &[dim],
+            keepdim,
+            Some(Dest::New),
+            Dest::New,
+        )?;
+        Ok((v.expect("values requested"), i))
+    }
+    /// [`Tensor::max_dim`] into `values` and `indices` (both validated before anything is
+    /// written; they must not share storage).
+    pub fn max_dim_out(
+        &self,
+        dim: i64,
+        keepdim: bool,
+        values: &Tensor,
+        indices: &Tensor,
+    ) -> Result<(Tensor, Tensor)> {
+        let (v, i) = arg_extremum(
+            "max",
+            ArgReduceOp::Max,
+            self,
+            &[dim],
+            keepdim,
+            Some(Dest::Into(values)),
+            Dest::Into(indices),
+        )?;
+        Ok((v.expect("values requested"), i))
+    }
+    /// `(values, indices)` of the minima along `dim` (see [`Tensor::max_dim`]).
+    pub fn min_dim(&self, dim: i64, keepdim: bool) -> Result<(Tensor, Tensor)> {
+        let (v, i) = arg_extremum(
+            "min",
+            ArgReduceOp::Min,
+            self,
+            &[dim],
+            keepdim,
+            Some(Dest::New),
+            Dest::New,
+        )?;
+        Ok((v.expect("values requested"), i))
+    }
+    /// [`Tensor::min_dim`] into `values` and `indices`.
+    pub fn min_dim_out(
+        &self,
+        dim: i64,
+        keepdim: bool,
+        values: &Tensor,
+        indices: &Tensor,
+    ) -> Result<(Tensor, Tensor)> {
+        let (v, i) = arg_extremum(
+            "min",
+            ArgReduceOp::Min,
+            self,
+            &[dim],
+            keepdim,
+            Some(Dest::Into(values)),
+            Dest::Into(indices),
+        )?;
+        Ok((v.expect("values requested"), i))
+    }
+    /// The i64 index of the maximum along `dim`, or (`None`) the flat row-major index over
+    /// all elements. Ties give the first occurrence; a NaN wins. Deviation: PyTorch refuses
+    /// bool inputs; stride accepts them (`false < true`), as its `max_dim` does.
+    pub fn argmax(&self, dim: Option<i64>, keepdim: bool) -> Result<Tensor> {
+        Ok(arg_extremum(
+            "argmax",
+            ArgReduceOp::Max,
+            self,
+            &one_dim(dim),
+            keepdim,
+            None,
+            Dest::New,
+        )?
+        .1)
+    }
+    /// [`Tensor::argmax`] into `out` (an integer tensor).
+    pub fn argmax_out(&self, dim: Option<i64>, keepdim: bool, out: &Tensor) -> Result<Tensor> {
+        Ok(arg_extremum(
+            "argmax",
+            ArgReduceOp::Max,
+            self,
+            &one_dim(dim),
+            keepdim,
+            None,
+            Dest::Into(out),
+        )?
+        .1)
+    }
+    /// The i64 index of the minimum (see [`Tensor::argmax`]).
+    pub fn argmin(&self, dim: Option<i64>, keepdim: bool) -> Result<Tensor> {
+        Ok(arg_extremum(
+            "argmin",
+            ArgReduceOp::Min,
+            self,
+            &one_dim(dim),
+            keepdim,
+            None,
+            Dest::New,
+        )?
+        .1)
+    }
+    /// [`Tensor::argmin`] into `out`.
+    pub fn argmin_out(&self, dim: Option<i64>, keepdim: bool, out: &Tensor) -> Result<Tensor> {
+        Ok(arg_extremum(
+            "argmin",
+            ArgReduceOp::Min,
+            self,
+            &one_dim(dim),
+            keepdim,
+            None,
+            Dest::Into(out),
+        )?
+        .1)
+    }
+
+    /// Whether every element is non-zero, as a 0-d bool tensor (NaN counts as non-zero).
+    /// Deviation: PyTorch returns uint8 for uint8 inputs; stride always returns bool.
+    pub fn all(&self) -> Result<Tensor> {
+        reduce_into("all", ReduceOp::All, self, &[], false, Dest::New)
+    }
+    /// Whether any element is non-zero, as a 0-d bool tensor.
+    pub fn any(&self) -> Result<Tensor> {
+        reduce_into("any", ReduceOp::Any, self, &[], false, Dest::New)
+    }
+    /// [`Tensor::all`] over `dims` (empty: every dim).
+    pub fn all_dims(&self, dims: &[i64], keepdim: bool) -> Result<Tensor> {
+        reduce_into("all", ReduceOp::All, self, dims, keepdim, Dest::New)
+    }
+    /// [`Tensor::all_dims`] into `out`.
+    pub fn all_dims_out(&self, dims: &[i64], keepdim: bool, out: &Tensor) -> Result<Tensor> {
+        reduce_into("all", ReduceOp::All, self, dims, keepdim, Dest::Into(out))
+    }
+    /// [`Tensor::any`] over `dims` (empty: every dim).
+    pub fn any_dims(&self, dims: &[i64], keepdim: bool) -> Result<Tensor> {
+        reduce_into("any", ReduceOp::Any, self, dims, keepdim, Dest::New)
+    }
+    /// [`Tensor::any_dims`] into `out`.
+    pub fn any_dims_out(&self, dims: &[i64], keepdim: bool, out: &Tensor) -> Result<Tensor> {
+        reduce_into("any", ReduceOp::Any, self, dims, keepdim, Dest::Into(out))
+    }
+    /// How many elements are non-zero over `dims` (empty: every dim, PyTorch's `dim=None`),
+    /// as i64.
+    pub fn count_nonzero(&self, dims: &[i64]) -> Result<Tensor> {
+        reduce_into(
+            "count_nonzero",
+            ReduceOp::CountNonzero,
+            self,
+            dims,
+            false,
+            Dest::New,
+        )
+    }
+    /// [`Tensor::count_nonzero`] into `out`.
+    pub fn count_nonzero_out(&self, dims: &[i64], out: &Tensor) -> Result<Tensor> {
+        reduce_into(
+            "count_nonzero",
+            ReduceOp::CountNonzero,
+            self,
+            dims,
+            false,
+            Dest::Into(out),
+        )
+    }
+
+    /// The variance over `dims` (empty: every dim) with divisor `max(n − correction, 0)`:
+    /// `correction = 1.0` is the unbiased estimate (PyTorch's default), `0.0` the population
+    /// variance; `correction ≥ n` gives inf (NaN where the sum of squares is 0). Floats only;
+    /// two passes (mean, then squared deviations), f16/bf16 computed in f32.
+    pub fn var(&self, dims: &[i64], correction: f64, keepdim: bool) -> Result<Tensor> {
+        var_impl("var", self, dims, correction, keepdim, false, Dest::New)
+    }
+    /// [`Tensor::var`] into `out`.
+    pub fn var_out(
+        &self,
+        dims: &[i64],
+        correction: f64,
+        keepdim: bool,
+        out: &Tensor,
+    ) -> Result<Tensor> {
+        var_impl(
+            "var",
+            self,
+            dims,
+            correction,
+            keepdim,
+            false,
+            Dest::Into(out),
+        )
+    }
+    /// The standard deviation: the square root of [`Tensor::var`].
+    pub fn std(&self, dims: &[i64], correction: f64, keepdim: bool) -> Result<Tensor> {
+        var_impl("std", self, dims, correction, keepdim, true, Dest::New)
+    }
+    /// [`Tensor::std`] into `out`.
+    pub fn std_out(
+        &self,
+        dims: &[i64],
+        correction: f64,
+        keepdim: bool,
+        out: &Tensor,
+    ) -> Result<Tensor> {
+        var_impl(
+            "std",
+            self,
+            dims,
+            correction,
+            keepdim,
+            true,
+            Dest::Into(out),
+        )
+    }
+
+    /// The vector `p`-norm over `dims` (empty: every dim), PyTorch's
+    /// `torch.linalg.vector_norm`: `p = 2` Euclidean, `1` sum of magnitudes, `f64::INFINITY`
+    /// / `f64::NEG_INFINITY` the largest / smallest magnitude (an error over zero elements),
+    /// `0` the number of non-zeros, any other `p` gives `(Σ|x|^p)^(1/p)`. Floats only;
+    /// f16/bf16 computed in f32.
+    pub fn norm(&self, p: f64, dims: &[i64], keepdim: bool) -> Result<Tensor> {
+        norm_impl(self, p, dims, keepdim, Dest::New)
+    }
+    /// The `p`-norm of all elements, as a 0-d tensor (`x.norm()` in PyTorch is `p = 2`).
+    pub fn norm_all(&self, p: f64) -> Result<Tensor> {
+        norm_impl(self, p, &[], false, Dest::New)
+    }
+    /// [`Tensor::norm`] into `out`.
+    pub fn norm_out(&self, p: f64, dims: &[i64], keepdim: bool, out: &Tensor) -> Result<Tensor> {
+        norm_impl(self, p, dims, keepdim, Dest::Into(out))
+    }
+
+    /// `log(Σ exp(x))` over `dims` (empty: every dim), computed stably (the max is
+    /// subtracted first). Integer and bool inputs give f32; f16/bf16 compute in f32. Zero
+    /// elements give -inf.
+    pub fn logsumexp(&self, dims: &[i64], keepdim: bool) -> Result<Tensor> {
+        logsumexp_impl(self, dims, keepdim, Dest::New)
+    }
+    /// [`Tensor::logsumexp`] into `out`.
+    pub fn logsumexp_out(&self, dims: &[i64], keepdim: bool, out: &Tensor) -> Result<Tensor> {
+        logsumexp_impl(self, dims, keepdim, Dest::Into(out))
+    }
+}
