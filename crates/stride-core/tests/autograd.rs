@@ -265,3 +265,130 @@ fn views_are_differentiable() -> Result<(), Error> {
     }
     Ok(())
 }
+
+#[test]
+fn gradcheck_elementwise_over_layouts() -> Result<(), Error> {
+    use stride_core::autograd::{gradcheck, gradgradcheck, GradcheckOptions};
+    let base = Tensor::from_vec(
+        (0..24).map(|i| 0.3 + 0.11 * i as f64).collect::<Vec<_>>(),
+        [4, 6],
+    )?;
+    let layouts = [
+        base.clone(),
+        base.t()?.clone_tensor()?.t()?, // same values, column-major storage
+        base.slice(1, 0, 6, 2)?.clone_tensor()?, // then a stepped view of a bigger buffer below
+    ];
+    let big = Tensor::from_vec(
+        (0..48).map(|i| 0.2 + 0.07 * i as f64).collect::<Vec<_>>(),
+        [4, 12],
+    )?;
+    let stepped = big.slice(1, 1, 12, 2)?; // (4, 6) with stride 2, offset 1
+    let o = GradcheckOptions::default();
+    let unary: Vec<(&str, fn(&Tensor) -> Result<Tensor, Error>)> = vec![
+        ("exp", |x| x.exp()),
+        ("log", |x| x.log()),
+        ("sqrt", |x| x.sqrt()),
+        ("rsqrt", |x| x.rsqrt()),
+        ("sin", |x| x.sin()),
+        ("tanh", |x| x.tanh()),
+        ("sigmoid", |x| x.sigmoid()),
+        ("gelu", |x| x.gelu()),
+        ("gelu_tanh", |x| x.gelu_tanh()),
+        ("silu", |x| x.silu()),
+        ("softplus", |x| x.softplus()),
+        ("erf", |x| x.erf()),
+        ("reciprocal", |x| x.reciprocal()),
+        ("square", |x| x.square()),
+        ("log1p", |x| x.log1p()),
+        ("expm1", |x| x.expm1()),
+        ("exp2", |x| x.exp2()),
+        ("log2", |x| x.log2()),
+        ("tan", |x| x.mul(0.3)?.tan()),
+        ("abs", |x| x.sub(1.0)?.abs()),
+        ("relu", |x| x.sub(1.0)?.relu()),
+    ];
+    for x in layouts.iter().chain([&stepped]) {
+        let x = x.detach().requires_grad_(true)?;
+        for (name, f) in &unary {
+            gradcheck(|xs| f(&xs[0]), &[x.clone()], o).map_err(|e| Error::Invalid {
+                op: "test",
+                msg: format!("{name}: {e}"),
+            })?;
+        }
+    }
+    let a = stepped.detach().requires_grad_(true)?;
+    let b = base
+        .t()?
+        .clone_tensor()?
+        .t()?
+        .add(0.5)?
+        .detach()
+        .requires_grad_(true)?;
+    let binary: Vec<(&str, fn(&Tensor, &Tensor) -> Result<Tensor, Error>)> = vec![
+        ("add", |a, b| a.add(b)),
+        ("sub", |a, b| a.sub(b)),
+        ("mul", |a, b| a.mul(b)),
+        ("div", |a, b| a.div(b)),
+        ("pow", |a, b| a.pow(b)),
+        ("atan2", |a, b| a.atan2(b)),
+        ("maximum", |a, b| a.maximum(b)),
+        ("minimum", |a, b| a.minimum(b)),
+        ("remainder", |a, b| a.remainder(b)),
+        ("clamp_min", |a, b| a.clamp_min(b)),
+        ("lerp", |a, b| a.lerp(b, 0.3)),
+        ("addcmul", |a, b| a.addcmul(b, a, 0.7)),
+        ("addcdiv", |a, b| a.addcdiv(a, b, -1.3)),
+        ("where", |a, b| a.gt(1.0)?.where_cond(a, b)),
+        ("clamp", |a, b| a.clamp(b, 1.5)),
+        ("broadcast", |a, b| a.mul(&b.select(0, 1)?)),
+    ];
+    for (name, f) in &binary {
+        gradcheck(|xs| f(&xs[0], &xs[1]), &[a.clone(), b.clone()], o).map_err(|e| {
+            Error::Invalid {
+                op: "test",
+                msg: format!("{name}: {e}"),
+            }
+        })?;
+    }
+    for (name, f) in binary.iter().take(6) {
+        let (a2, b2) = (a.narrow(0, 0, 2)?, b.narrow(0, 0, 2)?);
+        gradgradcheck(
+            |xs| f(&xs[0], &xs[1]),
+            &[
+                a2.detach().requires_grad_(true)?,
+                b2.detach().requires_grad_(true)?,
+            ],
+            o,
+        )
+        .map_err(|e| Error::Invalid {
+            op: "test",
+            msg: format!("gradgrad {name}: {e}"),
+        })?;
+    }
+    Ok(())
+}
+
+#[test]
+fn gradcheck_catches_a_wrong_formula() {
+    use stride_core::autograd::{gradcheck, GradcheckOptions};
+    // floor has zero gradient; pretending its derivative is 1 via a straight-through trick
+    // must be reported (the test that the checker can fail)
+    let x = Tensor::from_vec(vec![0.3f64, 1.7, -2.2], [3])
+        .unwrap()
+        .requires_grad_(true)
+        .unwrap();
+    let wrong = |xs: &[Tensor]| {
+        // value: floor(x)·x; gradient the engine sees: only through the second factor
+        xs[0]
+            .detach()
+            .floor()?
+            .mul(&xs[0])?
+            .add(&xs[0].detach().mul(0.0)?)
+    };
+    assert!(gradcheck(wrong, &[x.clone()], GradcheckOptions::default()).is_ok());
+    let really_wrong = |xs: &[Tensor]| xs[0].detach().mul(&xs[0].detach())?.add(&xs[0].mul(0.0)?);
+    let e = gradcheck(really_wrong, &[x], GradcheckOptions::default())
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("Jacobian mismatch"), "{e}");
+}

@@ -27,6 +27,7 @@
 mod engine;
 pub(crate) mod formulas;
 mod functional;
+mod gradcheck;
 mod mode;
 pub(crate) mod node;
 pub(crate) mod record;
@@ -34,6 +35,7 @@ mod tensor_api;
 
 pub use engine::BackwardOptions;
 pub use functional::{grad, value_and_grad, GradOptions};
+pub use gradcheck::{gradcheck, gradgradcheck, GradcheckOptions};
 pub use mode::{
     enable_grad, inference_mode, is_grad_enabled, is_inference_mode, no_grad, GradModeGuard,
 };

@@ -115,9 +115,10 @@ pub(crate) fn in_place(
         (m.grad_fn.clone(), m.output_nr)
     };
     let mut m = this.meta();
+    // a result with no history (fill_) makes `this` a constant: no gradient flows back
+    m.requires_grad = grad_fn.is_some();
     m.grad_fn = grad_fn;
     m.output_nr = nr;
-    m.requires_grad = true;
     drop(m);
     Ok(this.clone())
 }

@@ -35,6 +35,19 @@ impl Arg {
     }
 }
 
+/// `a < b` for two captured operands (at least one a tensor).
+fn y_lt_z(a: &Arg, b: &Arg) -> Result<Tensor> {
+    match (a, b) {
+        (Arg::T(t), o) => t.lt(o.op()),
+        (Arg::S(_), Arg::T(t)) => t.gt(a.op()),
+        (Arg::S(x), Arg::S(y)) => Tensor::scalar(
+            x.to_f64() < y.to_f64(),
+            crate::DType::Bool,
+            &crate::Device::Cpu,
+        ),
+    }
+}
+
 fn zeros(g: &Tensor) -> Result<Tensor> {
     g.zeros_like(crate::MemoryFormat::Contiguous)
 }
@@ -342,10 +355,13 @@ pub(crate) fn record_ternary(op: TernaryOp, args: [&Operand; 3], out: &Tensor) -
             TernaryOp::Clamp => {
                 let (xv, lo, hi) = (x.tensor().expect("clamp input is a tensor"), y.op(), z.op());
                 let inside = xv.ge(lo)?.logical_and(&xv.le(hi)?)?;
+                // PyTorch's clamp_backward_min_max: when min > max the result is max
+                let lo_wins = xv.lt(lo)?.logical_and(&y_lt_z(y, z)?)?;
+                let hi_wins = xv.gt(hi)?.logical_or(&y_lt_z(z, y)?)?;
                 [
                     Some(inside.where_cond(g, 0.0)?),
-                    Some(xv.lt(lo)?.where_cond(g, 0.0)?),
-                    Some(xv.gt(hi)?.where_cond(g, 0.0)?),
+                    Some(lo_wins.where_cond(g, 0.0)?),
+                    Some(hi_wins.where_cond(g, 0.0)?),
                 ]
             }
         };
