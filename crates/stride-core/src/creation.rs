@@ -58,6 +58,36 @@ impl Tensor {
         backend::fill(t.view_ref(), value.into())?;
         Ok(t)
     }
+    /// Writes `value` (converted to this tensor's dtype) into every element, through this
+    /// tensor's layout. Returns `self`.
+    pub fn fill_(&self, value: impl Into<Scalar>) -> Result<Tensor> {
+        let value = value.into();
+        crate::autograd::record::in_place(
+            "fill_",
+            self,
+            &[],
+            || {
+                if !self.layout().is_non_overlapping() {
+                    return Err(crate::Error::OverlappingOutput {
+                        op: "fill_",
+                        shape: self.shape().to_vec(),
+                        strides: self.stride().to_vec(),
+                    });
+                }
+                if value.dtype().category() > self.dtype().category() {
+                    return Err(crate::Error::UnsafeCast {
+                        op: "fill_",
+                        result: value.dtype(),
+                        output: self.dtype(),
+                    });
+                }
+                backend::fill(self.view_ref(), value)?;
+                self.storage().bump_version();
+                Ok(self.clone())
+            },
+            |orig| orig.full_like(value, MemoryFormat::Preserve),
+        )
+    }
     /// Like [`Tensor::zeros_like`] with another dtype.
     pub fn zeros_like_dtype(&self, dtype: DType, format: MemoryFormat) -> Result<Tensor> {
         self.like(format, dtype)

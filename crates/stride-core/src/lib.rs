@@ -10,6 +10,7 @@
 //! - op frontends in `ops/` (validate → promote → allocate → one backend primitive);
 //! - the backend contract in [`backend`] and the CPU backend in `cpu/`.
 
+pub mod autograd;
 pub mod backend;
 mod cpu;
 mod creation;
@@ -38,7 +39,7 @@ pub use promote::{result_type, Operand};
 pub use random::{default_generator, manual_seed, Generator, GeneratorState};
 pub use scalar::Scalar;
 pub use shape::Shape;
-pub use storage::{BufferElement, Storage};
+pub use storage::{memory_stats, BufferElement, MemoryStats, Storage};
 pub use tensor::Tensor;
 
 #[doc(hidden)]

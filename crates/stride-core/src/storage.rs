@@ -166,8 +166,52 @@ pub struct Storage(Arc<StorageInner>);
 
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
+// Host allocation statistics (bytes of live storages, their peak, and how many were made).
+static CPU_ALLOCATED: AtomicU64 = AtomicU64::new(0);
+static CPU_PEAK: AtomicU64 = AtomicU64::new(0);
+static CPU_ALLOCS: AtomicU64 = AtomicU64::new(0);
+
+/// Allocation statistics of one device's storages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct MemoryStats {
+    /// Bytes held by live storages now.
+    pub allocated_bytes: u64,
+    /// The most `allocated_bytes` has been since the process started.
+    pub peak_bytes: u64,
+    /// Storages allocated since the process started.
+    pub allocation_count: u64,
+}
+
+/// Current allocation statistics of `device` (the CPU's are counted by stride's storages,
+/// not by the process's allocator).
+pub fn memory_stats(device: Device) -> MemoryStats {
+    match device {
+        Device::Cpu => MemoryStats {
+            allocated_bytes: CPU_ALLOCATED.load(Ordering::Relaxed),
+            peak_bytes: CPU_PEAK.load(Ordering::Relaxed),
+            allocation_count: CPU_ALLOCS.load(Ordering::Relaxed),
+        },
+        _ => MemoryStats::default(),
+    }
+}
+
+impl Drop for StorageInner {
+    fn drop(&mut self) {
+        if self.device == Device::Cpu {
+            CPU_ALLOCATED.fetch_sub(
+                (self.len * self.dtype.size_in_bytes()) as u64,
+                Ordering::Relaxed,
+            );
+        }
+    }
+}
+
 impl Storage {
     pub fn from_cpu(buf: CpuBuffer) -> Storage {
+        let bytes = (buf.len() * buf.dtype().size_in_bytes()) as u64;
+        let now = CPU_ALLOCATED.fetch_add(bytes, Ordering::Relaxed) + bytes;
+        CPU_PEAK.fetch_max(now, Ordering::Relaxed);
+        CPU_ALLOCS.fetch_add(1, Ordering::Relaxed);
         Storage(Arc::new(StorageInner {
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
             device: Device::Cpu,

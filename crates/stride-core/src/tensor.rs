@@ -2,16 +2,19 @@
 //! shares data, like assigning a tensor in Python; use [`Tensor::clone_data`]-style ops
 //! (`clone_tensor`, `contiguous`) for copies.
 
+use crate::autograd::AutogradMeta;
 use crate::backend::{self, View};
 use crate::cpu::strided::Plan;
 use crate::storage::{BufferElement, CpuBuffer, Storage, StorageData};
 use crate::{with_dtype, DType, Device, Element, Error, Layout, Result, Scalar, Shape};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
 pub(crate) struct TensorImpl {
     storage: Storage,
     layout: Layout,
     dtype: DType,
+    /// Autograd state (requires_grad, grad, grad_fn, hooks). Locked briefly by op frontends.
+    meta: Mutex<AutogradMeta>,
 }
 
 /// A strided, typed, device-resident n-dimensional array.
@@ -32,11 +35,29 @@ pub struct Tensor(Arc<TensorImpl>);
 
 impl Tensor {
     pub(crate) fn from_parts(storage: Storage, layout: Layout, dtype: DType) -> Tensor {
+        let meta = AutogradMeta {
+            inference: crate::autograd::is_inference_mode(),
+            ..Default::default()
+        };
         Tensor(Arc::new(TensorImpl {
             storage,
             layout,
             dtype,
+            meta: Mutex::new(meta),
         }))
+    }
+    pub(crate) fn from_impl(t: Arc<TensorImpl>) -> Tensor {
+        Tensor(t)
+    }
+    pub(crate) fn downgrade(&self) -> Weak<TensorImpl> {
+        Arc::downgrade(&self.0)
+    }
+    /// Identity of this tensor object (not of its storage).
+    pub(crate) fn impl_ptr(&self) -> usize {
+        Arc::as_ptr(&self.0) as usize
+    }
+    pub(crate) fn meta(&self) -> MutexGuard<'_, AutogradMeta> {
+        self.0.meta.lock().unwrap_or_else(|e| e.into_inner())
     }
     /// A new tensor sharing this one's storage through another layout.
     pub(crate) fn with_layout(&self, layout: Layout) -> Tensor {
@@ -244,6 +265,9 @@ impl Tensor {
             &self.device(),
         )?;
         backend::copy_cast(self.view_ref(), out.view_ref())?;
+        if self.dtype().is_float() {
+            crate::autograd::formulas::views::record_copy("ToCopyBackward", self, &out)?;
+        }
         Ok(out)
     }
     /// This tensor on `device`: `self` (shared) if it is already there, else a copy.

@@ -1,19 +1,43 @@
 //! View ops: new layouts over the same storage, never a copy (except `reshape`, `contiguous`
-//! and `clone`, which say so).
+//! and `clone`, which say so). Each records its backward when autograd is on.
 
+use crate::autograd::formulas::views::{
+    forbid_as_strided, record_copy, record_view, ViewFn, ViewGrad,
+};
 use crate::backend;
 use crate::creation::MemoryFormat;
 use crate::layout::infer_shape;
 use crate::shape::wrap_dim;
 use crate::{Error, Layout, Result, Shape, Tensor};
+use std::sync::Arc;
 
 impl Tensor {
+    /// A view through `layout`, recorded with backward `how`.
+    fn view_as_layout(
+        &self,
+        name: &'static str,
+        layout: Layout,
+        how: impl FnOnce() -> ViewGrad,
+    ) -> Result<Tensor> {
+        let out = self.with_layout(layout);
+        if self.requires_grad() {
+            record_view(name, self, &out, how())?;
+        }
+        Ok(out)
+    }
+    fn scatter_grad(f: impl Fn(&Tensor) -> Result<Tensor> + Send + Sync + 'static) -> ViewGrad {
+        ViewGrad::Scatter(Arc::new(f) as ViewFn)
+    }
+
     /// The same elements in a new shape, sharing storage. Errors if the layout can't express
     /// it (e.g. flattening a transpose); `-1` infers one size.
     pub fn view(&self, shape: &[i64]) -> Result<Tensor> {
         let new_shape = infer_shape("view", shape, self.numel())?;
         match self.layout().view_strides(&new_shape) {
-            Some(strides) => Ok(self.with_layout(self.layout().with_shape_strides(new_shape, strides))),
+            Some(strides) => {
+                let l = self.layout().with_shape_strides(new_shape, strides);
+                self.view_as_layout("ViewBackward", l, || ViewGrad::Reshape)
+            }
             None => Err(Error::NotViewable {
                 op: "view",
                 why: format!(
@@ -30,13 +54,23 @@ impl Tensor {
         let new_shape = infer_shape("reshape", shape, self.numel())?;
         match self.layout().view_strides(&new_shape) {
             Some(strides) => {
-                Ok(self.with_layout(self.layout().with_shape_strides(new_shape, strides)))
+                let l = self.layout().with_shape_strides(new_shape, strides);
+                self.view_as_layout("ViewBackward", l, || ViewGrad::Reshape)
             }
             None => self.contiguous()?.view(shape),
         }
     }
     pub fn transpose(&self, d0: i64, d1: i64) -> Result<Tensor> {
-        Ok(self.with_layout(self.layout().transpose("transpose", d0, d1)?))
+        let l = self.layout().transpose("transpose", d0, d1)?;
+        self.view_as_layout("TransposeBackward", l, || {
+            let n = self.dim().max(1) as i64;
+            let (a, b) = (d0.rem_euclid(n), d1.rem_euclid(n));
+            let mut inv: Vec<i64> = (0..self.dim() as i64).collect();
+            if self.dim() > 0 {
+                inv.swap(a as usize, b as usize);
+            }
+            ViewGrad::Permute(inv)
+        })
     }
     /// Transpose of a tensor with at most 2 dims (PyTorch's `t()`).
     pub fn t(&self) -> Result<Tensor> {
@@ -55,40 +89,61 @@ impl Tensor {
         self.transpose(0, 1)
     }
     pub fn permute(&self, dims: &[i64]) -> Result<Tensor> {
-        Ok(self.with_layout(self.layout().permute(dims)?))
+        let l = self.layout().permute(dims)?;
+        self.view_as_layout("PermuteBackward", l, || {
+            let n = self.dim() as i64;
+            let mut inv = vec![0i64; self.dim()];
+            for (i, &d) in dims.iter().enumerate() {
+                inv[d.rem_euclid(n.max(1)) as usize] = i as i64;
+            }
+            ViewGrad::Permute(inv)
+        })
     }
     /// `x[start:end:step]` along `dim` (Python slice bounds: negative counts from the end,
     /// out-of-range clamps). Use `i64::MAX` for an open end.
     pub fn slice(&self, dim: i64, start: i64, end: i64, step: usize) -> Result<Tensor> {
-        Ok(self.with_layout(self.layout().slice(dim, start, end, step)?))
+        let l = self.layout().slice(dim, start, end, step)?;
+        self.view_as_layout("SliceBackward", l, || {
+            Self::scatter_grad(move |z| z.slice(dim, start, end, step))
+        })
     }
     pub fn narrow(&self, dim: i64, start: i64, length: usize) -> Result<Tensor> {
-        Ok(self.with_layout(self.layout().narrow(dim, start, length)?))
+        let l = self.layout().narrow(dim, start, length)?;
+        self.view_as_layout("NarrowBackward", l, || {
+            Self::scatter_grad(move |z| z.narrow(dim, start, length))
+        })
     }
     /// `x[..., index, ...]`: drops `dim`.
     pub fn select(&self, dim: i64, index: i64) -> Result<Tensor> {
-        Ok(self.with_layout(self.layout().select(dim, index)?))
+        let l = self.layout().select(dim, index)?;
+        self.view_as_layout("SelectBackward", l, || {
+            Self::scatter_grad(move |z| z.select(dim, index))
+        })
     }
     /// Broadcasts size-1 dims (stride 0, no copy). `-1` keeps a size.
     pub fn expand(&self, sizes: &[i64]) -> Result<Tensor> {
-        Ok(self.with_layout(self.layout().expand(sizes)?))
+        let l = self.layout().expand(sizes)?;
+        self.view_as_layout("ExpandBackward", l, || ViewGrad::Expand)
     }
     pub fn broadcast_to(&self, shape: impl Into<Shape>) -> Result<Tensor> {
-        Ok(self.with_layout(
-            self.layout()
-                .broadcast_to("broadcast_to", shape.into().dims())?,
-        ))
+        let l = self
+            .layout()
+            .broadcast_to("broadcast_to", shape.into().dims())?;
+        self.view_as_layout("ExpandBackward", l, || ViewGrad::Expand)
     }
     /// Removes `dim` if its size is 1.
     pub fn squeeze(&self, dim: i64) -> Result<Tensor> {
-        Ok(self.with_layout(self.layout().squeeze(Some(dim))?))
+        let l = self.layout().squeeze(Some(dim))?;
+        self.view_as_layout("SqueezeBackward", l, || ViewGrad::Reshape)
     }
     /// Removes every size-1 dim.
     pub fn squeeze_all(&self) -> Result<Tensor> {
-        Ok(self.with_layout(self.layout().squeeze(None)?))
+        let l = self.layout().squeeze(None)?;
+        self.view_as_layout("SqueezeBackward", l, || ViewGrad::Reshape)
     }
     pub fn unsqueeze(&self, dim: i64) -> Result<Tensor> {
-        Ok(self.with_layout(self.layout().unsqueeze(dim)?))
+        let l = self.layout().unsqueeze(dim)?;
+        self.view_as_layout("UnsqueezeBackward", l, || ViewGrad::Reshape)
     }
     /// Merges dims `start..=end` into one (a view when possible, as `reshape`).
     pub fn flatten(&self, start: i64, end: i64) -> Result<Tensor> {
@@ -123,16 +178,17 @@ impl Tensor {
         self.view(&shape)
     }
     pub fn diagonal(&self, offset: i64, d1: i64, d2: i64) -> Result<Tensor> {
-        Ok(self.with_layout(self.layout().diagonal(offset, d1, d2)?))
+        let l = self.layout().diagonal(offset, d1, d2)?;
+        self.view_as_layout("DiagonalBackward", l, || {
+            Self::scatter_grad(move |z| z.diagonal(offset, d1, d2))
+        })
     }
     /// A view with explicit shape, strides and storage offset, checked against the storage.
+    /// Not differentiable (an error while recording).
     pub fn as_strided(&self, shape: &[usize], strides: &[usize], offset: usize) -> Result<Tensor> {
-        Ok(self.with_layout(Layout::as_strided(
-            shape,
-            strides,
-            offset,
-            self.storage().len(),
-        )?))
+        let l = Layout::as_strided(shape, strides, offset, self.storage().len())?;
+        forbid_as_strided(self)?;
+        Ok(self.with_layout(l))
     }
 
     /// `self` if already contiguous, else a contiguous copy.
@@ -151,6 +207,24 @@ impl Tensor {
     pub fn clone_with(&self, format: MemoryFormat) -> Result<Tensor> {
         let out = self.empty_like(format)?;
         backend::copy_cast(self.view_ref(), out.view_ref())?;
+        record_copy("CloneBackward", self, &out)?;
         Ok(out)
+    }
+    /// Copies `src` (broadcast to `self`'s shape, converted to `self`'s dtype like `to_dtype`)
+    /// into `self` through its layout. Returns `self`.
+    pub fn copy_(&self, src: &Tensor) -> Result<Tensor> {
+        crate::autograd::record::in_place(
+            "copy_",
+            self,
+            &[src],
+            || {
+                crate::ops::output::copy_into("copy_", src, self)?;
+                Ok(self.clone())
+            },
+            |orig| {
+                let s = src.to_dtype(orig.dtype())?;
+                s.broadcast_to(orig.shape())?.clone_tensor()
+            },
+        )
     }
 }

@@ -3,6 +3,8 @@
 //! given tensor of any non-overlapping layout).
 
 use super::output::{write_result, Dest};
+use crate::autograd::formulas::elementwise as formulas;
+use crate::autograd::record;
 use crate::backend::{self, BinaryOp, TernaryOp, UnaryOp, View};
 use crate::promote::{result_type, Operand};
 use crate::shape::broadcast_shapes;
@@ -102,7 +104,7 @@ fn first_tensor<'a>(ops: &[Operand<'a>]) -> Option<&'a Tensor> {
     })
 }
 
-pub(crate) fn unary(op: UnaryOp, x: &Tensor, dest: Dest, in_place: bool) -> Result<Tensor> {
+fn unary_raw(op: UnaryOp, x: &Tensor, dest: Dest, in_place: bool) -> Result<Tensor> {
     let (compute, result) = op.dtypes(x.dtype())?;
     let ops = [Operand::Tensor(x)];
     let device = op_device(op.name(), &ops, dest)?;
@@ -121,13 +123,7 @@ pub(crate) fn unary(op: UnaryOp, x: &Tensor, dest: Dest, in_place: bool) -> Resu
     )
 }
 
-pub(crate) fn binary(
-    op: BinaryOp,
-    a: Operand,
-    b: Operand,
-    dest: Dest,
-    in_place: bool,
-) -> Result<Tensor> {
+fn binary_raw(op: BinaryOp, a: Operand, b: Operand, dest: Dest, in_place: bool) -> Result<Tensor> {
     let name = op.name();
     let ops = [a, b];
     let (compute, result) = op.dtypes(result_type(&ops))?;
@@ -148,7 +144,7 @@ pub(crate) fn binary(
     )
 }
 
-pub(crate) fn ternary(
+fn ternary_raw(
     op: TernaryOp,
     a: Operand,
     b: Operand,
@@ -217,6 +213,104 @@ pub(crate) fn ternary(
         like,
         |dst| backend::ternary(op, va, vb, vc, dst),
     )
+}
+
+// ----- autograd-aware entry points: functional forms record a node; in-place forms rebase
+// the history of `self`; `_out` forms refuse to run while recording (as PyTorch's do).
+
+fn tensors_of<'a>(ops: &[&Operand<'a>]) -> Vec<&'a Tensor> {
+    ops.iter()
+        .filter_map(|o| match o {
+            Operand::Tensor(t) => Some(*t),
+            _ => None,
+        })
+        .collect()
+}
+
+pub(crate) fn unary(op: UnaryOp, x: &Tensor, dest: Dest, in_place: bool) -> Result<Tensor> {
+    match dest {
+        Dest::New => {
+            let out = unary_raw(op, x, dest, false)?;
+            formulas::record_unary(op, x, &out)?;
+            Ok(out)
+        }
+        Dest::Into(_) if in_place => record::in_place(
+            op.name(),
+            x,
+            &[],
+            || unary_raw(op, x, dest, true),
+            |orig| unary(op, orig, Dest::New, false),
+        ),
+        Dest::Into(_) => {
+            record::forbid_out(op.name(), &[x])?;
+            unary_raw(op, x, dest, false)
+        }
+    }
+}
+
+pub(crate) fn binary(
+    op: BinaryOp,
+    a: Operand,
+    b: Operand,
+    dest: Dest,
+    in_place: bool,
+) -> Result<Tensor> {
+    let Operand::Tensor(at) = a else {
+        return binary_raw(op, a, b, dest, in_place);
+    };
+    match dest {
+        Dest::New => {
+            let out = binary_raw(op, a, b, dest, false)?;
+            formulas::record_binary(op, at, &b, &out)?;
+            Ok(out)
+        }
+        Dest::Into(_) if in_place => record::in_place(
+            op.name(),
+            at,
+            &tensors_of(&[&b]),
+            || binary_raw(op, a, b, dest, true),
+            |orig| binary(op, Operand::Tensor(orig), b, Dest::New, false),
+        ),
+        Dest::Into(_) => {
+            let mut ins = vec![at];
+            ins.extend(tensors_of(&[&b]));
+            record::forbid_out(op.name(), &ins)?;
+            binary_raw(op, a, b, dest, false)
+        }
+    }
+}
+
+pub(crate) fn ternary(
+    op: TernaryOp,
+    a: Operand,
+    b: Operand,
+    c: Operand,
+    dest: Dest,
+    in_place: bool,
+) -> Result<Tensor> {
+    match dest {
+        Dest::New => {
+            let out = ternary_raw(op, a, b, c, dest, false)?;
+            formulas::record_ternary(op, [&a, &b, &c], &out)?;
+            Ok(out)
+        }
+        Dest::Into(_) if in_place => {
+            let Operand::Tensor(at) = a else {
+                return ternary_raw(op, a, b, c, dest, true);
+            };
+            record::in_place(
+                op.name(),
+                at,
+                &tensors_of(&[&b, &c]),
+                || ternary_raw(op, a, b, c, dest, true),
+                |orig| ternary(op, Operand::Tensor(orig), b, c, Dest::New, false),
+            )
+        }
+        Dest::Into(_) => {
+            record::forbid_out(op.name(), &tensors_of(&[&a, &b, &c]))?;
+            ternary_raw(op, a, b, c, dest, false)
+        }
+    }
 }
 
 macro_rules! unary_methods {

@@ -110,3 +110,38 @@ pub(crate) fn write_result(
         }
     }
 }
+
+/// Copies `src` (broadcast to `dst`'s shape, converted to `dst`'s dtype) into `dst` through
+/// its layout. Validates everything first; computes through a temporary when `src` partially
+/// aliases `dst`.
+pub(crate) fn copy_into(op: &'static str, src: &Tensor, dst: &Tensor) -> Result<()> {
+    if src.device() != dst.device() {
+        return Err(Error::DeviceMismatch {
+            op,
+            a: dst.device(),
+            b: src.device(),
+        });
+    }
+    let layout = src.layout().broadcast_to(op, dst.shape())?;
+    if !dst.layout().is_non_overlapping() {
+        return Err(Error::OverlappingOutput {
+            op,
+            shape: dst.shape().to_vec(),
+            strides: dst.stride().to_vec(),
+        });
+    }
+    let s = View {
+        storage: src.storage(),
+        layout: &layout,
+        dtype: src.dtype(),
+    };
+    if src.storage().same(dst.storage()) && &layout != dst.layout() {
+        let tmp = alloc_result(dst.shape(), src.dtype(), &dst.device(), None)?;
+        backend::copy_cast(s, tmp.view_ref())?;
+        backend::copy_cast(tmp.view_ref(), dst.view_ref())?;
+    } else {
+        backend::copy_cast(s, dst.view_ref())?;
+    }
+    dst.storage().bump_version();
+    Ok(())
+}

@@ -1,0 +1,289 @@
+//! The backward engine: dependency counting over the reachable graph, then nodes in
+//! reverse topological order (latest recorded first among the ready ones), gradients summed at
+//! branch points and delivered to leaves (or captured, for `autograd::grad`).
+
+use super::mode::{enable_grad, no_grad};
+use super::node::{Edge, Node};
+use crate::tensor::TensorImpl;
+use crate::{Error, MemoryFormat, Result, Tensor};
+use std::collections::{BinaryHeap, HashMap};
+use std::sync::{Arc, Weak};
+
+/// Options of a backward pass.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct BackwardOptions {
+    /// Keep the graph (and its saved tensors) so backward can run through it again.
+    pub retain_graph: bool,
+    /// Record the backward computation itself, so gradients are differentiable (implies
+    /// `retain_graph`).
+    pub create_graph: bool,
+}
+
+struct Ready(Arc<Node>);
+impl PartialEq for Ready {
+    fn eq(&self, o: &Self) -> bool {
+        self.0.seq == o.0.seq
+    }
+}
+impl Eq for Ready {}
+impl PartialOrd for Ready {
+    fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(o))
+    }
+}
+impl Ord for Ready {
+    fn cmp(&self, o: &Self) -> std::cmp::Ordering {
+        self.0.seq.cmp(&o.0.seq)
+    }
+}
+
+fn key(n: &Arc<Node>) -> usize {
+    Arc::as_ptr(n) as usize
+}
+
+/// Where a captured gradient is taken: a node's output slot, or a leaf.
+#[derive(PartialEq)]
+enum Target {
+    Slot(usize, usize),
+    Leaf(usize),
+}
+
+fn add_grad(acc: &mut Option<Tensor>, g: Tensor) -> Result<()> {
+    *acc = Some(match acc.take() {
+        None => g,
+        Some(a) => a.add(&g)?,
+    });
+    Ok(())
+}
+
+/// Runs backward from `roots` (tensor, gradient). With `capture`, gradients for those tensors
+/// are returned and no `.grad` is touched; otherwise leaves accumulate.
+pub(crate) fn run_backward(
+    roots: &[(Tensor, Tensor)],
+    opts: BackwardOptions,
+    capture: Option<&[Tensor]>,
+) -> Result<Vec<Option<Tensor>>> {
+    let retain = opts.retain_graph || opts.create_graph;
+    let _mode = if opts.create_graph {
+        enable_grad()
+    } else {
+        no_grad()
+    };
+
+    let targets: Vec<Target> = capture
+        .unwrap_or(&[])
+        .iter()
+        .map(|t| {
+            let m = t.meta();
+            match &m.grad_fn {
+                Some(n) => Target::Slot(key(n), m.output_nr),
+                None => Target::Leaf(t.impl_ptr()),
+            }
+        })
+        .collect();
+    let mut captured: Vec<Option<Tensor>> = vec![None; targets.len()];
+
+    // 1. seed
+    let mut buffers: HashMap<usize, Vec<Option<Tensor>>> = HashMap::new();
+    let mut nodes: HashMap<usize, Arc<Node>> = HashMap::new();
+    let mut leaf_grads: Vec<(Weak<TensorImpl>, Tensor)> = vec![];
+    for (t, g) in roots {
+        if g.shape() != t.shape() {
+            return Err(Error::ShapeMismatch {
+                op: "backward",
+                lhs: t.shape().to_vec(),
+                rhs: g.shape().to_vec(),
+                why: "differ: the gradient (second) must have the output's shape (first)".into(),
+            });
+        }
+        match super::record::edge_of(t) {
+            Some(Edge::Node(n, i)) => {
+                let b = buffers.entry(key(&n)).or_insert_with(|| vec![None; n.outputs.len()]);
+                add_grad(&mut b[i], g.clone())?;
+                nodes.insert(key(&n), n);
+            }
+            Some(Edge::Leaf(w)) => leaf_grads.push((w, g.clone())),
+            None => {
+                return Err(Error::invalid(
+                    "backward",
+                    "the tensor does not require grad and has no grad_fn: nothing to differentiate (did you forget requires_grad_(true), or compute it under no_grad?)",
+                ))
+            }
+        }
+    }
+
+    // 2. dependencies: how many edges point at each node from reachable nodes
+    let mut deps: HashMap<usize, usize> = HashMap::new();
+    let mut stack: Vec<Arc<Node>> = nodes.values().cloned().collect();
+    let mut seen: HashMap<usize, ()> = nodes.keys().map(|&k| (k, ())).collect();
+    while let Some(n) = stack.pop() {
+        for e in n.edges.iter().flatten() {
+            if let Edge::Node(m, _) = e {
+                *deps.entry(key(m)).or_insert(0) += 1;
+                if seen.insert(key(m), ()).is_none() {
+                    stack.push(m.clone());
+                }
+            }
+        }
+    }
+
+    // 3. execute
+    let mut ready: BinaryHeap<Ready> = nodes
+        .values()
+        .filter(|n| deps.get(&key(n)).copied().unwrap_or(0) == 0)
+        .cloned()
+        .map(Ready)
+        .collect();
+    for (w, g) in leaf_grads {
+        deliver_leaf(&w, g, opts, &targets, &mut captured)?;
+    }
+    while let Some(Ready(node)) = ready.pop() {
+        let k = key(&node);
+        let mut grads_opt = buffers
+            .remove(&k)
+            .unwrap_or_else(|| vec![None; node.outputs.len()]);
+        // hooks, retained grads and captures of this node's outputs
+        for (i, g) in grads_opt.iter_mut().enumerate() {
+            if let Some(gr) = g.as_ref() {
+                let hooks: Vec<_> = node
+                    .hooks
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .iter()
+                    .filter(|(o, _)| *o == i)
+                    .map(|(_, h)| h.clone())
+                    .collect();
+                let mut cur = gr.clone();
+                for h in hooks {
+                    if let Some(new) = h(&cur)? {
+                        cur = new;
+                    }
+                }
+                *g = Some(cur);
+            }
+            if let Some(gr) = g.as_ref() {
+                for (o, w) in node
+                    .retained
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .iter()
+                {
+                    if *o == i {
+                        if let Some(t) = w.upgrade() {
+                            let t = Tensor::from_impl(t);
+                            let mut m = t.meta();
+                            let new = match m.grad.take() {
+                                None => gr.detach(),
+                                Some(old) => old.add(gr)?,
+                            };
+                            m.grad = Some(new);
+                        }
+                    }
+                }
+                for (j, tg) in targets.iter().enumerate() {
+                    if *tg == Target::Slot(k, i) {
+                        add_grad(&mut captured[j], gr.clone())?;
+                    }
+                }
+            }
+        }
+        let grads: Vec<Tensor> = grads_opt
+            .into_iter()
+            .zip(&node.outputs)
+            .map(|(g, meta)| match g {
+                Some(g) => Ok(g),
+                None => Tensor::zeros(meta.shape.clone(), meta.dtype, &meta.device),
+            })
+            .collect::<Result<_>>()?;
+        let input_grads = node.apply(&grads, retain)?;
+        if input_grads.len() != node.edges.len() {
+            return Err(Error::invalid(
+                "backward",
+                format!(
+                    "internal: {} returned {} gradients for {} inputs",
+                    node.name,
+                    input_grads.len(),
+                    node.edges.len()
+                ),
+            ));
+        }
+        for ((edge, g), meta) in node.edges.iter().zip(input_grads).zip(&node.inputs) {
+            let (Some(edge), Some(mut g)) = (edge, g) else {
+                continue;
+            };
+            if g.shape() != meta.shape.as_slice() {
+                return Err(Error::invalid(
+                    "backward",
+                    format!(
+                        "internal: {} produced a gradient of shape {:?} for an input of shape {:?}",
+                        node.name,
+                        g.shape(),
+                        meta.shape
+                    ),
+                ));
+            }
+            if g.dtype() != meta.dtype {
+                g = g.to_dtype(meta.dtype)?;
+            }
+            match edge {
+                Edge::Node(m, i) => {
+                    let mk = key(m);
+                    let b = buffers
+                        .entry(mk)
+                        .or_insert_with(|| vec![None; m.outputs.len()]);
+                    add_grad(&mut b[*i], g)?;
+                    let d = deps.get_mut(&mk).expect("dependency counted");
+                    *d -= 1;
+                    if *d == 0 {
+                        ready.push(Ready(m.clone()));
+                    }
+                }
+                Edge::Leaf(w) => deliver_leaf(w, g, opts, &targets, &mut captured)?,
+            }
+        }
+    }
+    Ok(captured)
+}
+
+fn deliver_leaf(
+    w: &Weak<TensorImpl>,
+    g: Tensor,
+    opts: BackwardOptions,
+    targets: &[Target],
+    captured: &mut [Option<Tensor>],
+) -> Result<()> {
+    let Some(t) = w.upgrade() else { return Ok(()) }; // the leaf is gone: nobody can read it
+    let leaf = Tensor::from_impl(t);
+    let hooks: Vec<_> = leaf.meta().hooks.iter().map(|(_, h)| h.clone()).collect();
+    let mut g = g;
+    for h in hooks {
+        if let Some(new) = h(&g)? {
+            g = new;
+        }
+    }
+    if !targets.is_empty() {
+        for (j, tg) in targets.iter().enumerate() {
+            if *tg == Target::Leaf(leaf.impl_ptr()) {
+                add_grad(&mut captured[j], g.clone())?;
+            }
+        }
+        return Ok(());
+    }
+    let existing = leaf.meta().grad.clone();
+    let new = match existing {
+        None if opts.create_graph => g,
+        None => {
+            // a fresh gradient with the parameter's layout (PyTorch's gradient layout contract)
+            let fresh = leaf.empty_like(MemoryFormat::Preserve)?;
+            crate::ops::output::copy_into("backward", &g, &fresh)?;
+            fresh
+        }
+        Some(old) if opts.create_graph => old.add(&g)?,
+        Some(old) => {
+            old.add_(&g)?;
+            old
+        }
+    };
+    leaf.meta().grad = Some(new);
+    Ok(())
+}

@@ -1,0 +1,67 @@
+//! Reverse-mode automatic differentiation with PyTorch's semantics.
+//!
+//! Ops on tensors that require grad record a [`node::Node`] (visible as `y.grad_fn()`, e.g.
+//! `MulBackward`); `loss.backward()` walks the graph in reverse topological order, sums
+//! gradients at branch points and accumulates them into leaves' `.grad()`. The graph and its
+//! saved tensors are freed after backward unless `retain_graph` is set.
+//!
+//! - modes: [`no_grad`], [`enable_grad`], [`inference_mode`] (RAII guards);
+//! - functional API: [`grad`], [`value_and_grad`] (with `create_graph` for higher order);
+//! - safety: a tensor saved for backward and then modified in place makes backward fail with
+//!   the op's name and both versions, as PyTorch does.
+//!
+//! ```
+//! use stride_core::{DType, Device, Tensor};
+//! let a = Tensor::scalar(2.0, DType::F64, &Device::Cpu)?.requires_grad_(true)?;
+//! let b = Tensor::scalar(3.0, DType::F64, &Device::Cpu)?.requires_grad_(true)?;
+//! let c = a.mul(&b)?;
+//! let d = a.add(&b)?;
+//! let e = c.mul(&d)?;
+//! let l = e.mul(&e)?;
+//! l.backward()?;
+//! assert_eq!(a.grad().unwrap().item::<f64>()?, 1260.0);
+//! assert_eq!(b.grad().unwrap().item::<f64>()?, 960.0);
+//! # Ok::<(), stride_core::Error>(())
+//! ```
+
+mod engine;
+pub(crate) mod formulas;
+mod functional;
+mod gradcheck;
+mod mode;
+pub(crate) mod node;
+pub(crate) mod record;
+mod tensor_api;
+
+pub use engine::BackwardOptions;
+pub use functional::{grad, value_and_grad, GradOptions};
+pub use gradcheck::{gradcheck, gradgradcheck, GradcheckOptions};
+pub use mode::{
+    enable_grad, inference_mode, is_grad_enabled, is_inference_mode, no_grad, GradModeGuard,
+};
+pub use node::{GradFn, NextFn};
+pub use tensor_api::HookHandle;
+
+use crate::{Result, Tensor};
+use node::Node;
+use std::sync::Arc;
+
+/// A gradient hook: sees the gradient flowing into a tensor and may replace it (return
+/// `Some(new)`) or keep it (`None`).
+pub type GradHook = Arc<dyn Fn(&Tensor) -> Result<Option<Tensor>> + Send + Sync>;
+
+/// Autograd state of one tensor.
+#[derive(Default)]
+pub(crate) struct AutogradMeta {
+    pub requires_grad: bool,
+    pub grad: Option<Tensor>,
+    pub grad_fn: Option<Arc<Node>>,
+    pub output_nr: usize,
+    pub retains_grad: bool,
+    pub hooks: Vec<(u64, GradHook)>,
+    /// Created inside `inference_mode`: may never be saved for backward.
+    pub inference: bool,
+    /// Created by a view op: in-place ops on it may not start recording (stride has no
+    /// view+in-place rebasing yet; see `record::in_place`).
+    pub is_view: bool,
+}
