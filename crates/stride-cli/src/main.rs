@@ -9,7 +9,11 @@ mod bench;
 mod check;
 
 #[derive(Parser)]
-#[command(name = "stride", version, about = "stride: tensors that give the same answer on every device, dtype and layout")]
+#[command(
+    name = "stride",
+    version,
+    about = "stride: tensors that give the same answer on every device, dtype and layout"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,

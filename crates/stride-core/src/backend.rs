@@ -73,9 +73,9 @@ impl UnaryOp {
     pub const ALL: [UnaryOp; 32] = {
         use UnaryOp::*;
         [
-            Neg, Abs, Sign, Exp, Exp2, Log, Log2, Log1p, Expm1, Sqrt, Rsqrt, Reciprocal, Square, Sin, Cos, Tan, Tanh,
-            Sigmoid, Relu, GeluErf, GeluTanh, Silu, Softplus, Floor, Ceil, Round, Trunc, Erf, IsNan, IsInf, IsFinite,
-            LogicalNot,
+            Neg, Abs, Sign, Exp, Exp2, Log, Log2, Log1p, Expm1, Sqrt, Rsqrt, Reciprocal, Square,
+            Sin, Cos, Tan, Tanh, Sigmoid, Relu, GeluErf, GeluTanh, Silu, Softplus, Floor, Ceil,
+            Round, Trunc, Erf, IsNan, IsInf, IsFinite, LogicalNot,
         ]
     };
     pub fn name(self) -> &'static str {
@@ -126,7 +126,12 @@ impl UnaryOp {
     }
     /// (compute dtype, result dtype) for an input dtype, or an error naming the op.
     pub fn dtypes(self, input: DType) -> Result<(DType, DType)> {
-        if input == DType::Bool && matches!(self, UnaryOp::Neg | UnaryOp::Abs | UnaryOp::Sign | UnaryOp::Square) {
+        if input == DType::Bool
+            && matches!(
+                self,
+                UnaryOp::Neg | UnaryOp::Abs | UnaryOp::Sign | UnaryOp::Square
+            )
+        {
             return Err(Error::UnsupportedDType {
                 op: self.name(),
                 dtype: input,
@@ -185,8 +190,31 @@ impl BinaryOp {
     pub const ALL: [BinaryOp; 26] = {
         use BinaryOp::*;
         [
-            Add, Sub, Mul, Div, FloorDivide, Remainder, Pow, Maximum, Minimum, Atan2, Eq, Ne, Lt, Le, Gt, Ge,
-            LogicalAnd, LogicalOr, LogicalXor, BitwiseAnd, BitwiseOr, BitwiseXor, ShiftLeft, ShiftRight, ClampMin,
+            Add,
+            Sub,
+            Mul,
+            Div,
+            FloorDivide,
+            Remainder,
+            Pow,
+            Maximum,
+            Minimum,
+            Atan2,
+            Eq,
+            Ne,
+            Lt,
+            Le,
+            Gt,
+            Ge,
+            LogicalAnd,
+            LogicalOr,
+            LogicalXor,
+            BitwiseAnd,
+            BitwiseOr,
+            BitwiseXor,
+            ShiftLeft,
+            ShiftRight,
+            ClampMin,
             ClampMax,
         ]
     };
@@ -223,21 +251,32 @@ impl BinaryOp {
     }
     pub fn is_comparison(self) -> bool {
         use BinaryOp::*;
-        matches!(self, Eq | Ne | Lt | Le | Gt | Ge | LogicalAnd | LogicalOr | LogicalXor)
+        matches!(
+            self,
+            Eq | Ne | Lt | Le | Gt | Ge | LogicalAnd | LogicalOr | LogicalXor
+        )
     }
     /// (compute dtype, result dtype) for the promoted dtype of the operands.
     pub fn dtypes(self, common: DType) -> Result<(DType, DType)> {
         use BinaryOp::*;
-        let unsupported = |hint: &str| Error::UnsupportedDType { op: self.name(), dtype: common, hint: hint.into() };
+        let unsupported = |hint: &str| Error::UnsupportedDType {
+            op: self.name(),
+            dtype: common,
+            hint: hint.into(),
+        };
         Ok(match self {
             _ if self.is_comparison() => (common, DType::Bool),
             Div | Atan2 if !common.is_float() => (DType::F32, DType::F32),
             BitwiseAnd | BitwiseOr | BitwiseXor if common.is_float() => {
                 return Err(unsupported("; bitwise ops take integer or bool tensors"))
             }
-            ShiftLeft | ShiftRight if !common.is_int() => return Err(unsupported("; shifts take integer tensors")),
+            ShiftLeft | ShiftRight if !common.is_int() => {
+                return Err(unsupported("; shifts take integer tensors"))
+            }
             Sub if common == DType::Bool => {
-                return Err(unsupported("; subtracting bool tensors is not supported, use logical_xor"))
+                return Err(unsupported(
+                    "; subtracting bool tensors is not supported, use logical_xor",
+                ))
             }
             FloorDivide | Remainder | Pow if common == DType::Bool => {
                 return Err(unsupported("; convert bool tensors with to_dtype first"))
@@ -312,5 +351,8 @@ pub(crate) fn ternary(op: TernaryOp, a: View, b: View, c: View, dst: View) -> Re
 }
 
 pub(crate) fn no_backend(d: Device) -> Error {
-    Error::DeviceUnavailable { device: d, why: "no backend for this device in this build".into() }
+    Error::DeviceUnavailable {
+        device: d,
+        why: "no backend for this device in this build".into(),
+    }
 }

@@ -16,7 +16,12 @@ pub enum MemoryFormat {
 
 impl Tensor {
     /// A tensor of `value` (cast to `dtype`).
-    pub fn full(shape: impl Into<Shape>, value: impl Into<Scalar>, dtype: DType, device: &Device) -> Result<Tensor> {
+    pub fn full(
+        shape: impl Into<Shape>,
+        value: impl Into<Scalar>,
+        dtype: DType,
+        device: &Device,
+    ) -> Result<Tensor> {
         let t = Tensor::alloc_contiguous(shape.into().dims(), dtype, device)?;
         backend::fill(t.view_ref(), value.into())?;
         Ok(t)
@@ -60,7 +65,11 @@ impl Tensor {
 
     /// `[start, end)` in steps of 1: int64 when both ends are integers, else float32
     /// (PyTorch's defaults).
-    pub fn arange(start: impl Into<Scalar>, end: impl Into<Scalar>, device: &Device) -> Result<Tensor> {
+    pub fn arange(
+        start: impl Into<Scalar>,
+        end: impl Into<Scalar>,
+        device: &Device,
+    ) -> Result<Tensor> {
         Tensor::arange_step(start, end, 1i64, device)
     }
     /// `[start, end)` in steps of `step`.
@@ -75,10 +84,16 @@ impl Tensor {
         let dtype = if all_int { DType::I64 } else { DType::F32 };
         let (sf, ef, stf) = (s.to_f64(), e.to_f64(), st.to_f64());
         if stf == 0.0 || !stf.is_finite() || !sf.is_finite() || !ef.is_finite() {
-            return Err(Error::invalid("arange", format!("needs finite bounds and a non-zero step, got {sf}, {ef}, {stf}")));
+            return Err(Error::invalid(
+                "arange",
+                format!("needs finite bounds and a non-zero step, got {sf}, {ef}, {stf}"),
+            ));
         }
         if (ef - sf) * stf < 0.0 {
-            return Err(Error::invalid("arange", format!("upper bound {ef} and step {stf} point in opposite directions from {sf}")));
+            return Err(Error::invalid(
+                "arange",
+                format!("upper bound {ef} and step {stf} point in opposite directions from {sf}"),
+            ));
         }
         let n = ((ef - sf) / stf).ceil().max(0.0) as usize;
         if all_int {
@@ -93,13 +108,31 @@ impl Tensor {
 
     /// `steps` evenly spaced values from `start` to `end` inclusive (PyTorch's symmetric
     /// formula, so the last value is exactly `end`).
-    pub fn linspace(start: f64, end: f64, steps: usize, dtype: DType, device: &Device) -> Result<Tensor> {
-        let step = if steps > 1 { (end - start) / (steps - 1) as f64 } else { 0.0 };
+    pub fn linspace(
+        start: f64,
+        end: f64,
+        steps: usize,
+        dtype: DType,
+        device: &Device,
+    ) -> Result<Tensor> {
+        let step = if steps > 1 {
+            (end - start) / (steps - 1) as f64
+        } else {
+            0.0
+        };
         let half = steps / 2;
         let v: Vec<f64> = (0..steps)
-            .map(|i| if i < half { start + step * i as f64 } else { end - step * (steps - 1 - i) as f64 })
+            .map(|i| {
+                if i < half {
+                    start + step * i as f64
+                } else {
+                    end - step * (steps - 1 - i) as f64
+                }
+            })
             .collect();
-        Tensor::from_vec(v, [steps])?.to_dtype(dtype)?.to_device(device)
+        Tensor::from_vec(v, [steps])?
+            .to_dtype(dtype)?
+            .to_device(device)
     }
 
     /// An `n × m` matrix with ones on the diagonal.

@@ -32,7 +32,10 @@ impl Device {
         match s {
             "cpu" => Some(Device::Cpu),
             "cuda" => Some(Device::Cuda(0)),
-            _ => s.strip_prefix("cuda:").and_then(|n| n.parse().ok()).map(Device::Cuda),
+            _ => s
+                .strip_prefix("cuda:")
+                .and_then(|n| n.parse().ok())
+                .map(Device::Cuda),
         }
     }
     pub fn is_cpu(self) -> bool {

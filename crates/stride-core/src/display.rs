@@ -9,23 +9,46 @@ const EDGE: usize = 3;
 
 fn fmt_values(vals: &[f64], dtype: DType) -> (Vec<String>, usize) {
     let strs: Vec<String> = if dtype == DType::Bool {
-        vals.iter().map(|&v| if v != 0.0 { "True".into() } else { "False".into() }).collect()
+        vals.iter()
+            .map(|&v| {
+                if v != 0.0 {
+                    "True".into()
+                } else {
+                    "False".into()
+                }
+            })
+            .collect()
     } else if !dtype.is_float() {
         vals.iter().map(|&v| format!("{}", v as i64)).collect()
     } else {
-        let finite: Vec<f64> = vals.iter().copied().filter(|v| v.is_finite()).map(f64::abs).collect();
+        let finite: Vec<f64> = vals
+            .iter()
+            .copied()
+            .filter(|v| v.is_finite())
+            .map(f64::abs)
+            .collect();
         let int_mode = finite.iter().all(|v| v.fract() == 0.0);
         let (mx, mn) = (
             finite.iter().cloned().fold(0.0, f64::max),
-            finite.iter().cloned().filter(|v| *v > 0.0).fold(f64::INFINITY, f64::min),
+            finite
+                .iter()
+                .cloned()
+                .filter(|v| *v > 0.0)
+                .fold(f64::INFINITY, f64::min),
         );
-        let sci = mx > 1e8 || (mn < 1e-4 && mn.is_finite()) || (mn.is_finite() && mx / mn > 1000.0 && !int_mode);
+        let sci = mx > 1e8
+            || (mn < 1e-4 && mn.is_finite())
+            || (mn.is_finite() && mx / mn > 1000.0 && !int_mode);
         vals.iter()
             .map(|&v| {
                 if v.is_nan() {
                     "nan".into()
                 } else if v.is_infinite() {
-                    if v > 0.0 { "inf".into() } else { "-inf".into() }
+                    if v > 0.0 {
+                        "inf".into()
+                    } else {
+                        "-inf".into()
+                    }
                 } else if int_mode && !sci {
                     format!("{v:.0}.")
                 } else if sci {
@@ -53,7 +76,11 @@ impl fmt::Display for Tensor {
             .iter()
             .map(|&n| {
                 if summarise && n > 2 * EDGE {
-                    (0..EDGE).map(Some).chain([None]).chain((n - EDGE..n).map(Some)).collect()
+                    (0..EDGE)
+                        .map(Some)
+                        .chain([None])
+                        .chain((n - EDGE..n).map(Some))
+                        .collect()
                 } else {
                     (0..n).map(Some).collect()
                 }
@@ -82,7 +109,14 @@ impl fmt::Display for Tensor {
     }
 }
 
-fn collect(keep: &[Vec<Option<usize>>], strides: &[usize], d: usize, base: usize, vals: &[f64], out: &mut Vec<f64>) {
+fn collect(
+    keep: &[Vec<Option<usize>>],
+    strides: &[usize],
+    d: usize,
+    base: usize,
+    vals: &[f64],
+    out: &mut Vec<f64>,
+) {
     if d == keep.len() {
         out.push(vals[base]);
         return;
@@ -92,7 +126,14 @@ fn collect(keep: &[Vec<Option<usize>>], strides: &[usize], d: usize, base: usize
     }
 }
 
-fn render(keep: &[Vec<Option<usize>>], d: usize, it: &mut impl Iterator<Item = String>, w: usize, out: &mut String, indent: usize) {
+fn render(
+    keep: &[Vec<Option<usize>>],
+    d: usize,
+    it: &mut impl Iterator<Item = String>,
+    w: usize,
+    out: &mut String,
+    indent: usize,
+) {
     out.push('[');
     let last = d + 1 == keep.len();
     let n = keep[d].len();

@@ -168,7 +168,9 @@ impl fmt::Display for DType {
 ///
 /// Conversions go through `i64` for integers and `f64` for floats, so no integer loses bits
 /// (`i64 → f64` rounds as PyTorch's cast does).
-pub trait Element: Copy + Send + Sync + PartialEq + PartialOrd + fmt::Debug + Default + 'static {
+pub trait Element:
+    Copy + Send + Sync + PartialEq + PartialOrd + fmt::Debug + Default + 'static
+{
     const DTYPE: DType;
     fn to_f64(self) -> f64;
     fn to_i64(self) -> i64;
@@ -324,9 +326,15 @@ mod tests {
         // 1 + 2^-11 is exactly halfway between 1 and the next f16; ties to even → 1.
         assert_eq!(f16::from_f64(1.0 + 2f64.powi(-11)).to_f64(), 1.0);
         // 1 + 3·2^-11 is halfway between 1+2^-10 and 1+2^-9; ties to even → 1+2^-9.
-        assert_eq!(f16::from_f64(1.0 + 3.0 * 2f64.powi(-11)).to_f64(), 1.0 + 2f64.powi(-9));
+        assert_eq!(
+            f16::from_f64(1.0 + 3.0 * 2f64.powi(-11)).to_f64(),
+            1.0 + 2f64.powi(-9)
+        );
         assert_eq!(bf16::from_f64(1.0 + 2f64.powi(-8)).to_f64(), 1.0);
-        assert_eq!(bf16::from_f64(1.0 + 3.0 * 2f64.powi(-8)).to_f64(), 1.0 + 2f64.powi(-6));
+        assert_eq!(
+            bf16::from_f64(1.0 + 3.0 * 2f64.powi(-8)).to_f64(),
+            1.0 + 2f64.powi(-6)
+        );
     }
 
     #[test]

@@ -8,27 +8,55 @@ use crate::{DType, Device};
 pub enum Error {
     /// Two shapes that had to match (or broadcast) do not.
     #[error("{op}: shapes {lhs:?} and {rhs:?} {why}")]
-    ShapeMismatch { op: &'static str, lhs: Vec<usize>, rhs: Vec<usize>, why: String },
+    ShapeMismatch {
+        op: &'static str,
+        lhs: Vec<usize>,
+        rhs: Vec<usize>,
+        why: String,
+    },
 
     /// A dim index outside `-ndim..ndim`.
     #[error("{op}: dim {dim} is out of range for a tensor of {ndim} dims (valid: {lo}..={hi})", lo = -(*ndim as i64).max(1), hi = (*ndim as i64).max(1) - 1)]
-    DimOutOfRange { op: &'static str, dim: i64, ndim: usize },
+    DimOutOfRange {
+        op: &'static str,
+        dim: i64,
+        ndim: usize,
+    },
 
     /// An index or range outside a dim's size.
     #[error("{op}: index {index} is out of range for dim {dim} of size {size}")]
-    IndexOutOfRange { op: &'static str, index: i64, dim: usize, size: usize },
+    IndexOutOfRange {
+        op: &'static str,
+        index: i64,
+        dim: usize,
+        size: usize,
+    },
 
     /// The op does not support this dtype.
     #[error("{op}: dtype {dtype} is not supported{hint}")]
-    UnsupportedDType { op: &'static str, dtype: DType, hint: String },
+    UnsupportedDType {
+        op: &'static str,
+        dtype: DType,
+        hint: String,
+    },
 
     /// The op's result dtype cannot be stored in the given output without a lossy cast.
     #[error("{op}: result dtype {result} can't be cast to the output dtype {output} (an in-place or _out op never changes a category: float -> int or int -> bool); cast explicitly with to_dtype")]
-    UnsafeCast { op: &'static str, result: DType, output: DType },
+    UnsafeCast {
+        op: &'static str,
+        result: DType,
+        output: DType,
+    },
 
     /// Operands live on different devices.
-    #[error("{op}: expected all tensors on one device, found {a} and {b}; move one with to_device")]
-    DeviceMismatch { op: &'static str, a: Device, b: Device },
+    #[error(
+        "{op}: expected all tensors on one device, found {a} and {b}; move one with to_device"
+    )]
+    DeviceMismatch {
+        op: &'static str,
+        a: Device,
+        b: Device,
+    },
 
     /// The device is not available in this build or on this machine.
     #[error("device {device} is not available: {why}")]
@@ -40,11 +68,20 @@ pub enum Error {
 
     /// A write into a view in which several elements share one memory location.
     #[error("{op}: the output (shape {shape:?}, strides {strides:?}) has elements that share memory (e.g. an expanded view); writing into it is ambiguous. Write into a .contiguous() or .clone() of it instead")]
-    OverlappingOutput { op: &'static str, shape: Vec<usize>, strides: Vec<usize> },
+    OverlappingOutput {
+        op: &'static str,
+        shape: Vec<usize>,
+        strides: Vec<usize>,
+    },
 
     /// Data does not fit the shape it was given.
     #[error("{op}: {len} elements do not fill shape {shape:?} ({numel} elements)")]
-    DataLength { op: &'static str, len: usize, shape: Vec<usize>, numel: usize },
+    DataLength {
+        op: &'static str,
+        len: usize,
+        shape: Vec<usize>,
+        numel: usize,
+    },
 
     /// Integer division or remainder by zero.
     #[error("{op}: integer division by zero")]
@@ -60,6 +97,9 @@ pub type Result<T> = std::result::Result<T, Error>;
 
 impl Error {
     pub(crate) fn invalid(op: &'static str, msg: impl Into<String>) -> Self {
-        Error::Invalid { op, msg: msg.into() }
+        Error::Invalid {
+            op,
+            msg: msg.into(),
+        }
     }
 }

@@ -28,12 +28,20 @@ pub fn contiguous_strides(shape: &[usize]) -> Vec<usize> {
 impl Layout {
     /// A row-major layout starting at offset 0.
     pub fn contiguous(shape: &[usize]) -> Self {
-        Layout { shape: shape.to_vec(), strides: contiguous_strides(shape), offset: 0 }
+        Layout {
+            shape: shape.to_vec(),
+            strides: contiguous_strides(shape),
+            offset: 0,
+        }
     }
     /// A layout from raw parts; callers check bounds (see [`Layout::as_strided`]).
     pub fn new(shape: Vec<usize>, strides: Vec<usize>, offset: usize) -> Self {
         debug_assert_eq!(shape.len(), strides.len());
-        Layout { shape, strides, offset }
+        Layout {
+            shape,
+            strides,
+            offset,
+        }
     }
     pub fn shape(&self) -> &[usize] {
         &self.shape
@@ -73,7 +81,14 @@ impl Layout {
         if self.numel() == 0 {
             return 0;
         }
-        self.offset + self.shape.iter().zip(&self.strides).map(|(&n, &s)| (n - 1) * s).sum::<usize>() + 1
+        self.offset
+            + self
+                .shape
+                .iter()
+                .zip(&self.strides)
+                .map(|(&n, &s)| (n - 1) * s)
+                .sum::<usize>()
+            + 1
     }
 
     /// Whether no two logical elements share a storage location (a valid output layout).
@@ -81,8 +96,13 @@ impl Layout {
         if self.numel() <= 1 {
             return true;
         }
-        let mut dims: Vec<(usize, usize)> =
-            self.shape.iter().zip(&self.strides).filter(|(&n, _)| n > 1).map(|(&n, &s)| (s, n)).collect();
+        let mut dims: Vec<(usize, usize)> = self
+            .shape
+            .iter()
+            .zip(&self.strides)
+            .filter(|(&n, _)| n > 1)
+            .map(|(&n, &s)| (s, n))
+            .collect();
         dims.sort_unstable();
         let mut span = 0usize; // largest offset reachable by the smaller-stride dims
         for (s, n) in dims {
@@ -100,8 +120,13 @@ impl Layout {
         if self.numel() <= 1 {
             return true;
         }
-        let mut dims: Vec<(usize, usize)> =
-            self.shape.iter().zip(&self.strides).filter(|(&n, _)| n != 1).map(|(&n, &s)| (s, n)).collect();
+        let mut dims: Vec<(usize, usize)> = self
+            .shape
+            .iter()
+            .zip(&self.strides)
+            .filter(|(&n, _)| n != 1)
+            .map(|(&n, &s)| (s, n))
+            .collect();
         dims.sort_unstable();
         let mut expected = 1;
         for (s, n) in dims {
@@ -135,7 +160,10 @@ impl Layout {
     }
 
     pub fn transpose(&self, op: &'static str, d0: i64, d1: i64) -> Result<Layout> {
-        let (a, b) = (wrap_dim(op, d0, self.ndim())?, wrap_dim(op, d1, self.ndim())?);
+        let (a, b) = (
+            wrap_dim(op, d0, self.ndim())?,
+            wrap_dim(op, d1, self.ndim())?,
+        );
         let mut l = self.clone();
         if self.ndim() > 0 {
             l.shape.swap(a, b);
@@ -149,7 +177,11 @@ impl Layout {
         if dims.len() != self.ndim() {
             return Err(Error::invalid(
                 op,
-                format!("got {} dims {dims:?} for a tensor of {} dims; name every dim once", dims.len(), self.ndim()),
+                format!(
+                    "got {} dims {dims:?} for a tensor of {} dims; name every dim once",
+                    dims.len(),
+                    self.ndim()
+                ),
             ));
         }
         let dims = crate::shape::wrap_dims(op, dims, self.ndim())?;
@@ -169,12 +201,19 @@ impl Layout {
             return Err(Error::invalid(op, "cannot slice a 0-d tensor"));
         }
         if step == 0 {
-            return Err(Error::invalid(op, "step must be positive (negative steps: use flip)"));
+            return Err(Error::invalid(
+                op,
+                "step must be positive (negative steps: use flip)",
+            ));
         }
         let n = self.shape[d] as i64;
         let clamp = |i: i64| if i < 0 { (i + n).max(0) } else { i.min(n) };
         let (s, e) = (clamp(start), clamp(end));
-        let len = if e > s { ((e - s) as usize).div_ceil(step) } else { 0 };
+        let len = if e > s {
+            ((e - s) as usize).div_ceil(step)
+        } else {
+            0
+        };
         let mut l = self.clone();
         if len > 0 {
             l.offset += s as usize * self.strides[d];
@@ -217,7 +256,12 @@ impl Layout {
         let n = self.shape[d];
         let i = if index < 0 { index + n as i64 } else { index };
         if i < 0 || i as usize >= n {
-            return Err(Error::IndexOutOfRange { op, index, dim: d, size: n });
+            return Err(Error::IndexOutOfRange {
+                op,
+                index,
+                dim: d,
+                size: n,
+            });
         }
         let mut l = self.clone();
         l.offset += i as usize * self.strides[d];
@@ -233,7 +277,10 @@ impl Layout {
         if sizes.len() < self.ndim() {
             return Err(Error::invalid(
                 op,
-                format!("target {sizes:?} has fewer dims than the tensor's shape {:?}", self.shape),
+                format!(
+                    "target {sizes:?} has fewer dims than the tensor's shape {:?}",
+                    self.shape
+                ),
             ));
         }
         let lead = sizes.len() - self.ndim();
@@ -243,7 +290,10 @@ impl Layout {
             let want = sizes[i];
             if i < lead {
                 if want < 0 {
-                    return Err(Error::invalid(op, format!("size -1 is not allowed for a new leading dim ({sizes:?})")));
+                    return Err(Error::invalid(
+                        op,
+                        format!("size -1 is not allowed for a new leading dim ({sizes:?})"),
+                    ));
                 }
                 shape[i] = want as usize;
                 strides[i] = 0;
@@ -266,7 +316,11 @@ impl Layout {
             }
         }
         checked_numel(op, &shape)?;
-        Ok(Layout { shape, strides, offset: self.offset })
+        Ok(Layout {
+            shape,
+            strides,
+            offset: self.offset,
+        })
     }
 
     /// Broadcast this layout to `shape` (which must be a broadcast of it).
@@ -305,7 +359,11 @@ impl Layout {
     pub fn unsqueeze(&self, dim: i64) -> Result<Layout> {
         let d = wrap_dim("unsqueeze", dim, self.ndim() + 1)?;
         let mut l = self.clone();
-        let st = if d < self.ndim() { self.strides[d] * self.shape[d].max(1) } else { 1 };
+        let st = if d < self.ndim() {
+            self.strides[d] * self.shape[d].max(1)
+        } else {
+            1
+        };
         l.shape.insert(d, 1);
         l.strides.insert(d, st);
         Ok(l)
@@ -315,17 +373,34 @@ impl Layout {
     pub fn diagonal(&self, offset: i64, d1: i64, d2: i64) -> Result<Layout> {
         let op = "diagonal";
         if self.ndim() < 2 {
-            return Err(Error::invalid(op, format!("needs at least 2 dims, got shape {:?}", self.shape)));
+            return Err(Error::invalid(
+                op,
+                format!("needs at least 2 dims, got shape {:?}", self.shape),
+            ));
         }
-        let (a, b) = (wrap_dim(op, d1, self.ndim())?, wrap_dim(op, d2, self.ndim())?);
+        let (a, b) = (
+            wrap_dim(op, d1, self.ndim())?,
+            wrap_dim(op, d2, self.ndim())?,
+        );
         if a == b {
-            return Err(Error::invalid(op, format!("dim1 and dim2 must differ, both are {a}")));
+            return Err(Error::invalid(
+                op,
+                format!("dim1 and dim2 must differ, both are {a}"),
+            ));
         }
         let (na, nb) = (self.shape[a] as i64, self.shape[b] as i64);
-        let len = if offset >= 0 { (na).min(nb - offset).max(0) } else { (na + offset).min(nb).max(0) } as usize;
+        let len = if offset >= 0 {
+            (na).min(nb - offset).max(0)
+        } else {
+            (na + offset).min(nb).max(0)
+        } as usize;
         let mut l = self.clone();
         if len > 0 {
-            l.offset += if offset >= 0 { offset as usize * self.strides[b] } else { (-offset) as usize * self.strides[a] };
+            l.offset += if offset >= 0 {
+                offset as usize * self.strides[b]
+            } else {
+                (-offset) as usize * self.strides[a]
+            };
         }
         let diag_stride = self.strides[a] + self.strides[b];
         let (hi, lo) = if a > b { (a, b) } else { (b, a) };
@@ -340,10 +415,18 @@ impl Layout {
 
     /// `as_strided`: any layout, checked against the storage's length so no view can reach
     /// outside its storage.
-    pub fn as_strided(shape: &[usize], strides: &[usize], offset: usize, storage_len: usize) -> Result<Layout> {
+    pub fn as_strided(
+        shape: &[usize],
+        strides: &[usize],
+        offset: usize,
+        storage_len: usize,
+    ) -> Result<Layout> {
         let op = "as_strided";
         if shape.len() != strides.len() {
-            return Err(Error::invalid(op, format!("shape {shape:?} and strides {strides:?} differ in length")));
+            return Err(Error::invalid(
+                op,
+                format!("shape {shape:?} and strides {strides:?} differ in length"),
+            ));
         }
         checked_numel(op, shape)?;
         let mut extent = offset as u128;
@@ -364,7 +447,11 @@ impl Layout {
                 ),
             ));
         }
-        Ok(Layout { shape: shape.to_vec(), strides: strides.to_vec(), offset })
+        Ok(Layout {
+            shape: shape.to_vec(),
+            strides: strides.to_vec(),
+            offset,
+        })
     }
 
     /// The strides a `view` to `new_shape` would have, or `None` if the layout can't express
@@ -385,9 +472,11 @@ impl Layout {
         for tensor_d in (0..old_shape.len()).rev() {
             tensor_numel *= old_shape[tensor_d];
             if tensor_d == 0
-                || (old_shape[tensor_d - 1] != 1 && old_strides[tensor_d - 1] != tensor_numel * chunk_base_stride)
+                || (old_shape[tensor_d - 1] != 1
+                    && old_strides[tensor_d - 1] != tensor_numel * chunk_base_stride)
             {
-                while view_d >= 0 && (view_numel < tensor_numel || new_shape[view_d as usize] == 1) {
+                while view_d >= 0 && (view_numel < tensor_numel || new_shape[view_d as usize] == 1)
+                {
                     new_strides[view_d as usize] = view_numel * chunk_base_stride;
                     view_numel *= new_shape[view_d as usize];
                     view_d -= 1;
@@ -409,7 +498,11 @@ impl Layout {
     }
 
     pub(crate) fn with_shape_strides(&self, shape: Vec<usize>, strides: Vec<usize>) -> Layout {
-        Layout { shape, strides, offset: self.offset }
+        Layout {
+            shape,
+            strides,
+            offset: self.offset,
+        }
     }
 }
 
@@ -420,26 +513,37 @@ pub fn infer_shape(op: &'static str, shape: &[i64], numel: usize) -> Result<Vec<
     for (i, &s) in shape.iter().enumerate() {
         if s == -1 {
             if infer.is_some() {
-                return Err(Error::invalid(op, format!("only one dim may be -1, got {shape:?}")));
+                return Err(Error::invalid(
+                    op,
+                    format!("only one dim may be -1, got {shape:?}"),
+                ));
             }
             infer = Some(i);
         } else if s < 0 {
             return Err(Error::invalid(op, format!("invalid size {s} in {shape:?}")));
         } else {
-            known = known.checked_mul(s as usize).ok_or_else(|| Error::invalid(op, format!("shape {shape:?} overflows")))?;
+            known = known
+                .checked_mul(s as usize)
+                .ok_or_else(|| Error::invalid(op, format!("shape {shape:?} overflows")))?;
         }
     }
     let mut out: Vec<usize> = shape.iter().map(|&s| s.max(0) as usize).collect();
     match infer {
         Some(i) => {
             if known == 0 || numel % known != 0 {
-                return Err(Error::invalid(op, format!("shape {shape:?} is invalid for a tensor of {numel} elements")));
+                return Err(Error::invalid(
+                    op,
+                    format!("shape {shape:?} is invalid for a tensor of {numel} elements"),
+                ));
             }
             out[i] = numel / known;
         }
         None => {
             if known != numel {
-                return Err(Error::invalid(op, format!("shape {shape:?} is invalid for a tensor of {numel} elements")));
+                return Err(Error::invalid(
+                    op,
+                    format!("shape {shape:?} is invalid for a tensor of {numel} elements"),
+                ));
             }
         }
     }
@@ -462,7 +566,10 @@ mod tests {
         let e = Layout::contiguous(&[1, 4]).expand(&[3, 4]).unwrap();
         assert!(!e.is_non_overlapping());
         let s = l.slice(1, 0, 4, 2).unwrap();
-        assert_eq!((s.shape(), s.strides()), (&[3usize, 2][..], &[4usize, 2][..]));
+        assert_eq!(
+            (s.shape(), s.strides()),
+            (&[3usize, 2][..], &[4usize, 2][..])
+        );
         assert!(s.is_non_overlapping() && !s.is_non_overlapping_and_dense());
     }
     #[test]
@@ -476,7 +583,10 @@ mod tests {
     fn diagonal_and_as_strided() {
         let l = Layout::contiguous(&[3, 4]);
         let d = l.diagonal(1, 0, 1).unwrap();
-        assert_eq!((d.shape(), d.strides(), d.offset()), (&[3usize][..], &[5usize][..], 1));
+        assert_eq!(
+            (d.shape(), d.strides(), d.offset()),
+            (&[3usize][..], &[5usize][..], 1)
+        );
         assert!(Layout::as_strided(&[2, 2], &[1, 2], 0, 4).is_ok());
         assert!(Layout::as_strided(&[2, 2], &[1, 2], 1, 4).is_err());
     }

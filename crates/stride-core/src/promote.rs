@@ -22,7 +22,19 @@ impl<'a> From<&'a Tensor> for Operand<'a> {
 macro_rules! operand_from {
     ($($t:ty),*) => { $(impl From<$t> for Operand<'_> { fn from(x: $t) -> Self { Operand::Scalar(x.into()) } })* };
 }
-operand_from!(f64, f32, i64, i32, u32, u8, i8, bool, Scalar, half::f16, half::bf16);
+operand_from!(
+    f64,
+    f32,
+    i64,
+    i32,
+    u32,
+    u8,
+    i8,
+    bool,
+    Scalar,
+    half::f16,
+    half::bf16
+);
 
 fn combine(higher: Option<DType>, lower: Option<DType>) -> Option<DType> {
     match (higher, lower) {
@@ -51,7 +63,8 @@ fn combine(higher: Option<DType>, lower: Option<DType>) -> Option<DType> {
 /// ```
 pub fn result_type(ops: &[Operand]) -> DType {
     let (mut dim, mut zero, mut wrapped) = (None::<DType>, None::<DType>, None::<DType>);
-    let up = |slot: &mut Option<DType>, d: DType| *slot = Some(slot.map_or(d, |s| DType::promote(s, d)));
+    let up =
+        |slot: &mut Option<DType>, d: DType| *slot = Some(slot.map_or(d, |s| DType::promote(s, d)));
     for op in ops {
         match op {
             Operand::Tensor(t) if t.dim() > 0 => up(&mut dim, t.dtype()),

@@ -78,7 +78,10 @@ tuple_shape!((usize, usize), (a, b));
 tuple_shape!((usize, usize, usize), (a, b, c));
 tuple_shape!((usize, usize, usize, usize), (a, b, c, d));
 tuple_shape!((usize, usize, usize, usize, usize), (a, b, c, d, e));
-tuple_shape!((usize, usize, usize, usize, usize, usize), (a, b, c, d, e, f));
+tuple_shape!(
+    (usize, usize, usize, usize, usize, usize),
+    (a, b, c, d, e, f)
+);
 
 /// Wraps a possibly negative dim into `0..ndim`. A 0-d tensor accepts `0` and `-1`, as in
 /// PyTorch.
@@ -87,7 +90,11 @@ pub fn wrap_dim(op: &'static str, dim: i64, ndim: usize) -> Result<usize> {
     if dim < -n || dim >= n {
         return Err(Error::DimOutOfRange { op, dim, ndim });
     }
-    Ok(if dim < 0 { (dim + n) as usize } else { dim as usize })
+    Ok(if dim < 0 {
+        (dim + n) as usize
+    } else {
+        dim as usize
+    })
 }
 
 /// Wraps a list of dims and checks they are distinct.
@@ -96,7 +103,10 @@ pub fn wrap_dims(op: &'static str, dims: &[i64], ndim: usize) -> Result<Vec<usiz
     for &d in dims {
         let w = wrap_dim(op, d, ndim)?;
         if out.contains(&w) {
-            return Err(Error::invalid(op, format!("dim {d} appears more than once in {dims:?}")));
+            return Err(Error::invalid(
+                op,
+                format!("dim {d} appears more than once in {dims:?}"),
+            ));
         }
         out.push(w);
     }
@@ -109,8 +119,16 @@ pub fn broadcast_shapes(op: &'static str, a: &[usize], b: &[usize]) -> Result<Ve
     let n = a.len().max(b.len());
     let mut out = vec![0; n];
     for i in 0..n {
-        let da = if i < n - a.len() { 1 } else { a[i - (n - a.len())] };
-        let db = if i < n - b.len() { 1 } else { b[i - (n - b.len())] };
+        let da = if i < n - a.len() {
+            1
+        } else {
+            a[i - (n - a.len())]
+        };
+        let db = if i < n - b.len() {
+            1
+        } else {
+            b[i - (n - b.len())]
+        };
         out[i] = if da == db || db == 1 {
             da
         } else if da == 1 {
@@ -132,9 +150,15 @@ pub fn broadcast_shapes(op: &'static str, a: &[usize], b: &[usize]) -> Result<Ve
 
 /// Checked product of sizes: errors instead of overflowing on absurd shapes.
 pub fn checked_numel(op: &'static str, shape: &[usize]) -> Result<usize> {
-    shape.iter().try_fold(1usize, |acc, &d| acc.checked_mul(d)).ok_or_else(|| {
-        Error::invalid(op, format!("shape {shape:?} has more elements than fit in memory"))
-    })
+    shape
+        .iter()
+        .try_fold(1usize, |acc, &d| acc.checked_mul(d))
+        .ok_or_else(|| {
+            Error::invalid(
+                op,
+                format!("shape {shape:?} has more elements than fit in memory"),
+            )
+        })
 }
 
 #[cfg(test)]
@@ -142,10 +166,16 @@ mod tests {
     use super::*;
     #[test]
     fn broadcast_facts() {
-        assert_eq!(broadcast_shapes("add", &[8, 1, 4], &[3, 4]).unwrap(), vec![8, 3, 4]);
+        assert_eq!(
+            broadcast_shapes("add", &[8, 1, 4], &[3, 4]).unwrap(),
+            vec![8, 3, 4]
+        );
         assert!(broadcast_shapes("add", &[3, 4], &[2, 4]).is_err());
         assert_eq!(broadcast_shapes("add", &[], &[2, 1]).unwrap(), vec![2, 1]);
-        assert_eq!(broadcast_shapes("add", &[0, 1], &[1, 5]).unwrap(), vec![0, 5]);
+        assert_eq!(
+            broadcast_shapes("add", &[0, 1], &[1, 5]).unwrap(),
+            vec![0, 5]
+        );
     }
     #[test]
     fn dims_wrap() {

@@ -32,27 +32,53 @@ pub struct Tensor(Arc<TensorImpl>);
 
 impl Tensor {
     pub(crate) fn from_parts(storage: Storage, layout: Layout, dtype: DType) -> Tensor {
-        Tensor(Arc::new(TensorImpl { storage, layout, dtype }))
+        Tensor(Arc::new(TensorImpl {
+            storage,
+            layout,
+            dtype,
+        }))
     }
     /// A new tensor sharing this one's storage through another layout.
     pub(crate) fn with_layout(&self, layout: Layout) -> Tensor {
         Tensor::from_parts(self.0.storage.clone(), layout, self.0.dtype)
     }
     pub(crate) fn view_ref(&self) -> View<'_> {
-        View { storage: &self.0.storage, layout: &self.0.layout, dtype: self.0.dtype }
+        View {
+            storage: &self.0.storage,
+            layout: &self.0.layout,
+            dtype: self.0.dtype,
+        }
     }
     /// Allocates a tensor with the given strides (which must be dense for `shape`).
-    pub(crate) fn alloc(shape: &[usize], strides: Vec<usize>, dtype: DType, device: &Device) -> Result<Tensor> {
+    pub(crate) fn alloc(
+        shape: &[usize],
+        strides: Vec<usize>,
+        dtype: DType,
+        device: &Device,
+    ) -> Result<Tensor> {
         let numel = crate::shape::checked_numel("alloc", shape)?;
         let storage = match device {
             Device::Cpu => Storage::from_cpu(CpuBuffer::zeros(dtype, numel)),
             d => return Err(backend::no_backend(*d)),
         };
-        Ok(Tensor::from_parts(storage, Layout::new(shape.to_vec(), strides, 0), dtype))
+        Ok(Tensor::from_parts(
+            storage,
+            Layout::new(shape.to_vec(), strides, 0),
+            dtype,
+        ))
     }
     /// A fresh contiguous tensor (zero-filled on the CPU).
-    pub(crate) fn alloc_contiguous(shape: &[usize], dtype: DType, device: &Device) -> Result<Tensor> {
-        Tensor::alloc(shape, crate::layout::contiguous_strides(shape), dtype, device)
+    pub(crate) fn alloc_contiguous(
+        shape: &[usize],
+        dtype: DType,
+        device: &Device,
+    ) -> Result<Tensor> {
+        Tensor::alloc(
+            shape,
+            crate::layout::contiguous_strides(shape),
+            dtype,
+            device,
+        )
     }
 
     /// Builds a tensor from host data in row-major order.
@@ -67,9 +93,18 @@ impl Tensor {
         let shape = shape.into();
         let numel = crate::shape::checked_numel("from_vec", shape.dims())?;
         if data.len() != numel {
-            return Err(Error::DataLength { op: "from_vec", len: data.len(), shape: shape.0, numel });
+            return Err(Error::DataLength {
+                op: "from_vec",
+                len: data.len(),
+                shape: shape.0,
+                numel,
+            });
         }
-        Ok(Tensor::from_parts(Storage::from_cpu(T::wrap(data)), Layout::contiguous(shape.dims()), T::DTYPE))
+        Ok(Tensor::from_parts(
+            Storage::from_cpu(T::wrap(data)),
+            Layout::contiguous(shape.dims()),
+            T::DTYPE,
+        ))
     }
     /// Builds a tensor from a host slice (copied).
     pub fn from_slice<T: BufferElement>(data: &[T], shape: impl Into<Shape>) -> Result<Tensor> {
@@ -163,7 +198,11 @@ impl Tensor {
         let mut out = Vec::with_capacity(self.numel());
         // logical order: pair the view with a contiguous target so the plan keeps row-major order
         let contiguous = Layout::contiguous(l.shape());
-        let p = Plan::new(l.shape(), [contiguous.strides(), l.strides()], [0, l.offset()]);
+        let p = Plan::new(
+            l.shape(),
+            [contiguous.strides(), l.strides()],
+            [0, l.offset()],
+        );
         let [_, st] = p.inner_strides();
         p.for_each_run(0, p.numel(), |off, len| {
             for i in 0..len as isize {
@@ -181,7 +220,10 @@ impl Tensor {
         if self.numel() != 1 {
             return Err(Error::invalid(
                 "item",
-                format!("needs a tensor with exactly one element, got shape {:?}", self.shape()),
+                format!(
+                    "needs a tensor with exactly one element, got shape {:?}",
+                    self.shape()
+                ),
             ));
         }
         Ok(self.to_vec::<T>()?[0])
@@ -195,7 +237,12 @@ impl Tensor {
         if dtype == self.dtype() {
             return Ok(self.clone());
         }
-        let out = Tensor::alloc(self.shape(), self.layout().dense_strides_like(), dtype, &self.device())?;
+        let out = Tensor::alloc(
+            self.shape(),
+            self.layout().dense_strides_like(),
+            dtype,
+            &self.device(),
+        )?;
         backend::copy_cast(self.view_ref(), out.view_ref())?;
         Ok(out)
     }
@@ -211,7 +258,11 @@ impl Tensor {
     pub(crate) fn same_device(&self, op: &'static str, others: &[&Tensor]) -> Result<()> {
         for o in others {
             if o.device() != self.device() {
-                return Err(Error::DeviceMismatch { op, a: self.device(), b: o.device() });
+                return Err(Error::DeviceMismatch {
+                    op,
+                    a: self.device(),
+                    b: o.device(),
+                });
             }
         }
         Ok(())

@@ -29,7 +29,9 @@ impl Tensor {
     pub fn reshape(&self, shape: &[i64]) -> Result<Tensor> {
         let new_shape = infer_shape("reshape", shape, self.numel())?;
         match self.layout().view_strides(&new_shape) {
-            Some(strides) => Ok(self.with_layout(self.layout().with_shape_strides(new_shape, strides))),
+            Some(strides) => {
+                Ok(self.with_layout(self.layout().with_shape_strides(new_shape, strides)))
+            }
             None => self.contiguous()?.view(shape),
         }
     }
@@ -39,7 +41,13 @@ impl Tensor {
     /// Transpose of a tensor with at most 2 dims (PyTorch's `t()`).
     pub fn t(&self) -> Result<Tensor> {
         if self.dim() > 2 {
-            return Err(Error::invalid("t", format!("expects at most 2 dims, got shape {:?}; use transpose(d0, d1)", self.shape())));
+            return Err(Error::invalid(
+                "t",
+                format!(
+                    "expects at most 2 dims, got shape {:?}; use transpose(d0, d1)",
+                    self.shape()
+                ),
+            ));
         }
         if self.dim() < 2 {
             return Ok(self.clone());
@@ -66,7 +74,10 @@ impl Tensor {
         Ok(self.with_layout(self.layout().expand(sizes)?))
     }
     pub fn broadcast_to(&self, shape: impl Into<Shape>) -> Result<Tensor> {
-        Ok(self.with_layout(self.layout().broadcast_to("broadcast_to", shape.into().dims())?))
+        Ok(self.with_layout(
+            self.layout()
+                .broadcast_to("broadcast_to", shape.into().dims())?,
+        ))
     }
     /// Removes `dim` if its size is 1.
     pub fn squeeze(&self, dim: i64) -> Result<Tensor> {
@@ -84,9 +95,15 @@ impl Tensor {
         if self.dim() == 0 {
             return self.reshape(&[1]);
         }
-        let (s, e) = (wrap_dim("flatten", start, self.dim())?, wrap_dim("flatten", end, self.dim())?);
+        let (s, e) = (
+            wrap_dim("flatten", start, self.dim())?,
+            wrap_dim("flatten", end, self.dim())?,
+        );
         if s > e {
-            return Err(Error::invalid("flatten", format!("start dim {start} comes after end dim {end}")));
+            return Err(Error::invalid(
+                "flatten",
+                format!("start dim {start} comes after end dim {end}"),
+            ));
         }
         let mut shape: Vec<i64> = self.shape()[..s].iter().map(|&x| x as i64).collect();
         shape.push(self.shape()[s..=e].iter().product::<usize>() as i64);
@@ -110,7 +127,12 @@ impl Tensor {
     }
     /// A view with explicit shape, strides and storage offset, checked against the storage.
     pub fn as_strided(&self, shape: &[usize], strides: &[usize], offset: usize) -> Result<Tensor> {
-        Ok(self.with_layout(Layout::as_strided(shape, strides, offset, self.storage().len())?))
+        Ok(self.with_layout(Layout::as_strided(
+            shape,
+            strides,
+            offset,
+            self.storage().len(),
+        )?))
     }
 
     /// `self` if already contiguous, else a contiguous copy.

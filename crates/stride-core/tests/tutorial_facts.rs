@@ -16,7 +16,10 @@ fn arange_reshape_strides() -> Result<(), Error> {
     let err = t.view(&[12]).unwrap_err();
     assert!(err.to_string().contains("reshape"), "{err}");
     let r = t.reshape(&[12])?;
-    assert_eq!(r.to_vec::<i64>()?, vec![0, 4, 8, 1, 5, 9, 2, 6, 10, 3, 7, 11]);
+    assert_eq!(
+        r.to_vec::<i64>()?,
+        vec![0, 4, 8, 1, 5, 9, 2, 6, 10, 3, 7, 11]
+    );
     Ok(())
 }
 
@@ -44,7 +47,9 @@ fn bf16_nbytes() -> Result<(), Error> {
 fn in_place_through_transposed_output() -> Result<(), Error> {
     // The bug that froze an autoencoder: an in-place update of a non-contiguous tensor must
     // land in the tensor itself.
-    let w = Tensor::arange(0, 6, &CPU)?.to_dtype(DType::F32)?.reshape(&[2, 3])?;
+    let w = Tensor::arange(0, 6, &CPU)?
+        .to_dtype(DType::F32)?
+        .reshape(&[2, 3])?;
     let wt = w.t()?.clone_tensor()?; // clone keeps the transposed strides
     assert_eq!(wt.stride(), &[1, 3]);
     let g = Tensor::ones([3, 2], DType::F32, &CPU)?;
@@ -73,7 +78,9 @@ fn scalars_do_not_widen() -> Result<(), Error> {
 
 #[test]
 fn display_like_pytorch() -> Result<(), Error> {
-    let x = Tensor::arange(0, 4, &CPU)?.to_dtype(DType::F32)?.reshape(&[2, 2])?;
+    let x = Tensor::arange(0, 4, &CPU)?
+        .to_dtype(DType::F32)?
+        .reshape(&[2, 2])?;
     assert_eq!(x.to_string(), "tensor([[0., 1.],\n        [2., 3.]])");
     let h = Tensor::from_vec(vec![0.5f64, 1.25], [2])?;
     assert_eq!(h.to_string(), "tensor([0.5000, 1.2500], dtype=float64)");

@@ -3,7 +3,7 @@
 //! an input that is the output's own storage reads through the same pointer.
 
 use crate::backend::View;
-use crate::storage::{StorageData, Storage};
+use crate::storage::{Storage, StorageData};
 use std::sync::{RwLockReadGuard, RwLockWriteGuard};
 
 #[allow(dead_code)] // the guards are held for their lifetime, not read
@@ -45,7 +45,10 @@ impl<'a> Access<'a> {
                 guards.push(Guard::Read(g));
             }
         }
-        Access { entries, _guards: guards }
+        Access {
+            entries,
+            _guards: guards,
+        }
     }
 
     /// Locks the storages of views: `out` for writing, `ins` for reading.
@@ -56,6 +59,10 @@ impl<'a> Access<'a> {
 
     /// Base pointer (element 0 of the storage) of a locked storage, typed.
     pub fn ptr<T>(&self, s: &Storage) -> *mut T {
-        self.entries.iter().find(|(id, _)| *id == s.id()).expect("storage was locked").1 as *mut T
+        self.entries
+            .iter()
+            .find(|(id, _)| *id == s.id())
+            .expect("storage was locked")
+            .1 as *mut T
     }
 }

@@ -19,7 +19,11 @@ const TILE: usize = 32;
 
 unsafe fn copy_typed<S: Element, D: Element>(src: &View, dst: &View, s: *mut S, d: *mut D) {
     let l = dst.layout;
-    let plan = Plan::new(l.shape(), [l.strides(), src.layout.strides()], [l.offset(), src.layout.offset()]);
+    let plan = Plan::new(
+        l.shape(),
+        [l.strides(), src.layout.strides()],
+        [l.offset(), src.layout.offset()],
+    );
     if plan.numel() == 0 {
         return;
     }
@@ -67,11 +71,27 @@ fn transpose_dims(shape: &[usize], ds: &[usize], ss: &[usize]) -> Option<Transpo
     let live: Vec<usize> = (0..shape.len()).filter(|&i| shape[i] > 1).collect();
     let col = *live.iter().find(|&&i| ds[i] == 1)?;
     let row = *live.iter().find(|&&i| ss[i] == 1 && i != col)?;
-    let batch = live.iter().filter(|&&i| i != col && i != row).map(|&i| (shape[i], ds[i], ss[i])).collect();
-    Some(Transpose { batch, rows: shape[row], cols: shape[col], d_row: ds[row], s_col: ss[col] })
+    let batch = live
+        .iter()
+        .filter(|&&i| i != col && i != row)
+        .map(|&i| (shape[i], ds[i], ss[i]))
+        .collect();
+    Some(Transpose {
+        batch,
+        rows: shape[row],
+        cols: shape[col],
+        d_row: ds[row],
+        s_col: ss[col],
+    })
 }
 
-unsafe fn tiled_copy<S: Element, D: Element>(t: &Transpose, doff: usize, soff: usize, s: SendPtr<S>, d: SendPtr<D>) {
+unsafe fn tiled_copy<S: Element, D: Element>(
+    t: &Transpose,
+    doff: usize,
+    soff: usize,
+    s: SendPtr<S>,
+    d: SendPtr<D>,
+) {
     let nb: usize = t.batch.iter().map(|b| b.0).product();
     let (tr, tc) = (t.rows.div_ceil(TILE), t.cols.div_ceil(TILE));
     let tiles = nb * tr * tc;

@@ -11,9 +11,19 @@ use half::{bf16, f16};
 use num_traits::{Float, One, Zero};
 
 /// `out = f(a)` over the output's layout.
-unsafe fn map1<A: Copy, O: Copy>(dst: &View, a: &View, po: *mut O, pa: *mut A, f: impl Fn(A) -> O + Sync) {
+unsafe fn map1<A: Copy, O: Copy>(
+    dst: &View,
+    a: &View,
+    po: *mut O,
+    pa: *mut A,
+    f: impl Fn(A) -> O + Sync,
+) {
     let l = dst.layout;
-    let plan = Plan::new(l.shape(), [l.strides(), a.layout.strides()], [l.offset(), a.layout.offset()]);
+    let plan = Plan::new(
+        l.shape(),
+        [l.strides(), a.layout.strides()],
+        [l.offset(), a.layout.offset()],
+    );
     let [so, sa] = plan.inner_strides();
     let (po, pa) = (SendPtr(po), SendPtr(pa));
     plan.par_ranges(|s, e| {
@@ -53,7 +63,11 @@ unsafe fn map2<A: Copy, B: Copy, O: Copy>(
     let (po, pa, pb) = (SendPtr(po), SendPtr(pa), SendPtr(pb));
     plan.par_ranges(|s, e| {
         plan.for_each_run(s, e, |off, len| {
-            let (o, a, b) = (po.get().offset(off[0]), pa.get().offset(off[1]), pb.get().offset(off[2]));
+            let (o, a, b) = (
+                po.get().offset(off[0]),
+                pa.get().offset(off[1]),
+                pb.get().offset(off[2]),
+            );
             match (so, sa, sb) {
                 (1, 1, 1) => {
                     for i in 0..len {
@@ -98,15 +112,29 @@ unsafe fn map3<A: Copy, B: Copy, C: Copy, O: Copy>(
     let l = dst.layout;
     let plan = Plan::new(
         l.shape(),
-        [l.strides(), a.layout.strides(), b.layout.strides(), c.layout.strides()],
-        [l.offset(), a.layout.offset(), b.layout.offset(), c.layout.offset()],
+        [
+            l.strides(),
+            a.layout.strides(),
+            b.layout.strides(),
+            c.layout.strides(),
+        ],
+        [
+            l.offset(),
+            a.layout.offset(),
+            b.layout.offset(),
+            c.layout.offset(),
+        ],
     );
     let [so, sa, sb, sc] = plan.inner_strides();
     let (po, pa, pb, pc) = (SendPtr(po), SendPtr(pa), SendPtr(pb), SendPtr(pc));
     plan.par_ranges(|s, e| {
         plan.for_each_run(s, e, |off, len| {
-            let (o, a, b, c) =
-                (po.get().offset(off[0]), pa.get().offset(off[1]), pb.get().offset(off[2]), pc.get().offset(off[3]));
+            let (o, a, b, c) = (
+                po.get().offset(off[0]),
+                pa.get().offset(off[1]),
+                pb.get().offset(off[2]),
+                pc.get().offset(off[3]),
+            );
             if (so, sa, sb, sc) == (1, 1, 1, 1) {
                 for i in 0..len {
                     *o.add(i) = f(*a.add(i), *b.add(i), *c.add(i));
@@ -126,12 +154,10 @@ unsafe fn map3<A: Copy, B: Copy, C: Copy, O: Copy>(
 pub(crate) fn unary(op: UnaryOp, src: View, dst: View) -> Result<()> {
     let acc = Access::views(Some(&dst), &[&src]);
     macro_rules! go {
-        ($A:ty, $O:ty, $f:expr) => {
-            {
-                unsafe { map1::<$A, $O>(&dst, &src, acc.ptr(dst.storage), acc.ptr(src.storage), $f) };
-                Ok(())
-            }
-        };
+        ($A:ty, $O:ty, $f:expr) => {{
+            unsafe { map1::<$A, $O>(&dst, &src, acc.ptr(dst.storage), acc.ptr(src.storage), $f) };
+            Ok(())
+        }};
     }
     match src.dtype {
         DType::F64 => float_unary::<f64>(op, &src, &dst, &acc),
@@ -147,8 +173,16 @@ pub(crate) fn unary(op: UnaryOp, src: View, dst: View) -> Result<()> {
             UnaryOp::LogicalNot => go!(bool, bool, |x: bool| !x),
             UnaryOp::IsNan | UnaryOp::IsInf => go!(bool, bool, |_x: bool| false),
             UnaryOp::IsFinite => go!(bool, bool, |_x: bool| true),
-            UnaryOp::Relu | UnaryOp::Floor | UnaryOp::Ceil | UnaryOp::Round | UnaryOp::Trunc => go!(bool, bool, |x: bool| x),
-            _ => return Err(Error::UnsupportedDType { op: op.name(), dtype: DType::Bool, hint: String::new() }),
+            UnaryOp::Relu | UnaryOp::Floor | UnaryOp::Ceil | UnaryOp::Round | UnaryOp::Trunc => {
+                go!(bool, bool, |x: bool| x)
+            }
+            _ => {
+                return Err(Error::UnsupportedDType {
+                    op: op.name(),
+                    dtype: DType::Bool,
+                    hint: String::new(),
+                })
+            }
         },
     }
 }
@@ -231,7 +265,11 @@ fn int_unary<T: IntElem>(op: UnaryOp, src: &View, dst: &View, acc: &Access) -> R
         LogicalNot => b!(|x: T| x.is_zero()),
         _ => {
             // the frontend converts integer inputs of float ops to f32 first
-            return Err(Error::UnsupportedDType { op: op.name(), dtype: T::DTYPE, hint: " by this kernel".into() });
+            return Err(Error::UnsupportedDType {
+                op: op.name(),
+                dtype: T::DTYPE,
+                hint: " by this kernel".into(),
+            });
         }
     }
     Ok(())
@@ -256,20 +294,46 @@ pub(crate) fn binary(op: BinaryOp, a: View, b: View, dst: View) -> Result<()> {
     }
 }
 
-fn float_binary<T: FloatElem>(op: BinaryOp, a: &View, b: &View, dst: &View, acc: &Access) -> Result<()> {
+fn float_binary<T: FloatElem>(
+    op: BinaryOp,
+    a: &View,
+    b: &View,
+    dst: &View,
+    acc: &Access,
+) -> Result<()> {
     use BinaryOp::*;
     let (pa, pb) = (acc.ptr::<T>(a.storage), acc.ptr::<T>(b.storage));
     type C<T> = <T as FloatElem>::C;
     macro_rules! f {
         ($e:expr) => {{
             let g = $e;
-            unsafe { map2::<T, T, T>(dst, a, b, acc.ptr(dst.storage), pa, pb, move |x: T, y: T| T::store(g(x.load(), y.load()))) }
+            unsafe {
+                map2::<T, T, T>(
+                    dst,
+                    a,
+                    b,
+                    acc.ptr(dst.storage),
+                    pa,
+                    pb,
+                    move |x: T, y: T| T::store(g(x.load(), y.load())),
+                )
+            }
         }};
     }
     macro_rules! cmp {
         ($e:expr) => {{
             let g = $e;
-            unsafe { map2::<T, T, bool>(dst, a, b, acc.ptr(dst.storage), pa, pb, move |x: T, y: T| g(x.load(), y.load())) }
+            unsafe {
+                map2::<T, T, bool>(
+                    dst,
+                    a,
+                    b,
+                    acc.ptr(dst.storage),
+                    pa,
+                    pb,
+                    move |x: T, y: T| g(x.load(), y.load()),
+                )
+            }
         }};
     }
     let z = C::<T>::zero();
@@ -296,7 +360,11 @@ fn float_binary<T: FloatElem>(op: BinaryOp, a: &View, b: &View, dst: &View, acc:
         LogicalOr => cmp!(move |x: C<T>, y: C<T>| x != z || y != z),
         LogicalXor => cmp!(move |x: C<T>, y: C<T>| (x != z) != (y != z)),
         BitwiseAnd | BitwiseOr | BitwiseXor | ShiftLeft | ShiftRight => {
-            return Err(Error::UnsupportedDType { op: op.name(), dtype: T::DTYPE, hint: String::new() })
+            return Err(Error::UnsupportedDType {
+                op: op.name(),
+                dtype: T::DTYPE,
+                hint: String::new(),
+            })
         }
     }
     Ok(())
@@ -316,7 +384,13 @@ fn any_elem<T: Element>(v: &View, p: *mut T, pred: impl Fn(T) -> bool) -> bool {
     found
 }
 
-fn int_binary<T: IntElem>(op: BinaryOp, a: &View, b: &View, dst: &View, acc: &Access) -> Result<()> {
+fn int_binary<T: IntElem>(
+    op: BinaryOp,
+    a: &View,
+    b: &View,
+    dst: &View,
+    acc: &Access,
+) -> Result<()> {
     use BinaryOp::*;
     let (pa, pb) = (acc.ptr::<T>(a.storage), acc.ptr::<T>(b.storage));
     macro_rules! i {
@@ -333,7 +407,10 @@ fn int_binary<T: IntElem>(op: BinaryOp, a: &View, b: &View, dst: &View, acc: &Ac
         return Err(Error::ZeroDivision { op: op.name() });
     }
     if op == Pow && any_elem(b, pb, |y: T| y.is_negative()) {
-        return Err(Error::invalid("pow", "integers to negative integer powers are not allowed"));
+        return Err(Error::invalid(
+            "pow",
+            "integers to negative integer powers are not allowed",
+        ));
     }
     match op {
         Add => i!(|x: T, y: T| x.w_add(y)),
@@ -358,14 +435,24 @@ fn int_binary<T: IntElem>(op: BinaryOp, a: &View, b: &View, dst: &View, acc: &Ac
         LogicalAnd => cmp!(|x: T, y: T| !x.is_zero() && !y.is_zero()),
         LogicalOr => cmp!(|x: T, y: T| !x.is_zero() || !y.is_zero()),
         LogicalXor => cmp!(|x: T, y: T| x.is_zero() != y.is_zero()),
-        Div | Atan2 => return Err(Error::UnsupportedDType { op: op.name(), dtype: T::DTYPE, hint: " by this kernel".into() }),
+        Div | Atan2 => {
+            return Err(Error::UnsupportedDType {
+                op: op.name(),
+                dtype: T::DTYPE,
+                hint: " by this kernel".into(),
+            })
+        }
     }
     Ok(())
 }
 
 fn bool_binary(op: BinaryOp, a: &View, b: &View, dst: &View, acc: &Access) -> Result<()> {
     use BinaryOp::*;
-    let (po, pa, pb) = (acc.ptr::<bool>(dst.storage), acc.ptr::<bool>(a.storage), acc.ptr::<bool>(b.storage));
+    let (po, pa, pb) = (
+        acc.ptr::<bool>(dst.storage),
+        acc.ptr::<bool>(a.storage),
+        acc.ptr::<bool>(b.storage),
+    );
     let f: fn(bool, bool) -> bool = match op {
         Add | LogicalOr | BitwiseOr | Maximum | ClampMin => |x, y| x | y,
         Mul | LogicalAnd | BitwiseAnd | Minimum | ClampMax => |x, y| x & y,
@@ -375,7 +462,13 @@ fn bool_binary(op: BinaryOp, a: &View, b: &View, dst: &View, acc: &Access) -> Re
         Le => |x, y| x <= y,
         Gt => |x, y| x & !y,
         Ge => |x, y| x >= y,
-        _ => return Err(Error::UnsupportedDType { op: op.name(), dtype: DType::Bool, hint: String::new() }),
+        _ => {
+            return Err(Error::UnsupportedDType {
+                op: op.name(),
+                dtype: DType::Bool,
+                hint: String::new(),
+            })
+        }
     };
     unsafe { map2(dst, a, b, po, pa, pb, f) };
     Ok(())
@@ -403,7 +496,11 @@ pub(crate) fn ternary(op: TernaryOp, a: View, b: View, c: View, dst: View) -> Re
                 where_kernel::<bool>(&a, &b, &c, &dst, &acc);
                 Ok(())
             }
-            _ => Err(Error::UnsupportedDType { op: op.name(), dtype: DType::Bool, hint: String::new() }),
+            _ => Err(Error::UnsupportedDType {
+                op: op.name(),
+                dtype: DType::Bool,
+                hint: String::new(),
+            }),
         },
     }
 }
@@ -424,13 +521,29 @@ fn where_kernel<T: Element>(cond: &View, a: &View, b: &View, dst: &View, acc: &A
     }
 }
 
-fn float_ternary<T: FloatElem>(op: TernaryOp, a: &View, b: &View, c: &View, dst: &View, acc: &Access) -> Result<()> {
+fn float_ternary<T: FloatElem>(
+    op: TernaryOp,
+    a: &View,
+    b: &View,
+    c: &View,
+    dst: &View,
+    acc: &Access,
+) -> Result<()> {
     type C<T> = <T as FloatElem>::C;
-    let (po, pa, pb, pc) = (acc.ptr::<T>(dst.storage), acc.ptr::<T>(a.storage), acc.ptr::<T>(b.storage), acc.ptr::<T>(c.storage));
+    let (po, pa, pb, pc) = (
+        acc.ptr::<T>(dst.storage),
+        acc.ptr::<T>(a.storage),
+        acc.ptr::<T>(b.storage),
+        acc.ptr::<T>(c.storage),
+    );
     macro_rules! f {
         ($e:expr) => {{
             let g = $e;
-            unsafe { map3::<T, T, T, T>(dst, a, b, c, po, pa, pb, pc, move |x: T, y: T, z: T| T::store(g(x.load(), y.load(), z.load()))) }
+            unsafe {
+                map3::<T, T, T, T>(dst, a, b, c, po, pa, pb, pc, move |x: T, y: T, z: T| {
+                    T::store(g(x.load(), y.load(), z.load()))
+                })
+            }
         }};
     }
     match op {
@@ -451,13 +564,27 @@ fn float_ternary<T: FloatElem>(op: TernaryOp, a: &View, b: &View, c: &View, dst:
             let v = C::<T>::c(v.to_f64());
             f!(move |s: C<T>, x: C<T>, y: C<T>| s + v * (x / y))
         }
-        TernaryOp::Clamp => f!(|x: C<T>, lo: C<T>, hi: C<T>| math::min_nan(math::max_nan(x, lo), hi)),
+        TernaryOp::Clamp => {
+            f!(|x: C<T>, lo: C<T>, hi: C<T>| math::min_nan(math::max_nan(x, lo), hi))
+        }
     }
     Ok(())
 }
 
-fn int_ternary<T: IntElem>(op: TernaryOp, a: &View, b: &View, c: &View, dst: &View, acc: &Access) -> Result<()> {
-    let (po, pa, pb, pc) = (acc.ptr::<T>(dst.storage), acc.ptr::<T>(a.storage), acc.ptr::<T>(b.storage), acc.ptr::<T>(c.storage));
+fn int_ternary<T: IntElem>(
+    op: TernaryOp,
+    a: &View,
+    b: &View,
+    c: &View,
+    dst: &View,
+    acc: &Access,
+) -> Result<()> {
+    let (po, pa, pb, pc) = (
+        acc.ptr::<T>(dst.storage),
+        acc.ptr::<T>(a.storage),
+        acc.ptr::<T>(b.storage),
+        acc.ptr::<T>(c.storage),
+    );
     macro_rules! i {
         ($e:expr) => {
             unsafe { map3::<T, T, T, T>(dst, a, b, c, po, pa, pb, pc, $e) }
@@ -478,7 +605,11 @@ fn int_ternary<T: IntElem>(op: TernaryOp, a: &View, b: &View, c: &View, dst: &Vi
             }
         }),
         TernaryOp::Lerp | TernaryOp::Addcdiv(_) => {
-            return Err(Error::UnsupportedDType { op: op.name(), dtype: T::DTYPE, hint: "; it takes float tensors".into() })
+            return Err(Error::UnsupportedDType {
+                op: op.name(),
+                dtype: T::DTYPE,
+                hint: "; it takes float tensors".into(),
+            })
         }
     }
     Ok(())

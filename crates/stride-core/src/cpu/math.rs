@@ -142,12 +142,22 @@ macro_rules! int_elem {
             #[inline(always)]
             #[allow(unused_comparisons)]
             fn w_abs(self) -> Self {
-                if self < 0 as $t { self.wrapping_neg() } else { self }
+                if self < 0 as $t {
+                    self.wrapping_neg()
+                } else {
+                    self
+                }
             }
             #[inline(always)]
             #[allow(unused_comparisons)]
             fn signum_(self) -> Self {
-                if self > 0 as $t { 1 } else if self < 0 as $t { (0 as $t).wrapping_sub(1) } else { 0 }
+                if self > 0 as $t {
+                    1
+                } else if self < 0 as $t {
+                    (0 as $t).wrapping_sub(1)
+                } else {
+                    0
+                }
             }
             #[inline(always)]
             fn is_zero(self) -> bool {
@@ -172,7 +182,11 @@ macro_rules! int_elem {
             #[allow(unused_comparisons)]
             fn py_rem(self, b: Self) -> Self {
                 let r = self.wrapping_rem(b);
-                if $signed && r != 0 && ((r < 0 as $t) != (b < 0 as $t)) { r.wrapping_add(b) } else { r }
+                if $signed && r != 0 && ((r < 0 as $t) != (b < 0 as $t)) {
+                    r.wrapping_add(b)
+                } else {
+                    r
+                }
             }
             #[inline(always)]
             fn w_pow(self, b: Self) -> Self {
@@ -203,13 +217,21 @@ macro_rules! int_elem {
             #[inline(always)]
             #[allow(unused_comparisons)]
             fn shl_(self, o: Self) -> Self {
-                if o < 0 as $t || (o as u64) >= Self::BITS as u64 { 0 } else { self << (o as u32) }
+                if o < 0 as $t || (o as u64) >= Self::BITS as u64 {
+                    0
+                } else {
+                    self << (o as u32)
+                }
             }
             #[inline(always)]
             #[allow(unused_comparisons)]
             fn shr_(self, o: Self) -> Self {
                 if o < 0 as $t || (o as u64) >= Self::BITS as u64 {
-                    if self < 0 as $t { (0 as $t).wrapping_sub(1) } else { 0 }
+                    if self < 0 as $t {
+                        (0 as $t).wrapping_sub(1)
+                    } else {
+                        0
+                    }
                 } else {
                     self >> (o as u32)
                 }

@@ -34,11 +34,14 @@ impl<const N: usize> Plan<N> {
             a.cmp(&b)
         });
         let mut out_shape: Vec<usize> = Vec::with_capacity(dims.len());
-        let mut out_strides: [Vec<isize>; N] = std::array::from_fn(|_| Vec::with_capacity(dims.len()));
+        let mut out_strides: [Vec<isize>; N] =
+            std::array::from_fn(|_| Vec::with_capacity(dims.len()));
         for &d in &dims {
             if let Some(&last) = out_shape.last() {
                 // merge d into the previous (outer) dim if every operand is contiguous across
-                let mergeable = (0..N).all(|k| *out_strides[k].last().unwrap() == strides[k][d] as isize * shape[d] as isize);
+                let mergeable = (0..N).all(|k| {
+                    *out_strides[k].last().unwrap() == strides[k][d] as isize * shape[d] as isize
+                });
                 if mergeable {
                     let n = out_shape.len() - 1;
                     out_shape[n] = last * shape[d];
@@ -59,7 +62,12 @@ impl<const N: usize> Plan<N> {
                 s.push(0);
             }
         }
-        Plan { shape: out_shape, strides: out_strides, offsets: offsets.map(|o| o as isize), numel }
+        Plan {
+            shape: out_shape,
+            strides: out_strides,
+            offsets: offsets.map(|o| o as isize),
+            numel,
+        }
     }
 
     pub fn numel(&self) -> usize {

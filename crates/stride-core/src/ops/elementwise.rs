@@ -15,7 +15,11 @@ struct Prepared {
 }
 impl Prepared {
     fn view(&self) -> View<'_> {
-        View { storage: self.tensor.storage(), layout: &self.layout, dtype: self.tensor.dtype() }
+        View {
+            storage: self.tensor.storage(),
+            layout: &self.layout,
+            dtype: self.tensor.dtype(),
+        }
     }
 }
 
@@ -39,14 +43,26 @@ fn op_device(op: &'static str, ops: &[Operand], dest: Dest) -> Result<Device> {
     }) {
         match dev {
             None => dev = Some(t.device()),
-            Some(d) if d != t.device() => return Err(Error::DeviceMismatch { op, a: d, b: t.device() }),
+            Some(d) if d != t.device() => {
+                return Err(Error::DeviceMismatch {
+                    op,
+                    a: d,
+                    b: t.device(),
+                })
+            }
             _ => {}
         }
     }
     Ok(dev.unwrap_or(Device::Cpu))
 }
 
-fn prepare(o: &Operand, dtype: DType, shape: &[usize], device: &Device, op: &'static str) -> Result<Prepared> {
+fn prepare(
+    o: &Operand,
+    dtype: DType,
+    shape: &[usize],
+    device: &Device,
+    op: &'static str,
+) -> Result<Prepared> {
     let tensor = match o {
         Operand::Tensor(t) => t.to_dtype(dtype)?,
         Operand::Scalar(s) => Tensor::scalar(*s, dtype, device)?,
@@ -55,7 +71,12 @@ fn prepare(o: &Operand, dtype: DType, shape: &[usize], device: &Device, op: &'st
     Ok(Prepared { tensor, layout })
 }
 
-fn result_shape(op: &'static str, ops: &[Operand], dest: Dest, in_place: bool) -> Result<Vec<usize>> {
+fn result_shape(
+    op: &'static str,
+    ops: &[Operand],
+    dest: Dest,
+    in_place: bool,
+) -> Result<Vec<usize>> {
     let mut shape: Vec<usize> = vec![];
     for o in ops {
         shape = broadcast_shapes(op, &shape, operand_shape(o))?;
@@ -88,10 +109,25 @@ pub(crate) fn unary(op: UnaryOp, x: &Tensor, dest: Dest, in_place: bool) -> Resu
     let shape = result_shape(op.name(), &ops, dest, in_place)?;
     let a = prepare(&ops[0], compute, &shape, &device, op.name())?;
     let av = a.view();
-    write_result(op.name(), dest, &[av], &shape, result, device, Some(x), |dst| backend::unary(op, av, dst))
+    write_result(
+        op.name(),
+        dest,
+        &[av],
+        &shape,
+        result,
+        device,
+        Some(x),
+        |dst| backend::unary(op, av, dst),
+    )
 }
 
-pub(crate) fn binary(op: BinaryOp, a: Operand, b: Operand, dest: Dest, in_place: bool) -> Result<Tensor> {
+pub(crate) fn binary(
+    op: BinaryOp,
+    a: Operand,
+    b: Operand,
+    dest: Dest,
+    in_place: bool,
+) -> Result<Tensor> {
     let name = op.name();
     let ops = [a, b];
     let (compute, result) = op.dtypes(result_type(&ops))?;
@@ -100,10 +136,26 @@ pub(crate) fn binary(op: BinaryOp, a: Operand, b: Operand, dest: Dest, in_place:
     let pa = prepare(&ops[0], compute, &shape, &device, name)?;
     let pb = prepare(&ops[1], compute, &shape, &device, name)?;
     let (va, vb) = (pa.view(), pb.view());
-    write_result(name, dest, &[va, vb], &shape, result, device, first_tensor(&ops), |dst| backend::binary(op, va, vb, dst))
+    write_result(
+        name,
+        dest,
+        &[va, vb],
+        &shape,
+        result,
+        device,
+        first_tensor(&ops),
+        |dst| backend::binary(op, va, vb, dst),
+    )
 }
 
-pub(crate) fn ternary(op: TernaryOp, a: Operand, b: Operand, c: Operand, dest: Dest, in_place: bool) -> Result<Tensor> {
+pub(crate) fn ternary(
+    op: TernaryOp,
+    a: Operand,
+    b: Operand,
+    c: Operand,
+    dest: Dest,
+    in_place: bool,
+) -> Result<Tensor> {
     let name = op.name();
     let ops = [a, b, c];
     let (dtypes, result) = match op {
@@ -124,14 +176,25 @@ pub(crate) fn ternary(op: TernaryOp, a: Operand, b: Operand, c: Operand, dest: D
             let r = result_type(&ops);
             let float_only = matches!(op, TernaryOp::Lerp | TernaryOp::Addcdiv(_));
             if float_only && !r.is_float() {
-                return Err(Error::UnsupportedDType { op: name, dtype: r, hint: "; it takes float tensors".into() });
+                return Err(Error::UnsupportedDType {
+                    op: name,
+                    dtype: r,
+                    hint: "; it takes float tensors".into(),
+                });
             }
             if r == DType::Bool && !matches!(op, TernaryOp::Where) {
-                return Err(Error::UnsupportedDType { op: name, dtype: r, hint: "; convert with to_dtype first".into() });
+                return Err(Error::UnsupportedDType {
+                    op: name,
+                    dtype: r,
+                    hint: "; convert with to_dtype first".into(),
+                });
             }
             if let TernaryOp::Addcmul(Scalar::Float(_)) = op {
                 if !r.is_float() {
-                    return Err(Error::invalid(name, "for integer tensors the value must be an integer, not a float"));
+                    return Err(Error::invalid(
+                        name,
+                        "for integer tensors the value must be an integer, not a float",
+                    ));
                 }
             }
             ([r, r, r], r)
@@ -139,10 +202,21 @@ pub(crate) fn ternary(op: TernaryOp, a: Operand, b: Operand, c: Operand, dest: D
     };
     let device = op_device(name, &ops, dest)?;
     let shape = result_shape(name, &ops, dest, in_place)?;
-    let p: Vec<Prepared> = (0..3).map(|i| prepare(&ops[i], dtypes[i], &shape, &device, name)).collect::<Result<_>>()?;
+    let p: Vec<Prepared> = (0..3)
+        .map(|i| prepare(&ops[i], dtypes[i], &shape, &device, name))
+        .collect::<Result<_>>()?;
     let (va, vb, vc) = (p[0].view(), p[1].view(), p[2].view());
     let like = first_tensor(&ops[if matches!(op, TernaryOp::Where) { 1 } else { 0 }..]);
-    write_result(name, dest, &[va, vb, vc], &shape, result, device, like, |dst| backend::ternary(op, va, vb, vc, dst))
+    write_result(
+        name,
+        dest,
+        &[va, vb, vc],
+        &shape,
+        result,
+        device,
+        like,
+        |dst| backend::ternary(op, va, vb, vc, dst),
+    )
 }
 
 macro_rules! unary_methods {
@@ -252,8 +326,19 @@ binary_methods! {
 impl Tensor {
     /// `self ? on_true : on_false` elementwise; `self` must be a bool tensor. (PyTorch's
     /// `torch.where(cond, x, y)`.)
-    pub fn where_cond<'a, 'b>(&self, on_true: impl Into<Operand<'a>>, on_false: impl Into<Operand<'b>>) -> Result<Tensor> {
-        ternary(TernaryOp::Where, Operand::Tensor(self), on_true.into(), on_false.into(), Dest::New, false)
+    pub fn where_cond<'a, 'b>(
+        &self,
+        on_true: impl Into<Operand<'a>>,
+        on_false: impl Into<Operand<'b>>,
+    ) -> Result<Tensor> {
+        ternary(
+            TernaryOp::Where,
+            Operand::Tensor(self),
+            on_true.into(),
+            on_false.into(),
+            Dest::New,
+            false,
+        )
     }
     /// [`Tensor::where_cond`] into `out`.
     pub fn where_cond_out<'a, 'b>(
@@ -262,7 +347,14 @@ impl Tensor {
         on_false: impl Into<Operand<'b>>,
         out: &Tensor,
     ) -> Result<Tensor> {
-        ternary(TernaryOp::Where, Operand::Tensor(self), on_true.into(), on_false.into(), Dest::Into(out), false)
+        ternary(
+            TernaryOp::Where,
+            Operand::Tensor(self),
+            on_true.into(),
+            on_false.into(),
+            Dest::Into(out),
+            false,
+        )
     }
 }
 

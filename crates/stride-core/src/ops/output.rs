@@ -16,9 +16,19 @@ pub(crate) enum Dest<'a> {
 
 /// Checks that `out` can receive a result of `shape` and `dtype` on `device` — before
 /// anything is written, so a failed op leaves every operand unchanged.
-pub(crate) fn check_out(op: &'static str, out: &Tensor, shape: &[usize], dtype: DType, device: Device) -> Result<()> {
+pub(crate) fn check_out(
+    op: &'static str,
+    out: &Tensor,
+    shape: &[usize],
+    dtype: DType,
+    device: Device,
+) -> Result<()> {
     if out.device() != device {
-        return Err(Error::DeviceMismatch { op, a: device, b: out.device() });
+        return Err(Error::DeviceMismatch {
+            op,
+            a: device,
+            b: out.device(),
+        });
     }
     if out.shape() != shape {
         return Err(Error::ShapeMismatch {
@@ -29,19 +39,34 @@ pub(crate) fn check_out(op: &'static str, out: &Tensor, shape: &[usize], dtype: 
         });
     }
     if !DType::can_cast(dtype, out.dtype()) {
-        return Err(Error::UnsafeCast { op, result: dtype, output: out.dtype() });
+        return Err(Error::UnsafeCast {
+            op,
+            result: dtype,
+            output: out.dtype(),
+        });
     }
     if !out.layout().is_non_overlapping() {
-        return Err(Error::OverlappingOutput { op, shape: out.shape().to_vec(), strides: out.stride().to_vec() });
+        return Err(Error::OverlappingOutput {
+            op,
+            shape: out.shape().to_vec(),
+            strides: out.stride().to_vec(),
+        });
     }
     Ok(())
 }
 
 /// Allocates a result of `shape`: with the dim order of `like` when it has that shape and is
 /// dense (PyTorch's TensorIterator does the same), else row-major.
-pub(crate) fn alloc_result(shape: &[usize], dtype: DType, device: &Device, like: Option<&Tensor>) -> Result<Tensor> {
+pub(crate) fn alloc_result(
+    shape: &[usize],
+    dtype: DType,
+    device: &Device,
+    like: Option<&Tensor>,
+) -> Result<Tensor> {
     let strides = match like {
-        Some(t) if t.shape() == shape && t.layout().is_non_overlapping_and_dense() => t.layout().dense_strides_like(),
+        Some(t) if t.shape() == shape && t.layout().is_non_overlapping_and_dense() => {
+            t.layout().dense_strides_like()
+        }
         _ => contiguous_strides(shape),
     };
     Tensor::alloc(shape, strides, dtype, device)
@@ -70,7 +95,9 @@ pub(crate) fn write_result(
         Dest::Into(out) => {
             check_out(op, out, shape, dtype, device)?;
             let o = out.view_ref();
-            let partial_alias = inputs.iter().any(|v| v.storage.same(o.storage) && v.layout != o.layout);
+            let partial_alias = inputs
+                .iter()
+                .any(|v| v.storage.same(o.storage) && v.layout != o.layout);
             if out.dtype() == dtype && !partial_alias {
                 launch(o)?;
             } else {
