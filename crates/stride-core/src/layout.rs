@@ -138,16 +138,47 @@ impl Layout {
         true
     }
 
-    /// Dims sorted from outermost (largest stride) to innermost, ties keeping the logical
-    /// order: the permutation that makes a dense layout contiguous.
+    /// Dims from outermost to innermost in memory, as PyTorch orders them for
+    /// `preserve_format` (`infer_dense_strides`): an insertion sort by stride in which a
+    /// stride-0 (broadcast) dim compares as "ambiguous" and so keeps its row-major place, and
+    /// of two dims with equal strides the smaller one goes inside. For a dense layout this is
+    /// simply the order of its strides.
     pub fn dim_order_by_stride(&self) -> Vec<usize> {
-        let mut order: Vec<usize> = (0..self.ndim()).collect();
-        order.sort_by(|&a, &b| self.strides[b].cmp(&self.strides[a]).then(a.cmp(&b)));
-        order
+        let nd = self.ndim();
+        // perm[0] is the innermost dim; start from row-major
+        let mut perm: Vec<usize> = (0..nd).rev().collect();
+        let should_swap = |d0: usize, d1: usize| -> std::cmp::Ordering {
+            use std::cmp::Ordering::*;
+            let (s0, s1) = (self.strides[d0], self.strides[d1]);
+            if s0 == 0 || s1 == 0 {
+                return Equal;
+            }
+            match s0.cmp(&s1) {
+                Equal if self.shape[d0] > self.shape[d1] => Greater,
+                o => o,
+            }
+        };
+        for i in 1..nd {
+            let mut d1 = i;
+            for j in 1..=i {
+                let d0 = i - j;
+                match should_swap(perm[d0], perm[d1]) {
+                    std::cmp::Ordering::Greater => {
+                        perm.swap(d0, d1);
+                        d1 = d0;
+                    }
+                    std::cmp::Ordering::Less => break,
+                    std::cmp::Ordering::Equal => {}
+                }
+            }
+        }
+        perm.reverse();
+        perm
     }
 
     /// Strides for a fresh dense tensor that keeps the dim order of this layout
-    /// (`preserve_format` for a dense non-overlapping source).
+    /// (`preserve_format`: a dense non-overlapping source's own strides; a broadcast or
+    /// strided source compacted in its memory order, broadcast dims staying row-major).
     pub fn dense_strides_like(&self) -> Vec<usize> {
         let order = self.dim_order_by_stride();
         let mut strides = vec![0; self.ndim()];
@@ -563,6 +594,12 @@ mod tests {
         assert!(t.view_strides(&[12]).is_none());
         assert!(t.is_non_overlapping_and_dense());
         assert_eq!(t.dense_strides_like(), vec![1, 4]);
+        // a broadcast dim keeps its row-major place (PyTorch's infer_dense_strides), it is not
+        // moved inside because its stride is 0
+        let e = Layout::contiguous(&[1, 4]).expand(&[3, 4]).unwrap();
+        assert_eq!(e.dense_strides_like(), vec![4, 1]);
+        let e = Layout::new(vec![2, 3, 4], vec![0, 1, 3], 0); // broadcast dim 0 of a transposed (3, 4)
+        assert_eq!(e.dense_strides_like(), vec![12, 1, 3]);
         let e = Layout::contiguous(&[1, 4]).expand(&[3, 4]).unwrap();
         assert!(!e.is_non_overlapping());
         let s = l.slice(1, 0, 4, 2).unwrap();

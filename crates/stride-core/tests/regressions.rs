@@ -1,0 +1,28 @@
+//! Regression tests for bugs the op registry (stride-check) found.
+
+use stride_core::{DType, Device, MemoryFormat, Tensor};
+
+const CPU: Device = Device::Cpu;
+
+/// `clone`, `*_like(Preserve)` and `to_dtype` of a broadcast tensor gave a column-major
+/// result (the stride-0 dim sorted innermost); PyTorch keeps broadcast dims in row-major
+/// place (`infer_dense_strides`), so the copy can be `view`ed like the original.
+#[test]
+fn preserve_format_of_a_broadcast_tensor_is_row_major() -> stride_core::Result<()> {
+    let x = Tensor::arange(0, 4, &CPU)?
+        .reshape(&[1, 4])?
+        .expand(&[3, 4])?;
+    assert_eq!(x.stride(), &[0, 1]);
+    let c = x.clone_tensor()?;
+    assert_eq!(c.stride(), &[4, 1]);
+    assert!(c.view(&[12]).is_ok());
+    assert_eq!(x.zeros_like(MemoryFormat::Preserve)?.stride(), &[4, 1]);
+    assert_eq!(x.to_dtype(DType::F32)?.stride(), &[4, 1]);
+    // a broadcast dim in front of a transposed matrix: the matrix keeps its order
+    let t = Tensor::zeros([4, 3], DType::F32, &CPU)?
+        .t()?
+        .unsqueeze(0)?
+        .expand(&[2, 3, 4])?;
+    assert_eq!(t.clone_tensor()?.stride(), &[12, 1, 3]);
+    Ok(())
+}
