@@ -107,7 +107,7 @@ impl Tensor {
     }
 
     /// `steps` evenly spaced values from `start` to `end` inclusive (PyTorch's symmetric
-    /// formula, so the last value is exactly `end`).
+    /// formula, so the last value is exactly `end`; one step gives `[start]`).
     pub fn linspace(
         start: f64,
         end: f64,
@@ -115,6 +115,11 @@ impl Tensor {
         dtype: DType,
         device: &Device,
     ) -> Result<Tensor> {
+        if steps == 1 {
+            return Tensor::from_vec(vec![start], [1])?
+                .to_dtype(dtype)?
+                .to_device(device);
+        }
         let step = if steps > 1 {
             (end - start) / (steps - 1) as f64
         } else {

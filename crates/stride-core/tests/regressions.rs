@@ -26,3 +26,15 @@ fn preserve_format_of_a_broadcast_tensor_is_row_major() -> stride_core::Result<(
     assert_eq!(t.clone_tensor()?.stride(), &[12, 1, 3]);
     Ok(())
 }
+
+/// `linspace(start, end, 1)` returned `[end]`; PyTorch returns `[start]`.
+#[test]
+fn linspace_of_one_step_is_start() -> stride_core::Result<()> {
+    let x = Tensor::linspace(-2.5, 7.25, 1, DType::F32, &CPU)?;
+    assert_eq!(x.to_vec::<f32>()?, vec![-2.5]);
+    assert_eq!(
+        Tensor::linspace(0.0, 1.0, 2, DType::F64, &CPU)?.to_vec::<f64>()?,
+        vec![0.0, 1.0]
+    );
+    Ok(())
+}
