@@ -38,3 +38,14 @@ fn linspace_of_one_step_is_start() -> stride_core::Result<()> {
     );
     Ok(())
 }
+
+/// `flatten` of a 0-d tensor accepted any dims; like PyTorch it must check them (0 and -1 are
+/// the only valid dims of a 0-d tensor).
+#[test]
+fn flatten_of_a_scalar_checks_dims() -> stride_core::Result<()> {
+    let x = Tensor::scalar(1.5, DType::F32, &CPU)?;
+    assert_eq!(x.flatten(0, -1)?.shape(), &[1]);
+    assert!(x.flatten(3, 3).is_err());
+    assert!(x.flatten(0, 1).is_err());
+    Ok(())
+}
