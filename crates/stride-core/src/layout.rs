@@ -250,7 +250,9 @@ impl Layout {
             l.offset += s as usize * self.strides[d];
         }
         l.shape[d] = len;
-        l.strides[d] = self.strides[d] * step;
+        // stride × step only overflows for a huge step, which leaves at most one element, whose
+        // stride is never used: keep the old one then instead of overflowing
+        l.strides[d] = self.strides[d].checked_mul(step).unwrap_or(self.strides[d]);
         Ok(l)
     }
 
@@ -263,7 +265,7 @@ impl Layout {
         }
         let n = self.shape[d];
         let s = if start < 0 { start + n as i64 } else { start };
-        if s < 0 || s as usize > n || s as usize + length > n {
+        if s < 0 || s as usize > n || length > n - s as usize {
             return Err(Error::invalid(
                 op,
                 format!("start {start} + length {length} exceeds dim {d} of size {n}"),
@@ -433,7 +435,9 @@ impl Layout {
                 (-offset) as usize * self.strides[a]
             };
         }
-        let diag_stride = self.strides[a] + self.strides[b];
+        // only a diagonal of 2+ elements uses its stride, and then both strides are bounded by
+        // the storage; for 0 or 1 elements the sum of two (unused) huge strides must not overflow
+        let diag_stride = self.strides[a].saturating_add(self.strides[b]);
         let (hi, lo) = if a > b { (a, b) } else { (b, a) };
         l.shape.remove(hi);
         l.strides.remove(hi);

@@ -49,3 +49,20 @@ fn flatten_of_a_scalar_checks_dims() -> stride_core::Result<()> {
     assert!(x.flatten(0, 1).is_err());
     Ok(())
 }
+
+/// Garbage arguments overflowed layout arithmetic (a panic in debug builds, a bogus layout
+/// that reaches outside the storage in release): a huge slice step, a huge narrow length,
+/// and the diagonal of two size-1 dims with huge (legal, unused) strides.
+#[test]
+fn huge_view_arguments_do_not_overflow() -> stride_core::Result<()> {
+    let x = Tensor::arange(0, 12, &CPU)?.reshape(&[3, 4])?;
+    let s = x.slice(1, 1, i64::MAX, usize::MAX)?;
+    assert_eq!(s.shape(), &[3, 1]);
+    assert_eq!(s.to_vec::<i64>()?, vec![1, 5, 9]);
+    assert!(x.narrow(1, 1, usize::MAX).is_err());
+    let y = x.as_strided(&[1, 1], &[usize::MAX, usize::MAX], 3)?;
+    let d = y.diagonal(0, 0, 1)?;
+    assert_eq!(d.shape(), &[1]);
+    assert_eq!(d.to_vec::<i64>()?, vec![3]);
+    Ok(())
+}
