@@ -104,14 +104,41 @@ impl Layout {
             .map(|(&n, &s)| (s, n))
             .collect();
         dims.sort_unstable();
-        let mut span = 0usize; // largest offset reachable by the smaller-stride dims
-        for (s, n) in dims {
-            if s <= span {
-                return false;
-            }
-            span += s * (n - 1);
+        if dims[0].0 == 0 {
+            return false; // broadcast
         }
-        true
+        // the usual proof: each stride jumps past everything the smaller-stride dims reach
+        let mut span = 0usize;
+        let proven = dims.iter().all(|&(s, n)| {
+            let ok = s > span;
+            span += s * (n - 1);
+            ok
+        });
+        if proven {
+            return true;
+        }
+        // Interleaved strides (e.g. [2, 3] over a 12 × 2 view: positions 2i + 3j are all
+        // distinct) escape that proof; decide exactly by listing the positions.
+        let mut pos = Vec::with_capacity(self.numel());
+        let mut idx = vec![0usize; dims.len()];
+        'outer: loop {
+            pos.push(
+                idx.iter()
+                    .zip(&dims)
+                    .map(|(&i, &(s, _))| i * s)
+                    .sum::<usize>(),
+            );
+            for d in 0..dims.len() {
+                idx[d] += 1;
+                if idx[d] < dims[d].1 {
+                    continue 'outer;
+                }
+                idx[d] = 0;
+            }
+            break;
+        }
+        pos.sort_unstable();
+        pos.windows(2).all(|w| w[0] != w[1])
     }
 
     /// Non-overlapping and covering a contiguous block of memory, in some dim order

@@ -66,3 +66,26 @@ fn huge_view_arguments_do_not_overflow() -> stride_core::Result<()> {
     assert_eq!(d.to_vec::<i64>()?, vec![3]);
     Ok(())
 }
+
+/// An output whose strides interleave (positions 2i + 3j of a 12 × 2 view are all distinct)
+/// was refused as "elements that share memory"; only really overlapping outputs are refused.
+#[test]
+fn interleaved_but_non_overlapping_outputs_are_accepted() -> stride_core::Result<()> {
+    let buf = Tensor::zeros([29], DType::F64, &CPU)?;
+    let out = buf.as_strided(&[12, 2], &[2, 3], 0)?;
+    let x = Tensor::ones([12, 2], DType::F64, &CPU)?;
+    x.neg_out(&out)?;
+    let v = buf.to_vec::<f64>()?;
+    for i in 0..12 {
+        for j in 0..2 {
+            assert_eq!(v[2 * i + 3 * j], -1.0);
+        }
+    }
+    // [2, 2] at strides [1, 1] really overlaps (positions 0, 1, 1, 2): still refused
+    let overlapping = buf.as_strided(&[2, 2], &[1, 1], 0)?;
+    assert!(Tensor::ones([2, 2], DType::F64, &CPU)?
+        .neg_out(&overlapping)
+        .is_err());
+    assert_eq!(buf.to_vec::<f64>()?, v);
+    Ok(())
+}
