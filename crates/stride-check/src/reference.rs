@@ -119,13 +119,23 @@ pub fn ravel(idx: &[usize], shape: &[usize]) -> usize {
 /// The storage position of every logical element, in row-major order.
 pub fn positions(shape: &[usize], strides: &[usize], offset: usize) -> Vec<usize> {
     let n = numel(shape);
+    let mut out = Vec::with_capacity(n);
     let mut idx = vec![0; shape.len()];
-    (0..n)
-        .map(|lin| {
-            unravel(lin, shape, &mut idx);
-            offset + idx.iter().zip(strides).map(|(&i, &s)| i * s).sum::<usize>()
-        })
-        .collect()
+    let mut p = offset;
+    for _ in 0..n {
+        out.push(p);
+        // odometer: step the last dim, carrying into the outer ones
+        for d in (0..shape.len()).rev() {
+            idx[d] += 1;
+            p += strides[d];
+            if idx[d] < shape[d] {
+                break;
+            }
+            p -= strides[d] * shape[d];
+            idx[d] = 0;
+        }
+    }
+    out
 }
 
 /// The broadcast of several shapes, or `None`.
@@ -377,15 +387,27 @@ pub fn elementwise(
         .collect();
     let n = numel(&shape);
     let mut idx = vec![0; nd];
+    let mut pos = vec![0usize; args.len()];
     let mut xs = vec![0.0; args.len()];
     let mut out = Vec::with_capacity(n);
-    for lin in 0..n {
-        unravel(lin, &shape, &mut idx);
+    for _ in 0..n {
         for (k, v) in computed.iter().enumerate() {
-            let p: usize = idx.iter().zip(&bstrides[k]).map(|(&i, &s)| i * s).sum();
-            xs[k] = v[p];
+            xs[k] = v[pos[k]];
         }
         out.push(f(&xs));
+        for d in (0..nd).rev() {
+            idx[d] += 1;
+            for (p, bs) in pos.iter_mut().zip(&bstrides) {
+                *p += bs[d];
+            }
+            if idx[d] < shape[d] {
+                break;
+            }
+            for (p, bs) in pos.iter_mut().zip(&bstrides) {
+                *p -= bs[d] * shape[d];
+            }
+            idx[d] = 0;
+        }
     }
     Ok(RefOut::new(shape, out))
 }

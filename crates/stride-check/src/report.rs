@@ -90,6 +90,12 @@ pub enum Reason {
         expected: Vec<usize>,
         got: Vec<usize>,
     },
+    /// A new (non-view) result whose elements overlap or leave gaps in its storage.
+    NotDense {
+        shape: Vec<usize>,
+        strides: Vec<usize>,
+        storage_len: usize,
+    },
     /// Values outside the tolerance.
     WrongValues {
         mismatches: usize,
@@ -145,6 +151,7 @@ impl Reason {
             Reason::NotDestination => "not_destination",
             Reason::Aliasing { .. } => "aliasing",
             Reason::WrongStrides { .. } => "wrong_strides",
+            Reason::NotDense { .. } => "not_dense",
             Reason::WrongValues { .. } => "wrong_values",
             Reason::Unwritten { .. } => "unwritten",
             Reason::GuardClobbered { .. } => "guard_clobbered",
@@ -166,6 +173,10 @@ impl fmt::Display for Reason {
             Reason::Aliasing { expected_shared: true } => write!(f, "expected a view sharing the input's storage, got a copy"),
             Reason::Aliasing { expected_shared: false } => write!(f, "expected a new tensor, got one sharing an input's storage"),
             Reason::WrongStrides { expected, got } => write!(f, "returned strides {got:?}, expected {expected:?}"),
+            Reason::NotDense { shape, strides, storage_len } => write!(
+                f,
+                "returned a new tensor (shape {shape:?}, strides {strides:?}, storage {storage_len}) that is not dense and non-overlapping"
+            ),
             Reason::WrongValues { mismatches, total, index, got, want, max_abs_err, max_rel_err, atol, rtol } => write!(
                 f,
                 "{mismatches}/{total} values out of tolerance (atol {atol:e}, rtol {rtol:e}); worst at {index:?}: got {got}, want {want}; max abs err {max_abs_err:e}, max rel err {max_rel_err:e}"

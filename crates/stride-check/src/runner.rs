@@ -29,6 +29,10 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::time::Instant;
 use stride_core::{DType, Device, Tensor};
 
+/// Sweep shapes each (op, form, dtype, layout) combination gets in the default (sampled)
+/// run, besides its core shape.
+pub const SWEEP_SHAPES_PER_COMBINATION: usize = 4;
+
 /// What to run.
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -188,7 +192,7 @@ fn run_op(op: &OpInfo, config: &Config) -> Recorder {
                     s.extend(sweep_shapes());
                     s
                 } else {
-                    sampled_shapes(counter, 2)
+                    sampled_shapes(counter, SWEEP_SHAPES_PER_COMBINATION)
                 };
                 counter += 1;
                 for (si, shape) in shapes.into_iter().enumerate() {
@@ -500,12 +504,12 @@ fn panic_message(e: Box<dyn std::any::Any + Send>) -> String {
 fn first_change(
     before: &[f64],
     after: &[f64],
-    skip: Option<&std::collections::HashSet<usize>>,
+    skip: Option<&[bool]>,
 ) -> Option<(usize, f64, f64, usize)> {
     let mut first = None;
     let mut count = 0;
     for (p, (&b, &a)) in before.iter().zip(after).enumerate() {
-        if skip.is_some_and(|s| s.contains(&p)) {
+        if skip.is_some_and(|s| s.get(p).copied().unwrap_or(false)) {
             continue;
         }
         if !same(b, a) {
@@ -871,6 +875,19 @@ pub fn run_case(
                 });
             }
         }
+        if dest.is_none() && !reference.shares_input {
+            // a new tensor: its elements fill its storage, each once
+            let (shape, strides) = (result.shape(), result.stride());
+            let dense = crate::reference::is_non_overlapping_and_dense(shape, strides)
+                && (numel(shape) == 0 || result.storage().len() == numel(shape));
+            if !dense {
+                return Err(Reason::NotDense {
+                    shape: shape.to_vec(),
+                    strides: strides.to_vec(),
+                    storage_len: result.storage().len(),
+                });
+            }
+        }
         if let Some(s) = &reference.strides {
             let shape = result.shape();
             let ok = numel(shape) == 0
@@ -911,10 +928,10 @@ pub fn run_case(
             let after = read_storage(&d.tensor).map_err(|e| Reason::Harness {
                 message: e.to_string(),
             })?;
-            let view: std::collections::HashSet<usize> =
-                positions(&d.spec.shape, &d.spec.strides, d.spec.offset)
-                    .into_iter()
-                    .collect();
+            let mut view = vec![false; d.storage.len()];
+            for p in positions(&d.spec.shape, &d.spec.strides, d.spec.offset) {
+                view[p] = true;
+            }
             if let Some((p, was, now, count)) = first_change(&d.storage, &after, Some(&view)) {
                 return Err(Reason::GuardClobbered {
                     operand: if form == Form::Out {

@@ -3,7 +3,7 @@
 //!
 //! The full sweep ([`sweep_shapes`]) is what `stride check --full` runs for every op, form,
 //! dtype and layout. The default run samples it ([`sampled_shapes`]): each (op, form, dtype,
-//! layout) combination gets one small "core" shape plus two sweep shapes, rotated so that
+//! layout) combination gets one small "core" shape plus four sweep shapes, rotated so that
 //! across an op's combinations every sweep shape is visited.
 
 /// 0, 1, small odd sizes, and 2^k − 1, 2^k, 2^k + 1 for 2^k up to 1024.
@@ -27,6 +27,11 @@ const BASES: [&[usize]; 4] = [&[1], &[3, 2], &[2, 3, 2], &[2, 1, 3, 2]];
 
 /// Every sweep size in every dim position of 1-D … 4-D shapes, plus the 0-d shape.
 pub fn sweep_shapes() -> Vec<Vec<usize>> {
+    static SWEEP: std::sync::OnceLock<Vec<Vec<usize>>> = std::sync::OnceLock::new();
+    SWEEP.get_or_init(make_sweep).clone()
+}
+
+fn make_sweep() -> Vec<Vec<usize>> {
     let mut out = vec![vec![]];
     for n in sweep_sizes() {
         for base in BASES {
@@ -61,7 +66,8 @@ pub const CORE: [&[usize]; 10] = [
 /// (the combination's sequence number within its op) so consecutive combinations walk the
 /// whole sweep.
 pub fn sampled_shapes(counter: usize, extra: usize) -> Vec<Vec<usize>> {
-    let sweep = sweep_shapes();
+    static SWEEP: std::sync::OnceLock<Vec<Vec<usize>>> = std::sync::OnceLock::new();
+    let sweep = SWEEP.get_or_init(make_sweep);
     let mut out = vec![CORE[counter % CORE.len()].to_vec()];
     for j in 0..extra {
         // 97 is coprime with the sweep's length, so the walk covers it evenly
@@ -88,7 +94,10 @@ mod tests {
         // the rotation visits every sweep shape
         let mut seen = std::collections::HashSet::new();
         for c in 0..shapes.len() {
-            for sh in sampled_shapes(c, 2).into_iter().skip(1) {
+            for sh in sampled_shapes(c, crate::runner::SWEEP_SHAPES_PER_COMBINATION)
+                .into_iter()
+                .skip(1)
+            {
                 seen.insert(sh);
             }
         }

@@ -227,6 +227,17 @@ fn copies_panics_accepted_overlaps_and_modified_inputs_are_caught() {
         |r| matches!(r, Reason::Panicked { message } if message.contains("out of bounds")),
     );
 
+    let broadcast = entry("zeros").functional(|_, p| {
+        let one = Tensor::zeros([1], p.dtype.unwrap(), &p.dev())?;
+        let shape: Vec<i64> = p.sizes.clone();
+        if shape.is_empty() {
+            return one.reshape(&[]);
+        }
+        one.reshape(&vec![1; shape.len()])?.expand(&shape) // values right, but one shared element
+    });
+    let r = run(&broadcast);
+    assert_reasons(&r, |r| matches!(r, Reason::NotDense { .. }));
+
     let lenient = entry("abs").out(|a, _, out| {
         if !stride_check::reference::is_non_overlapping(out.shape(), out.stride()) {
             return Ok(out.clone()); // should have been refused
