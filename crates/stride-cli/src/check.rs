@@ -1,8 +1,72 @@
-//! `stride check` (being written).
+//! `stride check`: run the op registry's conformance matrix on a device of this machine and
+//! print what passed.
+//!
+//! ```text
+//! stride check [--device cpu|cuda[:N]] [--json] [--full] [--op NAME]...
+//! ```
+//!
+//! Exits non-zero when any check fails, and when the device has no backend in this build.
+
+use stride::Device;
+use stride_check::{registry, Config};
 
 #[derive(clap::Args)]
-pub struct CheckArgs {}
+pub struct CheckArgs {
+    /// The device to check: `cpu`, `cuda` or `cuda:N`.
+    #[arg(long, default_value = "cpu")]
+    device: String,
+    /// Print the report as JSON instead of tables.
+    #[arg(long)]
+    json: bool,
+    /// Every size of the sweep for every op, form, dtype and layout (slow), instead of a
+    /// rotating sample of it.
+    #[arg(long)]
+    full: bool,
+    /// Only this op (`add`, or `add.scalar` for one variant); repeatable.
+    #[arg(long = "op", value_name = "NAME")]
+    ops: Vec<String>,
+    /// Seed of the sample values.
+    #[arg(long, default_value_t = Config::default().seed)]
+    seed: u64,
+    /// Print one line per op as it finishes (to stderr).
+    #[arg(long, short)]
+    verbose: bool,
+}
 
-pub fn run(_a: CheckArgs) -> Result<(), String> {
-    Err("stride check is not built yet".into())
+pub fn run(a: CheckArgs) -> Result<(), String> {
+    let device = Device::parse(&a.device)
+        .ok_or_else(|| format!("unknown device {:?}; use cpu, cuda or cuda:N", a.device))?;
+    stride_check::device_available(&device).map_err(|e| format!("can't check {device}: {e}"))?;
+    for name in &a.ops {
+        if registry::select(name).is_empty() {
+            let mut known: Vec<&str> = registry::all().iter().map(|o| o.name).collect();
+            known.sort_unstable();
+            return Err(format!(
+                "no op named {name:?} in the registry; known ops: {}",
+                known.join(", ")
+            ));
+        }
+    }
+    let config = Config {
+        device,
+        full: a.full,
+        ops: a.ops,
+        seed: a.seed,
+        progress: a.verbose,
+    };
+    let report = stride_check::run(&config);
+    if a.json {
+        println!("{}", report.json());
+    } else {
+        print!("{}", report.table());
+    }
+    if report.ok() {
+        Ok(())
+    } else {
+        Err(format!(
+            "{} of {} checks failed on {device}",
+            report.failed(),
+            report.passed() + report.failed()
+        ))
+    }
 }

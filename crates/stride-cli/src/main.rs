@@ -1,6 +1,7 @@
 //! `stride`: the command line of the stride framework.
 //!
-//! - `stride check [--device D] [--json] [--full]` — run the op conformance matrix here;
+//! - `stride check [--device cpu|cuda[:N]] [--json] [--full] [--op NAME]` — run the op
+//!   conformance matrix here (exits non-zero on any failure);
 //! - `stride bench cpu` — benchmarks beside their floors and NumPy.
 
 use clap::{Parser, Subcommand};

@@ -145,6 +145,10 @@ impl Tensor {
         dtype: DType,
         device: &Device,
     ) -> Result<Tensor> {
+        if steps == 1 {
+            return Tensor::from_vec(vec![start], [1])?.to_dtype(dtype)?.to_device(device);
+        }
+
         let step = if steps > 1 {
             (end - start) / (steps - 1) as f64
         } else {

@@ -104,14 +104,41 @@ impl Layout {
             .map(|(&n, &s)| (s, n))
             .collect();
         dims.sort_unstable();
-        let mut span = 0usize; // largest offset reachable by the smaller-stride dims
-        for (s, n) in dims {
-            if s <= span {
-                return false;
-            }
-            span += s * (n - 1);
+        if dims[0].0 == 0 {
+            return false; // broadcast
         }
-        true
+        // the usual proof: each stride jumps past everything the smaller-stride dims reach
+        let mut span = 0usize;
+        let proven = dims.iter().all(|&(s, n)| {
+            let ok = s > span;
+            span += s * (n - 1);
+            ok
+        });
+        if proven {
+            return true;
+        }
+        // Interleaved strides (e.g. [2, 3] over a 12 × 2 view: positions 2i + 3j are all
+        // distinct) escape that proof; decide exactly by listing the positions.
+        let mut pos = Vec::with_capacity(self.numel());
+        let mut idx = vec![0usize; dims.len()];
+        'outer: loop {
+            pos.push(
+                idx.iter()
+                    .zip(&dims)
+                    .map(|(&i, &(s, _))| i * s)
+                    .sum::<usize>(),
+            );
+            for d in 0..dims.len() {
+                idx[d] += 1;
+                if idx[d] < dims[d].1 {
+                    continue 'outer;
+                }
+                idx[d] = 0;
+            }
+            break;
+        }
+        pos.sort_unstable();
+        pos.windows(2).all(|w| w[0] != w[1])
     }
 
     /// Non-overlapping and covering a contiguous block of memory, in some dim order
@@ -138,16 +165,47 @@ impl Layout {
         true
     }
 
-    /// Dims sorted from outermost (largest stride) to innermost, ties keeping the logical
-    /// order: the permutation that makes a dense layout contiguous.
+    /// Dims from outermost to innermost in memory, as PyTorch orders them for
+    /// `preserve_format` (`infer_dense_strides`): an insertion sort by stride in which a
+    /// stride-0 (broadcast) dim compares as "ambiguous" and so keeps its row-major place, and
+    /// of two dims with equal strides the smaller one goes inside. For a dense layout this is
+    /// simply the order of its strides.
     pub fn dim_order_by_stride(&self) -> Vec<usize> {
-        let mut order: Vec<usize> = (0..self.ndim()).collect();
-        order.sort_by(|&a, &b| self.strides[b].cmp(&self.strides[a]).then(a.cmp(&b)));
-        order
+        let nd = self.ndim();
+        // perm[0] is the innermost dim; start from row-major
+        let mut perm: Vec<usize> = (0..nd).rev().collect();
+        let should_swap = |d0: usize, d1: usize| -> std::cmp::Ordering {
+            use std::cmp::Ordering::*;
+            let (s0, s1) = (self.strides[d0], self.strides[d1]);
+            if s0 == 0 || s1 == 0 {
+                return Equal;
+            }
+            match s0.cmp(&s1) {
+                Equal if self.shape[d0] > self.shape[d1] => Greater,
+                o => o,
+            }
+        };
+        for i in 1..nd {
+            let mut d1 = i;
+            for j in 1..=i {
+                let d0 = i - j;
+                match should_swap(perm[d0], perm[d1]) {
+                    std::cmp::Ordering::Greater => {
+                        perm.swap(d0, d1);
+                        d1 = d0;
+                    }
+                    std::cmp::Ordering::Less => break,
+                    std::cmp::Ordering::Equal => {}
+                }
+            }
+        }
+        perm.reverse();
+        perm
     }
 
     /// Strides for a fresh dense tensor that keeps the dim order of this layout
-    /// (`preserve_format` for a dense non-overlapping source).
+    /// (`preserve_format`: a dense non-overlapping source's own strides; a broadcast or
+    /// strided source compacted in its memory order, broadcast dims staying row-major).
     pub fn dense_strides_like(&self) -> Vec<usize> {
         let order = self.dim_order_by_stride();
         let mut strides = vec![0; self.ndim()];
@@ -219,7 +277,9 @@ impl Layout {
             l.offset += s as usize * self.strides[d];
         }
         l.shape[d] = len;
-        l.strides[d] = self.strides[d] * step;
+        // stride × step only overflows for a huge step, which leaves at most one element, whose
+        // stride is never used: keep the old one then instead of overflowing
+        l.strides[d] = self.strides[d].checked_mul(step).unwrap_or(self.strides[d]);
         Ok(l)
     }
 
@@ -232,7 +292,7 @@ impl Layout {
         }
         let n = self.shape[d];
         let s = if start < 0 { start + n as i64 } else { start };
-        if s < 0 || s as usize > n || s as usize + length > n {
+        if s < 0 || s as usize > n || length > n - s as usize {
             return Err(Error::invalid(
                 op,
                 format!("start {start} + length {length} exceeds dim {d} of size {n}"),
@@ -402,7 +462,9 @@ impl Layout {
                 (-offset) as usize * self.strides[a]
             };
         }
-        let diag_stride = self.strides[a] + self.strides[b];
+        // only a diagonal of 2+ elements uses its stride, and then both strides are bounded by
+        // the storage; for 0 or 1 elements the sum of two (unused) huge strides must not overflow
+        let diag_stride = self.strides[a].saturating_add(self.strides[b]);
         let (hi, lo) = if a > b { (a, b) } else { (b, a) };
         l.shape.remove(hi);
         l.strides.remove(hi);
@@ -563,6 +625,12 @@ mod tests {
         assert!(t.view_strides(&[12]).is_none());
         assert!(t.is_non_overlapping_and_dense());
         assert_eq!(t.dense_strides_like(), vec![1, 4]);
+        // a broadcast dim keeps its row-major place (PyTorch's infer_dense_strides), it is not
+        // moved inside because its stride is 0
+        let e = Layout::contiguous(&[1, 4]).expand(&[3, 4]).unwrap();
+        assert_eq!(e.dense_strides_like(), vec![4, 1]);
+        let e = Layout::new(vec![2, 3, 4], vec![0, 1, 3], 0); // broadcast dim 0 of a transposed (3, 4)
+        assert_eq!(e.dense_strides_like(), vec![12, 1, 3]);
         let e = Layout::contiguous(&[1, 4]).expand(&[3, 4]).unwrap();
         assert!(!e.is_non_overlapping());
         let s = l.slice(1, 0, 4, 2).unwrap();

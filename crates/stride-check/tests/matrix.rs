@@ -1,0 +1,44 @@
+//! (a) The whole sampled matrix passes on the CPU with zero failures, and covers what it
+//! claims to cover.
+
+use stride_check::{registry, run, Config, LayoutKind};
+
+#[test]
+fn sampled_matrix_passes_on_cpu() {
+    let report = run(&Config {
+        progress: std::env::var("STRIDE_CHECK_PROGRESS").is_ok(),
+        ..Config::default()
+    });
+    if std::env::var("STRIDE_CHECK_PRINT").is_ok() {
+        println!("{}", report.table());
+    }
+    assert!(report.ok(), "{}", report.table());
+
+    // every registered op ran, in every form it has
+    for op in registry::all() {
+        for form in op.forms() {
+            assert!(
+                report
+                    .rows
+                    .keys()
+                    .any(|k| k.op == op.name && k.form == form),
+                "{} ({form}) never ran",
+                op.name
+            );
+        }
+    }
+    // every layout kind was exercised, and the error paths too
+    for kind in LayoutKind::ALL {
+        assert!(
+            report.rows.keys().any(|k| k.layout == kind.name()),
+            "layout {} never ran",
+            kind.name()
+        );
+    }
+    for extra in ["aliased", "mixed", "rejects"] {
+        assert!(
+            report.rows.keys().any(|k| k.layout == extra),
+            "{extra} cases never ran"
+        );
+    }
+}

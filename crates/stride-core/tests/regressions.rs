@@ -1,0 +1,91 @@
+//! Regression tests for bugs the op registry (stride-check) found.
+
+use stride_core::{DType, Device, MemoryFormat, Tensor};
+
+const CPU: Device = Device::Cpu;
+
+/// `clone`, `*_like(Preserve)` and `to_dtype` of a broadcast tensor gave a column-major
+/// result (the stride-0 dim sorted innermost); PyTorch keeps broadcast dims in row-major
+/// place (`infer_dense_strides`), so the copy can be `view`ed like the original.
+#[test]
+fn preserve_format_of_a_broadcast_tensor_is_row_major() -> stride_core::Result<()> {
+    let x = Tensor::arange(0, 4, &CPU)?
+        .reshape(&[1, 4])?
+        .expand(&[3, 4])?;
+    assert_eq!(x.stride(), &[0, 1]);
+    let c = x.clone_tensor()?;
+    assert_eq!(c.stride(), &[4, 1]);
+    assert!(c.view(&[12]).is_ok());
+    assert_eq!(x.zeros_like(MemoryFormat::Preserve)?.stride(), &[4, 1]);
+    assert_eq!(x.to_dtype(DType::F32)?.stride(), &[4, 1]);
+    // a broadcast dim in front of a transposed matrix: the matrix keeps its order
+    let t = Tensor::zeros([4, 3], DType::F32, &CPU)?
+        .t()?
+        .unsqueeze(0)?
+        .expand(&[2, 3, 4])?;
+    assert_eq!(t.clone_tensor()?.stride(), &[12, 1, 3]);
+    Ok(())
+}
+
+/// `linspace(start, end, 1)` returned `[end]`; PyTorch returns `[start]`.
+#[test]
+fn linspace_of_one_step_is_start() -> stride_core::Result<()> {
+    let x = Tensor::linspace(-2.5, 7.25, 1, DType::F32, &CPU)?;
+    assert_eq!(x.to_vec::<f32>()?, vec![-2.5]);
+    assert_eq!(
+        Tensor::linspace(0.0, 1.0, 2, DType::F64, &CPU)?.to_vec::<f64>()?,
+        vec![0.0, 1.0]
+    );
+    Ok(())
+}
+
+/// `flatten` of a 0-d tensor accepted any dims; like PyTorch it must check them (0 and -1 are
+/// the only valid dims of a 0-d tensor).
+#[test]
+fn flatten_of_a_scalar_checks_dims() -> stride_core::Result<()> {
+    let x = Tensor::scalar(1.5, DType::F32, &CPU)?;
+    assert_eq!(x.flatten(0, -1)?.shape(), &[1]);
+    assert!(x.flatten(3, 3).is_err());
+    assert!(x.flatten(0, 1).is_err());
+    Ok(())
+}
+
+/// Garbage arguments overflowed layout arithmetic (a panic in debug builds, a bogus layout
+/// that reaches outside the storage in release): a huge slice step, a huge narrow length,
+/// and the diagonal of two size-1 dims with huge (legal, unused) strides.
+#[test]
+fn huge_view_arguments_do_not_overflow() -> stride_core::Result<()> {
+    let x = Tensor::arange(0, 12, &CPU)?.reshape(&[3, 4])?;
+    let s = x.slice(1, 1, i64::MAX, usize::MAX)?;
+    assert_eq!(s.shape(), &[3, 1]);
+    assert_eq!(s.to_vec::<i64>()?, vec![1, 5, 9]);
+    assert!(x.narrow(1, 1, usize::MAX).is_err());
+    let y = x.as_strided(&[1, 1], &[usize::MAX, usize::MAX], 3)?;
+    let d = y.diagonal(0, 0, 1)?;
+    assert_eq!(d.shape(), &[1]);
+    assert_eq!(d.to_vec::<i64>()?, vec![3]);
+    Ok(())
+}
+
+/// An output whose strides interleave (positions 2i + 3j of a 12 × 2 view are all distinct)
+/// was refused as "elements that share memory"; only really overlapping outputs are refused.
+#[test]
+fn interleaved_but_non_overlapping_outputs_are_accepted() -> stride_core::Result<()> {
+    let buf = Tensor::zeros([29], DType::F64, &CPU)?;
+    let out = buf.as_strided(&[12, 2], &[2, 3], 0)?;
+    let x = Tensor::ones([12, 2], DType::F64, &CPU)?;
+    x.neg_out(&out)?;
+    let v = buf.to_vec::<f64>()?;
+    for i in 0..12 {
+        for j in 0..2 {
+            assert_eq!(v[2 * i + 3 * j], -1.0);
+        }
+    }
+    // [2, 2] at strides [1, 1] really overlaps (positions 0, 1, 1, 2): still refused
+    let overlapping = buf.as_strided(&[2, 2], &[1, 1], 0)?;
+    assert!(Tensor::ones([2, 2], DType::F64, &CPU)?
+        .neg_out(&overlapping)
+        .is_err());
+    assert_eq!(buf.to_vec::<f64>()?, v);
+    Ok(())
+}
