@@ -146,7 +146,9 @@ impl Tensor {
         device: &Device,
     ) -> Result<Tensor> {
         if steps == 1 {
-            return Tensor::from_vec(vec![start], [1])?.to_dtype(dtype)?.to_device(device);
+            return Tensor::from_vec(vec![start], [1])?
+                .to_dtype(dtype)?
+                .to_device(device);
         }
 
         let step = if steps > 1 {

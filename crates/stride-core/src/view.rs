@@ -147,9 +147,6 @@ impl Tensor {
     }
     /// Merges dims `start..=end` into one (a view when possible, as `reshape`).
     pub fn flatten(&self, start: i64, end: i64) -> Result<Tensor> {
-        if self.dim() == 0 {
-            return self.reshape(&[1]);
-        }
         let (s, e) = (
             wrap_dim("flatten", start, self.dim())?,
             wrap_dim("flatten", end, self.dim())?,
@@ -159,6 +156,9 @@ impl Tensor {
                 "flatten",
                 format!("start dim {start} comes after end dim {end}"),
             ));
+        }
+        if self.dim() == 0 {
+            return self.reshape(&[1]);
         }
         let mut shape: Vec<i64> = self.shape()[..s].iter().map(|&x| x as i64).collect();
         shape.push(self.shape()[s..=e].iter().product::<usize>() as i64);

@@ -9,7 +9,9 @@ fn vals(n: usize, seed: u64) -> Vec<f64> {
     let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15).wrapping_add(7);
     (0..n)
         .map(|_| {
-            s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            s = s
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
             ((s >> 33) % 32) as f64 / 8.0 - 2.0
         })
         .collect()
@@ -106,7 +108,10 @@ fn close(got: &Tensor, want: &(Vec<usize>, Vec<f64>), tol: f64, what: &str) {
     assert_eq!(got.shape(), want.0.as_slice(), "{what}: shape");
     let g = got.to_f64_vec().unwrap();
     for (i, (a, b)) in g.iter().zip(&want.1).enumerate() {
-        assert!((a - b).abs() <= tol * (1.0 + b.abs()), "{what}: element {i}: {a} vs {b}");
+        assert!(
+            (a - b).abs() <= tol * (1.0 + b.abs()),
+            "{what}: element {i}: {a} vs {b}"
+        );
     }
 }
 
@@ -123,7 +128,11 @@ type Case = (&'static str, &'static str, Vec<Vec<usize>>);
 
 fn cases() -> Vec<Case> {
     vec![
-        ("btd,bsd->bts", "btd,bsd->bts", vec![vec![2, 3, 4], vec![2, 5, 4]]),
+        (
+            "btd,bsd->bts",
+            "btd,bsd->bts",
+            vec![vec![2, 3, 4], vec![2, 5, 4]],
+        ),
         ("ij,jk->ik", "ij,jk->ik", vec![vec![3, 4], vec![4, 5]]),
         ("ij,jk", "ij,jk->ik", vec![vec![3, 4], vec![4, 5]]),
         ("ii->", "ii->", vec![vec![4, 4]]),
@@ -138,11 +147,23 @@ fn cases() -> Vec<Case> {
         ("ij,ij->ij", "ij,ij->ij", vec![vec![3, 4], vec![3, 4]]),
         ("ij,ij", "ij,ij->", vec![vec![3, 4], vec![3, 4]]),
         ("ijk,jl->il", "ijk,jl->il", vec![vec![2, 3, 4], vec![3, 5]]),
-        ("ij,jk,kl->il", "ij,jk,kl->il", vec![vec![2, 3], vec![3, 4], vec![4, 5]]),
-        ("ab,bc,ca->", "ab,bc,ca->", vec![vec![2, 3], vec![3, 4], vec![4, 2]]),
+        (
+            "ij,jk,kl->il",
+            "ij,jk,kl->il",
+            vec![vec![2, 3], vec![3, 4], vec![4, 5]],
+        ),
+        (
+            "ab,bc,ca->",
+            "ab,bc,ca->",
+            vec![vec![2, 3], vec![3, 4], vec![4, 2]],
+        ),
         ("i,i,i->", "i,i,i->", vec![vec![5], vec![5], vec![5]]),
         ("i,i,i->i", "i,i,i->i", vec![vec![5], vec![5], vec![5]]),
-        ("bij,bjk->bik", "bij,bjk->bik", vec![vec![1, 2, 3], vec![4, 3, 2]]),
+        (
+            "bij,bjk->bik",
+            "bij,bjk->bik",
+            vec![vec![1, 2, 3], vec![4, 3, 2]],
+        ),
         ("ij,j->i", "ij,j->i", vec![vec![3, 4], vec![1]]),
         ("ij,kj->ikj", "ij,kj->ikj", vec![vec![3, 1], vec![2, 4]]),
         ("Ab,bA->A", "Ab,bA->A", vec![vec![3, 4], vec![4, 3]]),
@@ -152,9 +173,21 @@ fn cases() -> Vec<Case> {
         ("ijij->ij", "ijij->ij", vec![vec![2, 3, 2, 3]]),
         ("iji->j", "iji->j", vec![vec![3, 2, 3]]),
         // ellipsis: reference letters Y, Z stand for the (right-aligned) ellipsis dims
-        ("...ij,...jk->...ik", "YZij,Zjk->YZik", vec![vec![2, 1, 3, 4], vec![5, 4, 6]]),
-        ("...ij,...jk", "YZij,Zjk->YZik", vec![vec![2, 1, 3, 4], vec![5, 4, 6]]),
-        ("b...d,b...d->b...", "bZd,bZd->bZ", vec![vec![2, 3, 4], vec![2, 3, 4]]),
+        (
+            "...ij,...jk->...ik",
+            "YZij,Zjk->YZik",
+            vec![vec![2, 1, 3, 4], vec![5, 4, 6]],
+        ),
+        (
+            "...ij,...jk",
+            "YZij,Zjk->YZik",
+            vec![vec![2, 1, 3, 4], vec![5, 4, 6]],
+        ),
+        (
+            "b...d,b...d->b...",
+            "bZd,bZd->bZ",
+            vec![vec![2, 3, 4], vec![2, 3, 4]],
+        ),
         ("...ii->...i", "Zii->Zi", vec![vec![3, 4, 4]]),
         ("i...->...", "iZ->Z", vec![vec![3, 4]]),
         ("i...->i", "iYZ->i", vec![vec![3, 2, 4]]),
@@ -200,13 +233,22 @@ fn attention_scores_trace_diagonal_outer() {
         }
     }
     let x = Tensor::from_vec((0..9).map(|i| i as f64).collect::<Vec<_>>(), [3, 3]).unwrap();
-    assert_eq!(Tensor::einsum("ii->", &[&x]).unwrap().item::<f64>().unwrap(), 12.0);
+    assert_eq!(
+        Tensor::einsum("ii->", &[&x])
+            .unwrap()
+            .item::<f64>()
+            .unwrap(),
+        12.0
+    );
     let d = Tensor::einsum("ii->i", &[&x]).unwrap();
     assert_eq!(d.to_vec::<f64>().unwrap(), vec![0.0, 4.0, 8.0]);
     let u = Tensor::from_vec(vec![1.0f32, 2.0], [2]).unwrap();
     let v = Tensor::from_vec(vec![3.0f32, 4.0, 5.0], [3]).unwrap();
     let o = Tensor::einsum("i,j->ij", &[&u, &v]).unwrap();
-    assert_eq!(o.to_vec::<f32>().unwrap(), vec![3.0, 4.0, 5.0, 6.0, 8.0, 10.0]);
+    assert_eq!(
+        o.to_vec::<f32>().unwrap(),
+        vec![3.0, 4.0, 5.0, 6.0, 8.0, 10.0]
+    );
     // whitespace is ignored
     let o2 = Tensor::einsum(" i , j -> i j ", &[&u, &v]).unwrap();
     assert_eq!(o2.to_vec::<f32>().unwrap(), o.to_vec::<f32>().unwrap());
@@ -214,12 +256,18 @@ fn attention_scores_trace_diagonal_outer() {
 
 /// Expects an error mentioning the needles, with the operands unchanged.
 fn expect_err(tensors: &[&Tensor], needles: &[&str], f: impl FnOnce() -> Result<Tensor, Error>) {
-    let before: Vec<_> = tensors.iter().map(|t| (t.to_f64_vec().unwrap(), t.version())).collect();
+    let before: Vec<_> = tensors
+        .iter()
+        .map(|t| (t.to_f64_vec().unwrap(), t.version()))
+        .collect();
     let msg = f().expect_err("expected an error").to_string();
     for n in needles {
         assert!(msg.contains(n), "error {msg:?} should mention {n:?}");
     }
-    let after: Vec<_> = tensors.iter().map(|t| (t.to_f64_vec().unwrap(), t.version())).collect();
+    let after: Vec<_> = tensors
+        .iter()
+        .map(|t| (t.to_f64_vec().unwrap(), t.version()))
+        .collect();
     assert_eq!(before, after);
 }
 
@@ -235,7 +283,11 @@ fn bad_equations_are_errors() {
     e("i1,jk", &[&a, &b], &["einsum", "'1'"]);
     e("ij,jk", &[&a], &["2 operands", "1 tensors"]);
     e("ij", &[&a, &b], &["1 operands", "2 tensors"]);
-    e("ij,jk->ik", &[&a, &b], &["\"j\"", "size 3", "4", "[2, 3]", "[4, 5]"]);
+    e(
+        "ij,jk->ik",
+        &[&a, &b],
+        &["\"j\"", "size 3", "4", "[2, 3]", "[4, 5]"],
+    );
     e("ij->ik", &[&a], &["\"k\"", "does not appear"]);
     e("ij->ii", &[&a], &["\"i\"", "more than once"]);
     e("ijk->i", &[&a], &["[2, 3]", "2 dims"]);

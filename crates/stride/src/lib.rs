@@ -16,5 +16,8 @@ pub use stride_core::*;
 
 /// The common imports: `use stride::prelude::*;`
 pub mod prelude {
-    pub use stride_core::{DType, Device, Error, MemoryFormat, Result, Scalar, Shape, Tensor};
+    pub use stride_core::autograd::{self, no_grad};
+    pub use stride_core::{
+        manual_seed, DType, Device, Error, Generator, MemoryFormat, Result, Scalar, Shape, Tensor,
+    };
 }

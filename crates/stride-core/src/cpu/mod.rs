@@ -18,6 +18,6 @@ pub(crate) mod index;
 pub(crate) mod math;
 pub(crate) mod matmul;
 pub(crate) mod random;
-pub(crate) mod sort;
 pub(crate) mod reduce;
+pub(crate) mod sort;
 pub(crate) mod strided;

@@ -33,27 +33,75 @@ impl Tensor {
     /// # Ok::<(), stride_core::Error>(())
     /// ```
     pub fn cumsum(&self, dim: i64) -> Result<Tensor> {
-        cumulative(CumulativeOp::Sum, self, dim, Dest::New)
+        recorded(
+            || cumulative(CumulativeOp::Sum, self, dim, Dest::New),
+            |o| record_cumsum(self, dim, o),
+        )
     }
     /// In-place [`Tensor::cumsum`], written through `self`'s layout (an integer `self` keeps
     /// its dtype; the i64 sums are cast back, wrapping).
     pub fn cumsum_(&self, dim: i64) -> Result<Tensor> {
-        cumulative(CumulativeOp::Sum, self, dim, Dest::Into(self))
+        crate::autograd::record::in_place(
+            "cumsum_",
+            self,
+            &[],
+            || cumulative(CumulativeOp::Sum, self, dim, Dest::Into(self)),
+            |o| o.cumsum(dim),
+        )
     }
     /// [`Tensor::cumsum`] into `out`.
     pub fn cumsum_out(&self, dim: i64, out: &Tensor) -> Result<Tensor> {
-        cumulative(CumulativeOp::Sum, self, dim, Dest::Into(out))
+        unrecorded_out("cumsum", &[self], || {
+            cumulative(CumulativeOp::Sum, self, dim, Dest::Into(out))
+        })
     }
     /// Running products along `dim`.
     pub fn cumprod(&self, dim: i64) -> Result<Tensor> {
-        cumulative(CumulativeOp::Prod, self, dim, Dest::New)
+        recorded(
+            || cumulative(CumulativeOp::Prod, self, dim, Dest::New),
+            |o| record_cumprod(self, dim, o),
+        )
     }
     /// In-place [`Tensor::cumprod`].
     pub fn cumprod_(&self, dim: i64) -> Result<Tensor> {
-        cumulative(CumulativeOp::Prod, self, dim, Dest::Into(self))
+        crate::autograd::record::in_place(
+            "cumprod_",
+            self,
+            &[],
+            || cumulative(CumulativeOp::Prod, self, dim, Dest::Into(self)),
+            |o| o.cumprod(dim),
+        )
     }
     /// [`Tensor::cumprod`] into `out`.
     pub fn cumprod_out(&self, dim: i64, out: &Tensor) -> Result<Tensor> {
-        cumulative(CumulativeOp::Prod, self, dim, Dest::Into(out))
+        unrecorded_out("cumprod", &[self], || {
+            cumulative(CumulativeOp::Prod, self, dim, Dest::Into(out))
+        })
     }
 }
+
+// ----- autograd: the kernels above run without recording; the functional forms record one
+// node with the formula from `autograd::formulas`, `_out` forms refuse to record.
+
+fn recorded(
+    f: impl FnOnce() -> Result<Tensor>,
+    rec: impl FnOnce(&Tensor) -> Result<()>,
+) -> Result<Tensor> {
+    let out = {
+        let _g = crate::autograd::no_grad();
+        f()?
+    };
+    rec(&out)?;
+    Ok(out)
+}
+
+fn unrecorded_out(
+    op: &'static str,
+    inputs: &[&Tensor],
+    f: impl FnOnce() -> Result<Tensor>,
+) -> Result<Tensor> {
+    crate::autograd::record::forbid_out(op, inputs)?;
+    let _g = crate::autograd::no_grad();
+    f()
+}
+use crate::autograd::formulas::reduce::{record_cumprod, record_cumsum};

@@ -239,7 +239,11 @@ fn label_operand(i: usize, t: &Tensor, term: &Term, ell: usize) -> Result<Operan
                     t.shape(),
                     t.dim(),
                     String::from_utf8_lossy(&term.letters),
-                    if term.ellipsis.is_some() { " (with '...')" } else { "" },
+                    if term.ellipsis.is_some() {
+                        " (with '...')"
+                    } else {
+                        ""
+                    },
                     term.letters.len()
                 ),
             ))
@@ -253,8 +257,11 @@ fn label_operand(i: usize, t: &Tensor, term: &Term, ell: usize) -> Result<Operan
     let mut t = t.clone();
     // repeated letters: take the diagonal (it becomes the last dim)
     loop {
-        let rep = (0..labels.len())
-            .find_map(|p| (p + 1..labels.len()).find(|&q| labels[q] == labels[p]).map(|q| (p, q)));
+        let rep = (0..labels.len()).find_map(|p| {
+            (p + 1..labels.len())
+                .find(|&q| labels[q] == labels[p])
+                .map(|q| (p, q))
+        });
         let Some((p, q)) = rep else { break };
         let (np, nq) = (t.shape()[p], t.shape()[q]);
         if np != nq {
@@ -361,7 +368,10 @@ impl Tensor {
                     if ls[..k].contains(l) {
                         return Err(Error::invalid(
                             OP,
-                            format!("the output subscript {:?} appears more than once", label_char(*l)),
+                            format!(
+                                "the output subscript {:?} appears more than once",
+                                label_char(*l)
+                            ),
                         ));
                     }
                     if !sizes.contains_key(l) {
@@ -385,7 +395,12 @@ impl Tensor {
                 }
                 (0..ell)
                     .map(Label::Ell)
-                    .chain(count.into_iter().filter(|&(_, n)| n == 1).map(|(c, _)| Label::Letter(c)))
+                    .chain(
+                        count
+                            .into_iter()
+                            .filter(|&(_, n)| n == 1)
+                            .map(|(c, _)| Label::Letter(c)),
+                    )
                     .collect()
             }
         };
@@ -447,9 +462,27 @@ mod tests {
     #[test]
     fn parses_terms() {
         let (t, o) = parse("ab, b...c -> ...ac", 2).unwrap();
-        assert_eq!(t[0], Term { letters: b"ab".to_vec(), ellipsis: None });
-        assert_eq!(t[1], Term { letters: b"bc".to_vec(), ellipsis: Some(1) });
-        assert_eq!(o.unwrap(), Term { letters: b"ac".to_vec(), ellipsis: Some(0) });
+        assert_eq!(
+            t[0],
+            Term {
+                letters: b"ab".to_vec(),
+                ellipsis: None
+            }
+        );
+        assert_eq!(
+            t[1],
+            Term {
+                letters: b"bc".to_vec(),
+                ellipsis: Some(1)
+            }
+        );
+        assert_eq!(
+            o.unwrap(),
+            Term {
+                letters: b"ac".to_vec(),
+                ellipsis: Some(0)
+            }
+        );
         assert!(parse("ab", 2).is_err());
         assert!(parse("a1", 1).is_err());
         assert!(parse("a..b", 1).is_err());

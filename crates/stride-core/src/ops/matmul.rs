@@ -280,33 +280,51 @@ impl Tensor {
     /// # Ok::<(), stride_core::Error>(())
     /// ```
     pub fn matmul(&self, other: &Tensor) -> Result<Tensor> {
-        product(Form::Matmul, self, other, Dest::New)
+        recorded(
+            || product(Form::Matmul, self, other, Dest::New),
+            |o| record_matmul("MatmulBackward", self, other, o),
+        )
     }
     /// [`Tensor::matmul`] written into `out` (the result's shape and dtype, any
     /// non-overlapping layout). Nothing is written unless every check passes.
     pub fn matmul_out(&self, other: &Tensor, out: &Tensor) -> Result<Tensor> {
-        product(Form::Matmul, self, other, Dest::Into(out))
+        unrecorded_out("matmul_out", &[self, other], || {
+            product(Form::Matmul, self, other, Dest::Into(out))
+        })
     }
     /// Product of two matrices (`[M, K] · [K, N]`); no broadcasting.
     pub fn mm(&self, other: &Tensor) -> Result<Tensor> {
-        product(Form::Mm, self, other, Dest::New)
+        recorded(
+            || product(Form::Mm, self, other, Dest::New),
+            |o| record_matmul("MmBackward", self, other, o),
+        )
     }
     /// [`Tensor::mm`] written into `out` (`[M, N]`, any non-overlapping layout).
     pub fn mm_out(&self, other: &Tensor, out: &Tensor) -> Result<Tensor> {
-        product(Form::Mm, self, other, Dest::Into(out))
+        unrecorded_out("mm_out", &[self, other], || {
+            product(Form::Mm, self, other, Dest::Into(out))
+        })
     }
     /// Batched product `[B, M, K] · [B, K, N]`; the batch sizes must be equal (use
     /// [`Tensor::matmul`] to broadcast).
     pub fn bmm(&self, other: &Tensor) -> Result<Tensor> {
-        product(Form::Bmm, self, other, Dest::New)
+        recorded(
+            || product(Form::Bmm, self, other, Dest::New),
+            |o| record_matmul("BmmBackward", self, other, o),
+        )
     }
     /// [`Tensor::bmm`] written into `out` (`[B, M, N]`, any non-overlapping layout).
     pub fn bmm_out(&self, other: &Tensor, out: &Tensor) -> Result<Tensor> {
-        product(Form::Bmm, self, other, Dest::Into(out))
+        unrecorded_out("bmm_out", &[self, other], || {
+            product(Form::Bmm, self, other, Dest::Into(out))
+        })
     }
     /// Dot product of two 1-D tensors of equal length: a 0-d tensor.
     pub fn dot(&self, other: &Tensor) -> Result<Tensor> {
-        product(Form::Dot, self, other, Dest::New)
+        recorded(
+            || product(Form::Dot, self, other, Dest::New),
+            |o| record_matmul("DotBackward", self, other, o),
+        )
     }
     /// Outer product of two 1-D tensors: `[N] ⊗ [M] → [N, M]`, `out[i, j] = self[i]·other[j]`.
     /// As in PyTorch this is an elementwise product, so dtypes promote and integers work.
@@ -322,3 +340,29 @@ impl Tensor {
         self.unsqueeze(1)?.mul(&other.unsqueeze(0)?)
     }
 }
+
+// ----- autograd: the kernels above run without recording; the functional forms record one
+// node with the formula from `autograd::formulas`, `_out` forms refuse to record.
+
+fn recorded(
+    f: impl FnOnce() -> Result<Tensor>,
+    rec: impl FnOnce(&Tensor) -> Result<()>,
+) -> Result<Tensor> {
+    let out = {
+        let _g = crate::autograd::no_grad();
+        f()?
+    };
+    rec(&out)?;
+    Ok(out)
+}
+
+fn unrecorded_out(
+    op: &'static str,
+    inputs: &[&Tensor],
+    f: impl FnOnce() -> Result<Tensor>,
+) -> Result<Tensor> {
+    crate::autograd::record::forbid_out(op, inputs)?;
+    let _g = crate::autograd::no_grad();
+    f()
+}
+use crate::autograd::formulas::matmul::record_matmul;

@@ -2,12 +2,13 @@
 //! primitive. (Autograd recording will hook in here.)
 
 pub(crate) mod cumulative;
+pub(crate) mod einsum;
 pub(crate) mod elementwise;
 pub(crate) mod index;
 pub(crate) mod join;
 pub(crate) mod matmul;
 pub(crate) mod output;
 pub(crate) mod random;
-pub(crate) mod sort;
 pub(crate) mod reduce;
 pub(crate) mod softmax;
+pub(crate) mod sort;

@@ -422,7 +422,10 @@ impl Tensor {
     /// # Ok::<(), stride_core::Error>(())
     /// ```
     pub fn sum(&self) -> Result<Tensor> {
-        reduce_into("sum", ReduceOp::Sum, self, &[], false, Dest::New)
+        recorded(
+            || reduce_into("sum", ReduceOp::Sum, self, &[], false, Dest::New),
+            |o| record_reduction(Red::Sum, self, &[], o),
+        )
     }
     /// The sum over `dims` (negative dims count from the end; an empty list means every dim,
     /// as `torch.sum(x, dim=[])`).
@@ -436,64 +439,101 @@ impl Tensor {
     /// # Ok::<(), stride_core::Error>(())
     /// ```
     pub fn sum_dims(&self, dims: &[i64], keepdim: bool) -> Result<Tensor> {
-        reduce_into("sum", ReduceOp::Sum, self, dims, keepdim, Dest::New)
+        recorded(
+            || reduce_into("sum", ReduceOp::Sum, self, dims, keepdim, Dest::New),
+            |o| record_reduction(Red::Sum, self, dims, o),
+        )
     }
     /// [`Tensor::sum_dims`] into `out` (any non-overlapping layout of the result's shape).
     pub fn sum_dims_out(&self, dims: &[i64], keepdim: bool, out: &Tensor) -> Result<Tensor> {
-        reduce_into("sum", ReduceOp::Sum, self, dims, keepdim, Dest::Into(out))
+        unrecorded_out("sum", &[self], || {
+            reduce_into("sum", ReduceOp::Sum, self, dims, keepdim, Dest::Into(out))
+        })
     }
     /// The mean of all elements (floats only; NaN for an empty tensor). f16/bf16 accumulate in
     /// f32 and round once, so a mean never overflows where its sum would.
     pub fn mean(&self) -> Result<Tensor> {
-        reduce_into("mean", ReduceOp::Mean, self, &[], false, Dest::New)
+        recorded(
+            || reduce_into("mean", ReduceOp::Mean, self, &[], false, Dest::New),
+            |o| record_reduction(Red::Mean, self, &[], o),
+        )
     }
     /// The mean over `dims` (empty: every dim).
     pub fn mean_dims(&self, dims: &[i64], keepdim: bool) -> Result<Tensor> {
-        reduce_into("mean", ReduceOp::Mean, self, dims, keepdim, Dest::New)
+        recorded(
+            || reduce_into("mean", ReduceOp::Mean, self, dims, keepdim, Dest::New),
+            |o| record_reduction(Red::Mean, self, dims, o),
+        )
     }
     /// [`Tensor::mean_dims`] into `out`.
     pub fn mean_dims_out(&self, dims: &[i64], keepdim: bool, out: &Tensor) -> Result<Tensor> {
-        reduce_into("mean", ReduceOp::Mean, self, dims, keepdim, Dest::Into(out))
+        unrecorded_out("mean", &[self], || {
+            reduce_into("mean", ReduceOp::Mean, self, dims, keepdim, Dest::Into(out))
+        })
     }
     /// The product of all elements (1 for an empty tensor); integers and bool give i64.
     pub fn prod(&self) -> Result<Tensor> {
-        reduce_into("prod", ReduceOp::Prod, self, &[], false, Dest::New)
+        recorded(
+            || reduce_into("prod", ReduceOp::Prod, self, &[], false, Dest::New),
+            |o| record_reduction(Red::Prod, self, &[], o),
+        )
     }
     /// The product over `dims` (empty: every dim). PyTorch's `prod` takes one dim; stride
     /// takes a list, of which one dim is the PyTorch case.
     pub fn prod_dims(&self, dims: &[i64], keepdim: bool) -> Result<Tensor> {
-        reduce_into("prod", ReduceOp::Prod, self, dims, keepdim, Dest::New)
+        recorded(
+            || reduce_into("prod", ReduceOp::Prod, self, dims, keepdim, Dest::New),
+            |o| record_reduction(Red::Prod, self, dims, o),
+        )
     }
     /// [`Tensor::prod_dims`] into `out`.
     pub fn prod_dims_out(&self, dims: &[i64], keepdim: bool, out: &Tensor) -> Result<Tensor> {
-        reduce_into("prod", ReduceOp::Prod, self, dims, keepdim, Dest::Into(out))
+        unrecorded_out("prod", &[self], || {
+            reduce_into("prod", ReduceOp::Prod, self, dims, keepdim, Dest::Into(out))
+        })
     }
 
     /// The largest element, as a 0-d tensor of `self`'s dtype; NaN if any element is NaN. An
     /// empty tensor is an error.
     pub fn max(&self) -> Result<Tensor> {
-        reduce_into("max", ReduceOp::Max, self, &[], false, Dest::New)
+        recorded(
+            || reduce_into("max", ReduceOp::Max, self, &[], false, Dest::New),
+            |o| record_reduction(Red::Extreme, self, &[], o),
+        )
     }
     /// The smallest element (see [`Tensor::max`]).
     pub fn min(&self) -> Result<Tensor> {
-        reduce_into("min", ReduceOp::Min, self, &[], false, Dest::New)
+        recorded(
+            || reduce_into("min", ReduceOp::Min, self, &[], false, Dest::New),
+            |o| record_reduction(Red::Extreme, self, &[], o),
+        )
     }
     /// The largest elements over `dims` (empty: every dim), keeping the dtype; NaN
     /// propagates. Reducing over a dim of size 0 is an error.
     pub fn amax(&self, dims: &[i64], keepdim: bool) -> Result<Tensor> {
-        reduce_into("amax", ReduceOp::Max, self, dims, keepdim, Dest::New)
+        recorded(
+            || reduce_into("amax", ReduceOp::Max, self, dims, keepdim, Dest::New),
+            |o| record_reduction(Red::Extreme, self, dims, o),
+        )
     }
     /// [`Tensor::amax`] into `out`.
     pub fn amax_out(&self, dims: &[i64], keepdim: bool, out: &Tensor) -> Result<Tensor> {
-        reduce_into("amax", ReduceOp::Max, self, dims, keepdim, Dest::Into(out))
+        unrecorded_out("amax", &[self], || {
+            reduce_into("amax", ReduceOp::Max, self, dims, keepdim, Dest::Into(out))
+        })
     }
     /// The smallest elements over `dims` (see [`Tensor::amax`]).
     pub fn amin(&self, dims: &[i64], keepdim: bool) -> Result<Tensor> {
-        reduce_into("amin", ReduceOp::Min, self, dims, keepdim, Dest::New)
+        recorded(
+            || reduce_into("amin", ReduceOp::Min, self, dims, keepdim, Dest::New),
+            |o| record_reduction(Red::Extreme, self, dims, o),
+        )
     }
     /// [`Tensor::amin`] into `out`.
     pub fn amin_out(&self, dims: &[i64], keepdim: bool, out: &Tensor) -> Result<Tensor> {
-        reduce_into("amin", ReduceOp::Min, self, dims, keepdim, Dest::Into(out))
+        unrecorded_out("amin", &[self], || {
+            reduce_into("amin", ReduceOp::Min, self, dims, keepdim, Dest::Into(out))
+        })
     }
 
     /// `(values, indices)` of the maxima along `dim` (PyTorch's `max(dim)`): values keep the
@@ -508,6 +548,7 @@ impl Tensor {
     /// # Ok::<(), stride_core::Error>(())
     /// ```
     pub fn max_dim(&self, dim: i64, keepdim: bool) -> Result<(Tensor, Tensor)> {
+        let _g = crate::autograd::no_grad();
         let (v, i) = arg_extremum(
             "max",
             ArgReduceOp::Max,
@@ -517,7 +558,10 @@ impl Tensor {
             Some(Dest::New),
             Dest::New,
         )?;
-        Ok((v.expect("values requested"), i))
+        let v = v.expect("values requested");
+        drop(_g);
+        record_index_reduction("MaxBackward", self, dim, keepdim, &v, &i)?;
+        Ok((v, i))
     }
     /// [`Tensor::max_dim`] into `values` and `indices` (both validated before anything is
     /// written; they must not share storage).
@@ -541,6 +585,7 @@ impl Tensor {
     }
     /// `(values, indices)` of the minima along `dim` (see [`Tensor::max_dim`]).
     pub fn min_dim(&self, dim: i64, keepdim: bool) -> Result<(Tensor, Tensor)> {
+        let _g = crate::autograd::no_grad();
         let (v, i) = arg_extremum(
             "min",
             ArgReduceOp::Min,
@@ -550,7 +595,10 @@ impl Tensor {
             Some(Dest::New),
             Dest::New,
         )?;
-        Ok((v.expect("values requested"), i))
+        let v = v.expect("values requested");
+        drop(_g);
+        record_index_reduction("MinBackward", self, dim, keepdim, &v, &i)?;
+        Ok((v, i))
     }
     /// [`Tensor::min_dim`] into `values` and `indices`.
     pub fn min_dim_out(
@@ -680,7 +728,10 @@ impl Tensor {
     /// variance; `correction ≥ n` gives inf (NaN where the sum of squares is 0). Floats only;
     /// two passes (mean, then squared deviations), f16/bf16 computed in f32.
     pub fn var(&self, dims: &[i64], correction: f64, keepdim: bool) -> Result<Tensor> {
-        var_impl("var", self, dims, correction, keepdim, false, Dest::New)
+        recorded(
+            || var_impl("var", self, dims, correction, keepdim, false, Dest::New),
+            |o| record_reduction(Red::Var(correction), self, dims, o),
+        )
     }
     /// [`Tensor::var`] into `out`.
     pub fn var_out(
@@ -702,7 +753,10 @@ impl Tensor {
     }
     /// The standard deviation: the square root of [`Tensor::var`].
     pub fn std(&self, dims: &[i64], correction: f64, keepdim: bool) -> Result<Tensor> {
-        var_impl("std", self, dims, correction, keepdim, true, Dest::New)
+        recorded(
+            || var_impl("std", self, dims, correction, keepdim, true, Dest::New),
+            |o| record_reduction(Red::Std(correction), self, dims, o),
+        )
     }
     /// [`Tensor::std`] into `out`.
     pub fn std_out(
@@ -729,25 +783,64 @@ impl Tensor {
     /// `0` the number of non-zeros, any other `p` gives `(Σ|x|^p)^(1/p)`. Floats only;
     /// f16/bf16 computed in f32.
     pub fn norm(&self, p: f64, dims: &[i64], keepdim: bool) -> Result<Tensor> {
-        norm_impl(self, p, dims, keepdim, Dest::New)
+        recorded(
+            || norm_impl(self, p, dims, keepdim, Dest::New),
+            |o| record_reduction(Red::Norm(p), self, dims, o),
+        )
     }
     /// The `p`-norm of all elements, as a 0-d tensor (`x.norm()` in PyTorch is `p = 2`).
     pub fn norm_all(&self, p: f64) -> Result<Tensor> {
-        norm_impl(self, p, &[], false, Dest::New)
+        recorded(
+            || norm_impl(self, p, &[], false, Dest::New),
+            |o| record_reduction(Red::Norm(p), self, &[], o),
+        )
     }
     /// [`Tensor::norm`] into `out`.
     pub fn norm_out(&self, p: f64, dims: &[i64], keepdim: bool, out: &Tensor) -> Result<Tensor> {
-        norm_impl(self, p, dims, keepdim, Dest::Into(out))
+        unrecorded_out("norm", &[self], || {
+            norm_impl(self, p, dims, keepdim, Dest::Into(out))
+        })
     }
 
     /// `log(Σ exp(x))` over `dims` (empty: every dim), computed stably (the max is
     /// subtracted first). Integer and bool inputs give f32; f16/bf16 compute in f32. Zero
     /// elements give -inf.
     pub fn logsumexp(&self, dims: &[i64], keepdim: bool) -> Result<Tensor> {
-        logsumexp_impl(self, dims, keepdim, Dest::New)
+        recorded(
+            || logsumexp_impl(self, dims, keepdim, Dest::New),
+            |o| record_reduction(Red::LogSumExp, self, dims, o),
+        )
     }
     /// [`Tensor::logsumexp`] into `out`.
     pub fn logsumexp_out(&self, dims: &[i64], keepdim: bool, out: &Tensor) -> Result<Tensor> {
-        logsumexp_impl(self, dims, keepdim, Dest::Into(out))
+        unrecorded_out("logsumexp", &[self], || {
+            logsumexp_impl(self, dims, keepdim, Dest::Into(out))
+        })
     }
 }
+
+// ----- autograd: the kernels above run without recording; the functional forms record one
+// node with the formula from `autograd::formulas`, `_out` forms refuse to record.
+
+fn recorded(
+    f: impl FnOnce() -> Result<Tensor>,
+    rec: impl FnOnce(&Tensor) -> Result<()>,
+) -> Result<Tensor> {
+    let out = {
+        let _g = crate::autograd::no_grad();
+        f()?
+    };
+    rec(&out)?;
+    Ok(out)
+}
+
+fn unrecorded_out(
+    op: &'static str,
+    inputs: &[&Tensor],
+    f: impl FnOnce() -> Result<Tensor>,
+) -> Result<Tensor> {
+    crate::autograd::record::forbid_out(op, inputs)?;
+    let _g = crate::autograd::no_grad();
+    f()
+}
+use crate::autograd::formulas::reduce::{record_index_reduction, record_reduction, Red};

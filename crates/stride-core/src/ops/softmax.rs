@@ -46,18 +46,54 @@ impl Tensor {
     /// # Ok::<(), stride_core::Error>(())
     /// ```
     pub fn softmax(&self, dim: i64) -> Result<Tensor> {
-        softmax_impl("softmax", self, dim, false, Dest::New)
+        recorded(
+            || softmax_impl("softmax", self, dim, false, Dest::New),
+            |o| record_softmax(self, dim, o, false),
+        )
     }
     /// [`Tensor::softmax`] into `out` (any non-overlapping layout of `self`'s shape).
     pub fn softmax_out(&self, dim: i64, out: &Tensor) -> Result<Tensor> {
-        softmax_impl("softmax", self, dim, false, Dest::Into(out))
+        unrecorded_out("softmax", &[self], || {
+            softmax_impl("softmax", self, dim, false, Dest::Into(out))
+        })
     }
     /// `x − log Σ exp(x)` along `dim`, computed as `(x − max) − log Σ exp(x − max)`.
     pub fn log_softmax(&self, dim: i64) -> Result<Tensor> {
-        softmax_impl("log_softmax", self, dim, true, Dest::New)
+        recorded(
+            || softmax_impl("log_softmax", self, dim, true, Dest::New),
+            |o| record_softmax(self, dim, o, true),
+        )
     }
     /// [`Tensor::log_softmax`] into `out`.
     pub fn log_softmax_out(&self, dim: i64, out: &Tensor) -> Result<Tensor> {
-        softmax_impl("log_softmax", self, dim, true, Dest::Into(out))
+        unrecorded_out("log_softmax", &[self], || {
+            softmax_impl("log_softmax", self, dim, true, Dest::Into(out))
+        })
     }
 }
+
+// ----- autograd: the kernels above run without recording; the functional forms record one
+// node with the formula from `autograd::formulas`, `_out` forms refuse to record.
+
+fn recorded(
+    f: impl FnOnce() -> Result<Tensor>,
+    rec: impl FnOnce(&Tensor) -> Result<()>,
+) -> Result<Tensor> {
+    let out = {
+        let _g = crate::autograd::no_grad();
+        f()?
+    };
+    rec(&out)?;
+    Ok(out)
+}
+
+fn unrecorded_out(
+    op: &'static str,
+    inputs: &[&Tensor],
+    f: impl FnOnce() -> Result<Tensor>,
+) -> Result<Tensor> {
+    crate::autograd::record::forbid_out(op, inputs)?;
+    let _g = crate::autograd::no_grad();
+    f()
+}
+use crate::autograd::formulas::reduce::record_softmax;

@@ -5,37 +5,56 @@ use crate::autograd::record::{needs_grad, record};
 use crate::{Result, Tensor};
 
 /// Records `out = a.matmul(b)` (`name` is the grad_fn name: MmBackward, BmmBackward, …).
-pub(crate) fn record_matmul(name: &'static str, a: &Tensor, b: &Tensor, out: &Tensor) -> Result<()> {
+pub(crate) fn record_matmul(
+    name: &'static str,
+    a: &Tensor,
+    b: &Tensor,
+    out: &Tensor,
+) -> Result<()> {
     if !needs_grad(&[a, b]) {
         return Ok(());
     }
     let (a2, b2) = (a.clone(), b.clone());
-    record(name, &[a, b], &[out], &[(a, "self"), (b, "mat2")], move |g| {
-        let g = &g[0];
-        // lift 1-D operands to matrices as matmul does, then ga = g·bᵀ, gb = aᵀ·g
-        let am = if a2.dim() == 1 { a2.unsqueeze(0)? } else { a2.clone() };
-        let bm = if b2.dim() == 1 { b2.unsqueeze(-1)? } else { b2.clone() };
-        let mut gm = g.clone();
-        if a2.dim() == 1 {
-            gm = gm.unsqueeze(-2)?;
-        }
-        if b2.dim() == 1 {
-            gm = gm.unsqueeze(-1)?;
-        }
-        let ga = if a2.requires_grad() {
-            let r = gm.matmul(&bm.transpose(-1, -2)?)?;
-            let r = sum_to_shape(&r, am.shape())?;
-            Some(r.reshape(&a2.shape().iter().map(|&s| s as i64).collect::<Vec<_>>())?)
-        } else {
-            None
-        };
-        let gb = if b2.requires_grad() {
-            let r = am.transpose(-1, -2)?.matmul(&gm)?;
-            let r = sum_to_shape(&r, bm.shape())?;
-            Some(r.reshape(&b2.shape().iter().map(|&s| s as i64).collect::<Vec<_>>())?)
-        } else {
-            None
-        };
-        Ok(vec![ga, gb])
-    })
+    record(
+        name,
+        &[a, b],
+        &[out],
+        &[(a, "self"), (b, "mat2")],
+        move |g| {
+            let g = &g[0];
+            // lift 1-D operands to matrices as matmul does, then ga = g·bᵀ, gb = aᵀ·g
+            let am = if a2.dim() == 1 {
+                a2.unsqueeze(0)?
+            } else {
+                a2.clone()
+            };
+            let bm = if b2.dim() == 1 {
+                b2.unsqueeze(-1)?
+            } else {
+                b2.clone()
+            };
+            let mut gm = g.clone();
+            if a2.dim() == 1 {
+                gm = gm.unsqueeze(-2)?;
+            }
+            if b2.dim() == 1 {
+                gm = gm.unsqueeze(-1)?;
+            }
+            let ga = if a2.requires_grad() {
+                let r = gm.matmul(&bm.transpose(-1, -2)?)?;
+                let r = sum_to_shape(&r, am.shape())?;
+                Some(r.reshape(&a2.shape().iter().map(|&s| s as i64).collect::<Vec<_>>())?)
+            } else {
+                None
+            };
+            let gb = if b2.requires_grad() {
+                let r = am.transpose(-1, -2)?.matmul(&gm)?;
+                let r = sum_to_shape(&r, bm.shape())?;
+                Some(r.reshape(&b2.shape().iter().map(|&s| s as i64).collect::<Vec<_>>())?)
+            } else {
+                None
+            };
+            Ok(vec![ga, gb])
+        },
+    )
 }

@@ -7,14 +7,26 @@ use crate::{DType, Result, Tensor};
 
 /// The reduced dims (wrapped, sorted), with PyTorch's "empty list means all".
 fn reduced(x: &Tensor, dims: &[i64]) -> Result<Vec<usize>> {
-    let mut d = if dims.is_empty() { (0..x.dim()).collect() } else { wrap_dims("backward", dims, x.dim())? };
+    let mut d = if dims.is_empty() {
+        (0..x.dim()).collect()
+    } else {
+        wrap_dims("backward", dims, x.dim())?
+    };
     d.sort_unstable();
     Ok(d)
 }
 
 /// `g` (shaped like the reduction's output) reshaped to keepdim form and expanded to `x`.
 pub(crate) fn expand_back(g: &Tensor, x_shape: &[usize], dims: &[usize]) -> Result<Tensor> {
-    let kept: Vec<i64> = (0..x_shape.len()).map(|i| if dims.contains(&i) { 1 } else { x_shape[i] as i64 }).collect();
+    let kept: Vec<i64> = (0..x_shape.len())
+        .map(|i| {
+            if dims.contains(&i) {
+                1
+            } else {
+                x_shape[i] as i64
+            }
+        })
+        .collect();
     let full: Vec<i64> = x_shape.iter().map(|&s| s as i64).collect();
     g.reshape(&kept)?.expand(&full)
 }
@@ -69,10 +81,16 @@ pub(crate) fn record_reduction(red: Red, x: &Tensor, dims: &[i64], out: &Tensor)
                 let zero = xs.eq(0.0)?;
                 let safe = zero.where_cond(1.0, &xs)?;
                 let prod_nz = expand_back(&safe.prod_dims(&dims_i, true)?, &shape, &dims)?;
-                let nz = expand_back(&zero.to_dtype(DType::I64)?.sum_dims(&dims_i, true)?, &shape, &dims)?;
+                let nz = expand_back(
+                    &zero.to_dtype(DType::I64)?.sum_dims(&dims_i, true)?,
+                    &shape,
+                    &dims,
+                )?;
                 let no_zero = prod_nz.div(&safe)?;
                 let one_zero = zero.where_cond(&prod_nz, 0.0)?;
-                let local = nz.eq(0)?.where_cond(&no_zero, &nz.eq(1)?.where_cond(&one_zero, 0.0)?)?;
+                let local = nz
+                    .eq(0)?
+                    .where_cond(&no_zero, &nz.eq(1)?.where_cond(&one_zero, 0.0)?)?;
                 g.mul(&local)?
             }
             Red::Extreme => {
@@ -87,7 +105,9 @@ pub(crate) fn record_reduction(red: Red, x: &Tensor, dims: &[i64], out: &Tensor)
             Red::Std(c) => {
                 let mean = expand_back(&xs.mean_dims(&dims_i, true)?, &shape, &dims)?;
                 let sd = y()?;
-                g.mul(&xs.sub(&mean)?)?.div(&sd.mul(n as f64 - c)?)?.mul(&sd.ne(0.0)?.where_cond(1.0, 0.0)?)?
+                g.mul(&xs.sub(&mean)?)?
+                    .div(&sd.mul(n as f64 - c)?)?
+                    .mul(&sd.ne(0.0)?.where_cond(1.0, 0.0)?)?
             }
             Red::Norm(p) => norm_grad(&xs, &y()?, &g, p, &dims_i, &shape, &dims)?,
             Red::LogSumExp => g.mul(&xs.sub(&y()?)?.exp()?)?,
@@ -96,7 +116,15 @@ pub(crate) fn record_reduction(red: Red, x: &Tensor, dims: &[i64], out: &Tensor)
     })
 }
 
-fn norm_grad(x: &Tensor, norm: &Tensor, g: &Tensor, p: f64, dims_i: &[i64], shape: &[usize], dims: &[usize]) -> Result<Tensor> {
+fn norm_grad(
+    x: &Tensor,
+    norm: &Tensor,
+    g: &Tensor,
+    p: f64,
+    dims_i: &[i64],
+    shape: &[usize],
+    dims: &[usize],
+) -> Result<Tensor> {
     if p == 0.0 {
         return g.mul(0.0);
     }
@@ -121,7 +149,14 @@ fn norm_grad(x: &Tensor, norm: &Tensor, g: &Tensor, p: f64, dims_i: &[i64], shap
 
 /// Records `(values, indices) = max_dim/min_dim(x, dim)`: the gradient goes to the selected
 /// index (PyTorch's choice among ties).
-pub(crate) fn record_index_reduction(name: &'static str, x: &Tensor, dim: i64, keepdim: bool, values: &Tensor, indices: &Tensor) -> Result<()> {
+pub(crate) fn record_index_reduction(
+    name: &'static str,
+    x: &Tensor,
+    dim: i64,
+    keepdim: bool,
+    values: &Tensor,
+    indices: &Tensor,
+) -> Result<()> {
     if !needs_grad(&[x]) {
         return Ok(());
     }
@@ -133,12 +168,20 @@ pub(crate) fn record_index_reduction(name: &'static str, x: &Tensor, dim: i64, k
         if shape.is_empty() {
             return Ok(vec![Some(g.clone())]);
         }
-        let (g, idx) = if keepdim { (g.clone(), idx.clone()) } else { (g.unsqueeze(d as i64)?, idx.unsqueeze(d as i64)?) };
+        let (g, idx) = if keepdim {
+            (g.clone(), idx.clone())
+        } else {
+            (g.unsqueeze(d as i64)?, idx.unsqueeze(d as i64)?)
+        };
         let mut ar_shape = vec![1i64; shape.len()];
         ar_shape[d] = shape[d] as i64;
         let ar = Tensor::arange(0, shape[d] as i64, &g.device())?.reshape(&ar_shape)?;
         let hit = ar.eq(&idx)?;
-        Ok(vec![Some(hit.where_cond(&g, 0.0)?.broadcast_to(shape.clone())?.contiguous()?)])
+        Ok(vec![Some(
+            hit.where_cond(&g, 0.0)?
+                .broadcast_to(shape.clone())?
+                .contiguous()?,
+        )])
     })
 }
 
@@ -148,7 +191,11 @@ pub(crate) fn record_softmax(x: &Tensor, dim: i64, out: &Tensor, log: bool) -> R
         return Ok(());
     }
     let xs = x.clone();
-    let name = if log { "LogSoftmaxBackward" } else { "SoftmaxBackward" };
+    let name = if log {
+        "LogSoftmaxBackward"
+    } else {
+        "SoftmaxBackward"
+    };
     record(name, &[x], &[out], &[(x, "self")], move |g| {
         let g = &g[0];
         // recomputed from the input, so the formula stays differentiable (create_graph)
@@ -171,7 +218,9 @@ pub(crate) fn record_cumsum(x: &Tensor, dim: i64, out: &Tensor) -> Result<()> {
     record("CumsumBackward", &[x], &[out], &[], move |g| {
         let g = &g[0];
         // Σ_{j ≥ i} g_j = total − cumsum(g)_i + g_i
-        Ok(vec![Some(g.sum_dims(&[dim], true)?.sub(&g.cumsum(dim)?)?.add(g)?)])
+        Ok(vec![Some(
+            g.sum_dims(&[dim], true)?.sub(&g.cumsum(dim)?)?.add(g)?,
+        )])
     })
 }
 
@@ -205,7 +254,11 @@ pub(crate) fn record_cumprod(x: &Tensor, dim: i64, out: &Tensor) -> Result<()> {
             }
             let refs: Vec<&Tensor> = parts.iter().collect();
             let skip = Tensor::cat(&refs, d as i64)?.cumprod(d as i64)?;
-            let tail = skip.narrow(d as i64, i as i64, n - i)?.mul(&g.narrow(d as i64, i as i64, n - i)?)?;
+            let tail = skip.narrow(d as i64, i as i64, n - i)?.mul(&g.narrow(
+                d as i64,
+                i as i64,
+                n - i,
+            )?)?;
             cols.push(tail.sum_dims(&[d as i64], true)?);
         }
         let refs: Vec<&Tensor> = cols.iter().collect();
