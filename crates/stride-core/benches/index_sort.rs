@@ -85,6 +85,28 @@ fn raw_rows(x: &[f32], idx: &[i64], d: usize, out: &mut [f32], ahead: usize) {
     });
 }
 
+/// Plain-Rust scatter-add of rows with the deterministic scheme (destination rows split by
+/// index value between threads, each scanning the whole index).
+fn raw_scatter_add(acc: &mut [f32], x: &[f32], idx: &[i64], d: usize) {
+    use rayon::prelude::*;
+    let rows = acc.len() / d;
+    let cut = rows.div_ceil(rayon::current_num_threads());
+    acc.par_chunks_mut(cut * d)
+        .enumerate()
+        .for_each(|(t, part)| {
+            let (lo, hi) = (t * cut, t * cut + part.len() / d);
+            for (k, &v) in idx.iter().enumerate() {
+                let v = v as usize;
+                if v >= lo && v < hi {
+                    let dst = &mut part[(v - lo) * d..(v - lo + 1) * d];
+                    for (a, b) in dst.iter_mut().zip(&x[k * d..(k + 1) * d]) {
+                        *a += *b;
+                    }
+                }
+            }
+        });
+}
+
 fn main() {
     // an optional argument runs only the sections whose name contains it
     let filter = std::env::args().nth(1).unwrap_or_default();
@@ -137,6 +159,16 @@ fn main() {
             moved,
             bw,
             Some(fresh_bw),
+        );
+        let mut acc = vec![1f32; n * d];
+        let t = best(5, || raw_scatter_add(&mut acc, &x, &idx, d));
+        let moved_sc = 3.0 * bytes_rows + (n * 8) as f64;
+        row(
+            "raw scatter-add of random rows (plain Rust)",
+            t,
+            moved_sc,
+            bw,
+            None,
         );
     }
     drop(dst);
