@@ -58,7 +58,59 @@ fn row(name: &str, secs: f64, bytes: f64, floor_bw: f64, fresh_bw: Option<f64>) 
     );
 }
 
+/// Plain-Rust random-row copies with the same index: what this machine allows for the access
+/// pattern, with no tensor machinery (parallel over rows; `ahead` > 0 prefetches that many rows
+/// ahead).
+fn raw_rows(x: &[f32], idx: &[i64], d: usize, out: &mut [f32], ahead: usize) {
+    use rayon::prelude::*;
+    out.par_chunks_mut(d * 4096).enumerate().for_each(|(c, o)| {
+        let base = c * 4096;
+        for (r, row) in o.chunks_mut(d).enumerate() {
+            let k = base + r;
+            #[cfg(target_arch = "x86_64")]
+            if ahead > 0 && k + ahead < idx.len() {
+                let p = x[idx[k + ahead] as usize * d..].as_ptr() as *const i8;
+                for l in (0..d * 4).step_by(64) {
+                    // SAFETY: a prefetch is a hint and never faults.
+                    unsafe {
+                        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
+                            p.wrapping_add(l),
+                        )
+                    };
+                }
+            }
+            let s = idx[k] as usize * d;
+            row.copy_from_slice(&x[s..s + d]);
+        }
+    });
+}
+
+/// Plain-Rust scatter-add of rows with the deterministic scheme (destination rows split by
+/// index value between threads, each scanning the whole index).
+fn raw_scatter_add(acc: &mut [f32], x: &[f32], idx: &[i64], d: usize) {
+    use rayon::prelude::*;
+    let rows = acc.len() / d;
+    let cut = rows.div_ceil(rayon::current_num_threads());
+    acc.par_chunks_mut(cut * d)
+        .enumerate()
+        .for_each(|(t, part)| {
+            let (lo, hi) = (t * cut, t * cut + part.len() / d);
+            for (k, &v) in idx.iter().enumerate() {
+                let v = v as usize;
+                if v >= lo && v < hi {
+                    let dst = &mut part[(v - lo) * d..(v - lo + 1) * d];
+                    for (a, b) in dst.iter_mut().zip(&x[k * d..(k + 1) * d]) {
+                        *a += *b;
+                    }
+                }
+            }
+        });
+}
+
 fn main() {
+    // an optional argument runs only the sections whose name contains it
+    let filter = std::env::args().nth(1).unwrap_or_default();
+    let on = |section: &str| filter.is_empty() || section.contains(filter.as_str());
     let threads = rayon::current_num_threads();
     println!("stride index/sort bench: {threads} threads");
     let (n, d) = (1_000_000usize, 64usize);
@@ -77,56 +129,95 @@ fn main() {
             .for_each(|(a, b)| a.copy_from_slice(b));
     });
     let bw = 2.0 * bytes_rows / t_copy;
+    // a fresh copy through stride's allocator (what an op returning a new tensor pays)
+    let x_tensor = Tensor::from_vec(x.clone(), [n, d]).unwrap();
     let t_fresh = best(3, || {
-        let v = x.clone();
-        std::hint::black_box(&v);
+        std::hint::black_box(x_tensor.clone_tensor().unwrap());
     });
+    let t_vec = best(3, || {
+        std::hint::black_box(x.clone());
+    });
+    drop(x_tensor);
     let fresh_bw = 2.0 * bytes_rows / t_fresh;
     println!(
-        "copy 256 MB into a preallocated buffer: {:.1} ms = {:.1} GB/s (read + write); fresh (alloc + copy): {:.1} ms = {:.1} GB/s",
+        "copy 256 MB into a preallocated buffer: {:.1} ms = {:.1} GB/s (read + write); into a fresh tensor: {:.1} ms = {:.1} GB/s; Vec::clone (4 KiB pages): {:.1} ms",
         t_copy * 1e3,
         bw / 1e9,
         t_fresh * 1e3,
-        fresh_bw / 1e9
+        fresh_bw / 1e9,
+        t_vec * 1e3
     );
+    let moved = 2.0 * bytes_rows + (n * 8) as f64;
+    if on("raw") {
+        for ahead in [0usize, 8] {
+            let t = best(5, || raw_rows(&x, &idx, d, &mut dst, ahead));
+            let name = format!("raw random-row copy (plain Rust, ahead={ahead})");
+            row(&name, t, moved, bw, None);
+        }
+        let t = best(5, || {
+            let mut out = vec![0f32; n * d];
+            raw_rows(&x, &idx, d, &mut out, 0);
+            std::hint::black_box(&out);
+        });
+        row(
+            "raw random-row copy into a fresh buffer",
+            t,
+            moved,
+            bw,
+            Some(fresh_bw),
+        );
+        let mut acc = vec![1f32; n * d];
+        let t = best(5, || raw_scatter_add(&mut acc, &x, &idx, d));
+        let moved_sc = 3.0 * bytes_rows + (n * 8) as f64;
+        row(
+            "raw scatter-add of random rows (plain Rust)",
+            t,
+            moved_sc,
+            bw,
+            None,
+        );
+    }
     drop(dst);
 
-    let xt = Tensor::from_vec(x.clone(), [n, d]).unwrap();
+    // a tensor allocated by stride, as an op's result would be (huge pages where available)
+    let xt = Tensor::from_vec(x.clone(), [n, d])
+        .unwrap()
+        .clone_tensor()
+        .unwrap();
     drop(x);
     let it = Tensor::from_vec(idx.clone(), [n]).unwrap();
-    let moved = 2.0 * bytes_rows + (n * 8) as f64;
-
-    // ---- gathers ------------------------------------------------------------------------------
-    let t = best(5, || {
-        std::hint::black_box(xt.index_select(0, &it).unwrap());
-    });
-    row(
-        "index_select [1M,64] f32 by 1M random i64",
-        t,
-        moved,
-        bw,
-        Some(fresh_bw),
-    );
     let e = it
         .unsqueeze(1)
         .unwrap()
         .expand(&[n as i64, d as i64])
         .unwrap();
-    let t = best(5, || {
-        std::hint::black_box(xt.gather(0, &e).unwrap());
-    });
-    row(
-        "gather dim 0, expanded [1M,64] index",
-        t,
-        moved,
-        bw,
-        Some(fresh_bw),
-    );
-    let t = best(5, || {
-        std::hint::black_box(xt.embedding(&it).unwrap());
-    });
-    row("embedding (same sizes)", t, moved, bw, Some(fresh_bw));
-    {
+
+    // ---- gathers ------------------------------------------------------------------------------
+    if on("gather") {
+        let t = best(5, || {
+            std::hint::black_box(xt.index_select(0, &it).unwrap());
+        });
+        row(
+            "index_select [1M,64] f32 by 1M random i64",
+            t,
+            moved,
+            bw,
+            Some(fresh_bw),
+        );
+        let t = best(5, || {
+            std::hint::black_box(xt.gather(0, &e).unwrap());
+        });
+        row(
+            "gather dim 0, expanded [1M,64] index",
+            t,
+            moved,
+            bw,
+            Some(fresh_bw),
+        );
+        let t = best(5, || {
+            std::hint::black_box(xt.embedding(&it).unwrap());
+        });
+        row("embedding (same sizes)", t, moved, bw, Some(fresh_bw));
         let full = e.contiguous().unwrap();
         let moved_full = 2.0 * bytes_rows + (n * d * 8) as f64;
         let t = best(3, || {
@@ -142,42 +233,47 @@ fn main() {
     }
 
     // ---- scatters (in place into a preallocated destination) -----------------------------------
-    let acc = Tensor::zeros([n, d], DType::F32, &CPU).unwrap();
-    acc.add_(1.0).unwrap(); // touch the pages
-    let moved_sc = 3.0 * bytes_rows + (n * 8) as f64;
-    let t = best(5, || {
-        acc.scatter_add_(0, &e, &xt).unwrap();
-    });
-    row(
-        "scatter_add_ dim 0, expanded [1M,64] index",
-        t,
-        moved_sc,
-        bw,
-        None,
-    );
-    let t = best(5, || {
-        acc.index_add_(0, &it, &xt, 1i64).unwrap();
-    });
-    row(
-        "index_add_ [1M,64] f32, 1M random rows",
-        t,
-        moved_sc,
-        bw,
-        None,
-    );
-    let t = best(3, || {
-        std::hint::black_box(acc.scatter_add(0, &e, &xt).unwrap());
-    });
-    row(
-        "scatter_add (out of place: clone + scatter)",
-        t,
-        moved_sc + 2.0 * bytes_rows,
-        bw,
-        Some(fresh_bw),
-    );
-    drop((acc, xt, e));
+    if on("scatter") {
+        let acc = Tensor::zeros([n, d], DType::F32, &CPU).unwrap();
+        acc.add_(1.0).unwrap(); // touch the pages
+        let moved_sc = 3.0 * bytes_rows + (n * 8) as f64;
+        let t = best(5, || {
+            acc.scatter_add_(0, &e, &xt).unwrap();
+        });
+        row(
+            "scatter_add_ dim 0, expanded [1M,64] index",
+            t,
+            moved_sc,
+            bw,
+            None,
+        );
+        let t = best(5, || {
+            acc.index_add_(0, &it, &xt, 1i64).unwrap();
+        });
+        row(
+            "index_add_ [1M,64] f32, 1M random rows",
+            t,
+            moved_sc,
+            bw,
+            None,
+        );
+        let t = best(3, || {
+            std::hint::black_box(acc.scatter_add(0, &e, &xt).unwrap());
+        });
+        row(
+            "scatter_add (out of place: clone + scatter)",
+            t,
+            moved_sc + 2.0 * bytes_rows,
+            bw,
+            Some(fresh_bw),
+        );
+    }
+    drop((xt, e));
 
     // ---- sort and selection -----------------------------------------------------------------------
+    if !on("sort") {
+        return;
+    }
     let y: Vec<f32> = (0..32 * 50_000).map(|_| rng.normal()).collect();
     let yt = Tensor::from_vec(y, [32, 50_000]).unwrap();
     let t = best(10, || {

@@ -343,6 +343,44 @@ fn scatter_family_in_place_through_every_layout() {
 }
 
 #[test]
+fn scatter_with_an_expanded_index_through_every_self_layout() {
+    // idx [k, 1] expanded to [k, m] (stride 0) must act as its materialised copy
+    let mut rng = Rng(17);
+    let (xs, k, m) = ([5usize, 4], 7usize, 4usize);
+    let base = rng.small(20, -4, 5);
+    let rows: Vec<i64> = (0..k).map(|_| rng.below(5) as i64).collect();
+    let full: Vec<i64> = rows.iter().flat_map(|&v| vec![v; m]).collect();
+    let src = rng.small(k * m, -4, 5);
+    let is = [k, m];
+    for (red, reduce) in [
+        (r::Red::Assign, None),
+        (r::Red::Sum, Some(ScatterReduce::Sum)),
+        (r::Red::Amax, Some(ScatterReduce::Amax)),
+        (r::Red::Mean, Some(ScatterReduce::Mean)),
+    ] {
+        let want = r::scatter(&base, &xs, 0, &full, &is, &src, &is, red, true, false);
+        let want = f64s(&tensor(&want, &xs, DType::F32));
+        for idt in INDEX_DTYPES {
+            let e = ints(&rows, &[k, 1], idt)
+                .expand(&[k as i64, m as i64])
+                .unwrap();
+            assert_eq!(e.stride()[1], 0);
+            for li in 0..layouts(&base, &xs, DType::F32).len() {
+                let dl = layouts(&base, &xs, DType::F32).swap_remove(li);
+                let srct = tensor(&src, &is, DType::F32);
+                match reduce {
+                    None => dl.t.scatter_(0, &e, &srct),
+                    Some(rd) => dl.t.scatter_reduce_(0, &e, &srct, rd, true),
+                }
+                .unwrap();
+                assert_same!(f64s(&dl.t), want, "{red:?} {idt} self:{}", dl.name);
+                dl.guards_intact();
+            }
+        }
+    }
+}
+
+#[test]
 fn scatter_out_of_place_and_scalar_value() {
     let mut rng = Rng(9);
     let xs = [3usize, 4];

@@ -515,11 +515,16 @@ pub(crate) fn scatter(
                     ScatterOp::Add { alpha } if alpha.to_f64() != 1.0 => Some(alpha.to_elem()),
                     _ => None,
                 };
-                scatter_typed::<T, I>(
-                    &dst, &index, &src, &at,
-                    SendPtr(acc.ptr::<T>(dst.storage)), pi, SendPtr(acc.ptr::<T>(src.storage)),
-                    init, move |d: T, s: T| combine(op, alpha, d, s),
-                )
+                let (pd, ps) = (SendPtr(acc.ptr::<T>(dst.storage)), SendPtr(acc.ptr::<T>(src.storage)));
+                if matches!(op, ScatterOp::Add { .. }) && alpha.is_none() {
+                    // the common scatter_add/index_add: its own instance, so the row loop
+                    // vectorises instead of matching the op per element
+                    scatter_typed::<T, I>(&dst, &index, &src, &at, pd, pi, ps, init,
+                        |d: T, s: T| d.acc_add(s))
+                } else {
+                    scatter_typed::<T, I>(&dst, &index, &src, &at, pd, pi, ps, init,
+                        move |d: T, s: T| combine(op, alpha, d, s))
+                }
             })
         }
     });
@@ -638,8 +643,14 @@ unsafe fn scatter_typed<T: Copy + Send + Sync, I: Element>(
                     let (off, len) = rs[0];
                     let mut ring = Ring::<(*mut T, *const T)>::new();
                     let apply = |(d, s): (*mut T, *const T)| {
-                        for i in 0..len {
-                            *d.add(i) = f(*d.add(i), *s.add(i));
+                        // SAFETY: a destination row and a source row never overlap (they are
+                        // in different storages) and lie inside them (checked extents).
+                        let (d, s) = (
+                            std::slice::from_raw_parts_mut(d, len),
+                            std::slice::from_raw_parts(s, len),
+                        );
+                        for (a, &b) in d.iter_mut().zip(s) {
+                            *a = f(*a, b);
                         }
                     };
                     for k in 0..n {
@@ -648,7 +659,6 @@ unsafe fn scatter_typed<T: Copy + Send + Sync, I: Element>(
                             let d = pd.get().offset(off[0] + v as isize * stride);
                             let s = ps.get().offset(off[2] + k as isize * sd);
                             prefetch(d, len);
-                            prefetch(s, len);
                             if let Some(e) = ring.push((d, s)) {
                                 apply(e);
                             }

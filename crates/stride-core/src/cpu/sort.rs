@@ -159,16 +159,29 @@ fn sort_packed<P: Packed>(a: &mut Vec<P>, tmp: &mut Vec<P>, key_bits: u32) {
 /// LSD radix sort on the key bytes of packed keys; passes whose byte is the same for every
 /// element are skipped.
 fn radix_sort<P: Packed>(a: &mut Vec<P>, tmp: &mut Vec<P>, key_bits: u32) {
+    tmp.clear();
+    tmp.resize(a.len(), P::default());
+    if radix_lsd(a, tmp, (key_bits / 8) as usize) {
+        std::mem::swap(a, tmp);
+    }
+}
+
+/// LSD radix sort of `a` on key bytes `0..bytes`, using `tmp` (same length) as scratch.
+/// Returns whether the sorted result ended up in `tmp`.
+fn radix_lsd<P: Packed>(a: &mut [P], tmp: &mut [P], bytes: usize) -> bool {
     let n = a.len();
-    let passes = (key_bits / 8) as usize;
-    let mut hist = vec![[0usize; 256]; passes];
+    if n <= SMALL_ROW {
+        a.sort_unstable();
+        return false;
+    }
+    let mut hist = vec![[0usize; 256]; bytes];
     for &x in a.iter() {
         for (p, h) in hist.iter_mut().enumerate() {
             h[x.digit(8 * p as u32)] += 1;
         }
     }
-    tmp.clear();
-    tmp.resize(n, P::default());
+    let (mut src, mut dst) = (a, tmp);
+    let mut in_tmp = false;
     for (p, h) in hist.iter().enumerate() {
         if h.contains(&n) {
             continue;
@@ -180,70 +193,98 @@ fn radix_sort<P: Packed>(a: &mut Vec<P>, tmp: &mut Vec<P>, key_bits: u32) {
             acc += h[d];
         }
         let shift = 8 * p as u32;
-        let out = tmp.as_mut_ptr();
-        for &x in a.iter() {
+        let out = dst.as_mut_ptr();
+        for &x in src.iter() {
             let d = x.digit(shift);
             // SAFETY: offs[d] < n: the offsets partition 0..n by the histogram of this pass.
             unsafe { *out.add(*offs.get_unchecked(d)) = x };
             offs[d] += 1;
         }
-        std::mem::swap(a, tmp);
+        std::mem::swap(&mut src, &mut dst);
+        in_tmp = !in_tmp;
     }
+    in_tmp
 }
 
 /// Rows at least this long are sorted by all threads together.
 const PAR_ROW: usize = 1 << 16;
 
-/// [`radix_sort`] split over threads: each pass, every chunk counts its digits, the chunks
-/// get disjoint output ranges per digit (digit-major, chunk-minor, which keeps the sort
-/// stable), then scatter in parallel.
+/// A radix sort split over threads, for long rows: one pass counts every key byte (per
+/// chunk), one pass partitions by the highest byte that varies (stable: output ranges are
+/// digit-major, chunk-minor), then each bucket — now small enough for the caches — is sorted
+/// by [`radix_lsd`] on the lower bytes, buckets in parallel.
 fn radix_sort_par<P: Packed>(a: &mut Vec<P>, tmp: &mut Vec<P>, key_bits: u32) {
     let n = a.len();
+    let bytes = (key_bits / 8) as usize;
     let chunks = split_ranges(n, 1 << 14);
     if chunks.len() < 2 {
         return radix_sort(a, tmp, key_bits);
     }
+    let src = SendPtr(a.as_mut_ptr());
+    let hists: Vec<Vec<[usize; 256]>> = par_map(&chunks, |s, e| {
+        let mut h = vec![[0usize; 256]; bytes];
+        // SAFETY: s..e lies inside `a`.
+        for x in unsafe { std::slice::from_raw_parts(src.get().add(s), e - s) } {
+            for (b, hb) in h.iter_mut().enumerate() {
+                hb[x.digit(8 * b as u32)] += 1;
+            }
+        }
+        h
+    });
+    let total = |b: usize, d: usize| hists.iter().map(|h| h[b][d]).sum::<usize>();
+    let Some(top) = (0..bytes)
+        .rev()
+        .find(|&b| (0..256).all(|d| total(b, d) != n))
+    else {
+        return; // all keys equal: the positions are already in order
+    };
+    // partition by byte `top` into tmp
+    let mut offs = vec![[0usize; 256]; chunks.len()];
+    let mut starts = [0usize; 257];
+    let mut acc = 0;
+    for d in 0..256 {
+        starts[d] = acc;
+        for c in 0..chunks.len() {
+            offs[c][d] = acc;
+            acc += hists[c][top][d];
+        }
+    }
+    starts[256] = n;
     tmp.clear();
     tmp.resize(n, P::default());
+    let dst = SendPtr(tmp.as_mut_ptr());
     let jobs: Vec<(usize, usize)> = (0..chunks.len()).map(|c| (c, c + 1)).collect();
-    for p in 0..key_bits / 8 {
-        let shift = 8 * p;
-        let src = SendPtr(a.as_mut_ptr());
-        let hists: Vec<[usize; 256]> = par_map(&chunks, |s, e| {
-            let mut h = [0usize; 256];
-            // SAFETY: s..e lies inside `a`.
-            for x in unsafe { std::slice::from_raw_parts(src.get().add(s), e - s) } {
-                h[x.digit(shift)] += 1;
-            }
-            h
-        });
-        let mut offs = vec![[0usize; 256]; chunks.len()];
-        let mut acc = 0;
-        for d in 0..256 {
-            for c in 0..chunks.len() {
-                offs[c][d] = acc;
-                acc += hists[c][d];
+    let shift = 8 * top as u32;
+    par_map(&jobs, |c, _| {
+        let (s, e) = chunks[c];
+        let mut o = offs[c];
+        // SAFETY: chunk c owns the output positions offs[c][d]..+hists[c][top][d] for every
+        // digit d, disjoint from every other chunk's and inside `tmp`.
+        unsafe {
+            for x in std::slice::from_raw_parts(src.get().add(s), e - s) {
+                let d = x.digit(shift);
+                *dst.get().add(*o.get_unchecked(d)) = *x;
+                *o.get_unchecked_mut(d) += 1;
             }
         }
-        if (0..256).any(|d| hists.iter().map(|h| h[d]).sum::<usize>() == n) {
-            continue; // every key has this digit
+    });
+    // sort each bucket on the lower bytes; the result goes back into `a`
+    let buckets: Vec<(usize, usize)> = (0..256)
+        .map(|d| (starts[d], starts[d + 1]))
+        .filter(|(s, e)| e > s)
+        .collect();
+    par_map(&buckets, |s, e| {
+        // SAFETY: buckets are disjoint ranges of both buffers.
+        let (t, o) = unsafe {
+            (
+                std::slice::from_raw_parts_mut(dst.get().add(s), e - s),
+                std::slice::from_raw_parts_mut(src.get().add(s), e - s),
+            )
+        };
+        if !radix_lsd(t, o, top) {
+            o.copy_from_slice(t);
         }
-        let dst = SendPtr(tmp.as_mut_ptr());
-        par_map(&jobs, |c, _| {
-            let (s, e) = chunks[c];
-            let mut o = offs[c];
-            // SAFETY: chunk c owns the output positions offs[c][d]..+hists[c][d] for every
-            // digit d, disjoint from every other chunk's and inside `tmp`.
-            unsafe {
-                for x in std::slice::from_raw_parts(src.get().add(s), e - s) {
-                    let d = x.digit(shift);
-                    *dst.get().add(*o.get_unchecked(d)) = *x;
-                    *o.get_unchecked_mut(d) += 1;
-                }
-            }
-        });
-        std::mem::swap(a, tmp);
-    }
+    });
 }
 
 /// Per-task scratch buffers.
