@@ -12,8 +12,8 @@
 //! before anything is written and writes through `out`'s layout, whatever its strides.
 //!
 //! Accuracy: f32 sums, means and products accumulate in f64 (PyTorch's CPU kernels use f32
-//! cascades, so the last bit can differ — stride's is the closer one), f16/bf16 in f32. The
-//! grouping of a float sum depends on the input's layout and never on the thread count.
+//! cascades, so the last bit can differ from PyTorch's), f16/bf16 in f32. The grouping of a
+//! float sum depends on the input's layout and never on the thread count.
 //!
 //! Deliberate deviations from PyTorch:
 //! - `prod_dims` takes a list of dims (PyTorch's `prod` takes one);
