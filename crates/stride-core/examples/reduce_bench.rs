@@ -30,6 +30,42 @@ fn lanes(v: &[f32]) -> f64 {
     l.iter().sum()
 }
 
+fn lanes_max(v: &[f32]) -> f32 {
+    let pick = |a: f32, b: f32| if a.is_nan() | (a >= b) { a } else { b };
+    let mut l = [f32::NEG_INFINITY; 8];
+    for c in v.chunks_exact(8) {
+        for j in 0..8 {
+            l[j] = pick(l[j], c[j]);
+        }
+    }
+    l.iter().fold(f32::NEG_INFINITY, |a, &b| pick(a, b))
+}
+
+fn lanes_max_plain(v: &[f32]) -> f32 {
+    let mut l = [f32::NEG_INFINITY; 8];
+    for c in v.chunks_exact(8) {
+        for j in 0..8 {
+            l[j] = if l[j] >= c[j] { l[j] } else { c[j] };
+        }
+    }
+    l.iter().fold(f32::NEG_INFINITY, |a, &b| a.max(b))
+}
+
+fn lanes_max_tuple(v: &[f32]) -> f32 {
+    let step = |a: (f32, bool), b: f32| (if a.0 > b { a.0 } else { b }, a.1 | b.is_nan());
+    let mut l = [(f32::NEG_INFINITY, false); 8];
+    for c in v.chunks_exact(8) {
+        for j in 0..8 {
+            l[j] = step(l[j], c[j]);
+        }
+    }
+    if l.iter().any(|x| x.1) {
+        f32::NAN
+    } else {
+        l.iter().fold(f32::NEG_INFINITY, |a, &b| a.max(b.0))
+    }
+}
+
 fn main() {
     let n = 4096;
     let raw: Vec<f32> = (0..n * n)
@@ -47,6 +83,49 @@ fn main() {
         dst.par_chunks_mut(n * 64)
             .zip(raw.par_chunks(n * 64))
             .for_each(|(d, s)| d.copy_from_slice(s));
+    });
+    time("floor: fresh 4096² f32 tensor (alloc+fill)", b, || {
+        std::hint::black_box(
+            Tensor::full([n, n], 1.0, DType::F32, &stride_core::Device::Cpu).unwrap(),
+        );
+    });
+    time("floor: raw lane max (NaN-propagating)", b, || {
+        let s: f32 = raw
+            .par_chunks(n * 64)
+            .map(lanes_max)
+            .reduce(|| f32::NEG_INFINITY, f32::max);
+        std::hint::black_box(s);
+    });
+    time("floor: raw lane max (plain)", b, || {
+        let s: f32 = raw
+            .par_chunks(n * 64)
+            .map(lanes_max_plain)
+            .reduce(|| f32::NEG_INFINITY, f32::max);
+        std::hint::black_box(s);
+    });
+    time("floor: raw lane max (tuple flag)", b, || {
+        let s: f32 = raw
+            .par_chunks(n * 64)
+            .map(lanes_max_tuple)
+            .reduce(|| f32::NEG_INFINITY, f32::max);
+        std::hint::black_box(s);
+    });
+    time("floor: raw column sum, 2 tiles", b, || {
+        let w = n / 2;
+        let s: Vec<Vec<f64>> = (0..2)
+            .into_par_iter()
+            .map(|t| {
+                let mut acc = vec![0f64; w];
+                for r in 0..n {
+                    let row = &raw[r * n + t * w..r * n + t * w + w];
+                    for (a, &x) in acc.iter_mut().zip(row) {
+                        *a += x as f64;
+                    }
+                }
+                acc
+            })
+            .collect();
+        std::hint::black_box(s);
     });
     time("sum dim -1", b, || {
         x.sum_dims(&[-1], false).unwrap();

@@ -134,9 +134,10 @@ impl Accumulate for f16 {
 }
 impl Accumulate for bf16 {
     type W = f32;
+    /// Exact (bf16 is the top half of an f32), and branch-free so loops vectorise.
     #[inline(always)]
     fn widen(self) -> f32 {
-        self.to_f32()
+        f32::from_bits((self.to_bits() as u32) << 16)
     }
     #[inline(always)]
     fn narrow(w: f32) -> Self {
@@ -150,6 +151,8 @@ pub(crate) trait Extremum: Element {
     type K: Copy + PartialOrd + Send + Sync;
     const LOWEST: Self::K;
     const HIGHEST: Self::K;
+    /// A NaN key (integers and bool have none; never used for them).
+    const NAN: Self::K;
     fn key(self) -> Self::K;
     fn unkey(k: Self::K) -> Self;
     fn is_nan(k: Self::K) -> bool;
@@ -160,6 +163,7 @@ macro_rules! extremum_float {
             type K = $k;
             const LOWEST: $k = <$k>::NEG_INFINITY;
             const HIGHEST: $k = <$k>::INFINITY;
+            const NAN: $k = <$k>::NAN;
             #[inline(always)]
             fn key(self) -> $k {
                 $key(self)
@@ -178,13 +182,19 @@ macro_rules! extremum_float {
 extremum_float!(f64, f64, |x: f64| x, |k: f64| k);
 extremum_float!(f32, f32, |x: f32| x, |k: f32| k);
 extremum_float!(f16, f32, |x: f16| x.to_f32(), f16::from_f32);
-extremum_float!(bf16, f32, |x: bf16| x.to_f32(), bf16::from_f32);
+extremum_float!(
+    bf16,
+    f32,
+    |x: bf16| f32::from_bits((x.to_bits() as u32) << 16),
+    bf16::from_f32
+);
 macro_rules! extremum_exact {
     ($t:ty, $lo:expr, $hi:expr) => {
         impl Extremum for $t {
             type K = $t;
             const LOWEST: $t = $lo;
             const HIGHEST: $t = $hi;
+            const NAN: $t = $lo;
             #[inline(always)]
             fn key(self) -> $t {
                 self
@@ -218,7 +228,7 @@ pub(crate) type Dim<const N: usize> = (usize, [isize; N]);
 /// every operand.
 pub(crate) fn collapse<const N: usize>(mut dims: Vec<Dim<N>>) -> Vec<Dim<N>> {
     dims.retain(|d| d.0 != 1);
-    dims.sort_by(|a, b| b.1.cmp(&a.1));
+    dims.sort_by_key(|d| std::cmp::Reverse(d.1));
     let mut out: Vec<Dim<N>> = Vec::with_capacity(dims.len());
     for (n, st) in dims {
         if let Some(last) = out.last_mut() {
@@ -357,6 +367,7 @@ unsafe fn run<F: Fold>(
 /// Folds positions `start..end` of the reduced set of the output whose input offset is
 /// `base`: element `i` of each run goes to lane `i % LANES`; the lanes merge as a tree.
 #[inline(always)]
+#[allow(clippy::needless_range_loop)] // index loops over the lanes vectorise best
 unsafe fn fold_block<F: Fold>(
     f: &F,
     runs: &Runs,
@@ -365,44 +376,57 @@ unsafe fn fold_block<F: Fold>(
     start: usize,
     end: usize,
 ) -> F::Acc {
-    let mut l = [f.init(); LANES];
+    let mut lanes = [f.init(); LANES];
     let [s, si] = runs.step;
     let si = si as i64;
+    // index and offset arithmetic wraps: it never overflows for a valid layout, and without
+    // overflow checks the unused index of a non-arg fold compiles away in every profile
+    let at = |i0: i64, i: usize| i0.wrapping_add((i as i64).wrapping_mul(si));
     runs.each(start, end, |off, len| {
+        // the lanes live in registers for the run (not behind the closure's reference)
+        let mut l = lanes;
         let p = src.offset(base + off[0]);
         let i0 = off[1] as i64;
         let full = len - len % LANES;
-        let mut i = 0;
         if s == 1 {
-            while i < full {
-                for (j, lane) in l.iter_mut().enumerate() {
-                    *lane = f.step(*lane, *p.add(i + j), i0 + (i + j) as i64 * si);
+            // a contiguous run, read as a slice: plain chunked loops vectorise in every
+            // profile (raw-pointer arithmetic carries debug checks that stop it)
+            let xs = std::slice::from_raw_parts(p, len);
+            let mut chunks = xs.chunks_exact(LANES);
+            let mut i = 0usize;
+            for c in &mut chunks {
+                for j in 0..LANES {
+                    l[j] = f.step(l[j], c[j], at(i0, i.wrapping_add(j)));
                 }
-                i += LANES;
+                i = i.wrapping_add(LANES);
             }
-            for (j, lane) in l.iter_mut().enumerate().take(len - full) {
-                *lane = f.step(*lane, *p.add(full + j), i0 + (full + j) as i64 * si);
+            // the tail: constant lane indices keep the lanes in registers
+            let rem = chunks.remainder();
+            for j in 0..LANES {
+                if let Some(&x) = rem.get(j) {
+                    l[j] = f.step(l[j], x, at(i0, full.wrapping_add(j)));
+                }
             }
         } else {
+            let x = |i: usize| *p.offset((i as isize).wrapping_mul(s));
+            let mut i = 0;
             while i < full {
-                for (j, lane) in l.iter_mut().enumerate() {
-                    *lane = f.step(
-                        *lane,
-                        *p.offset((i + j) as isize * s),
-                        i0 + (i + j) as i64 * si,
-                    );
+                for j in 0..LANES {
+                    let k = i.wrapping_add(j);
+                    l[j] = f.step(l[j], x(k), at(i0, k));
                 }
                 i += LANES;
             }
-            for (j, lane) in l.iter_mut().enumerate().take(len - full) {
-                *lane = f.step(
-                    *lane,
-                    *p.offset((full + j) as isize * s),
-                    i0 + (full + j) as i64 * si,
-                );
+            for j in 0..LANES {
+                if j < len - full {
+                    let k = full.wrapping_add(j);
+                    l[j] = f.step(l[j], x(k), at(i0, k));
+                }
             }
         }
+        lanes = l;
     });
+    let l = lanes;
     let m = |a, b| f.merge(a, b);
     m(
         m(m(l[0], l[1]), m(l[2], l[3])),
@@ -485,16 +509,40 @@ unsafe fn col_mode<F: Fold>(
         part.fill(f.init());
         let end = ((b + 1) * COL_BLOCK).min(g.n_red);
         runs.each(b * COL_BLOCK, end, |off, len| {
-            for i in 0..len as isize {
-                let p = src.get().offset(base + off[0] + i * rs) as *const F::In;
-                let idx = (off[1] + i * ri) as i64;
-                if kst[0] == 1 {
-                    for (j, a) in part.iter_mut().enumerate() {
-                        *a = f.step(*a, *p.add(j), idx);
+            let row = |i: usize| {
+                src.get()
+                    .offset(base + off[0] + (i as isize).wrapping_mul(rs))
+                    as *const F::In
+            };
+            let idx = |i: usize| off[1].wrapping_add((i as isize).wrapping_mul(ri)) as i64;
+            let mut i = 0;
+            if kst[0] == 1 {
+                // rows as slices (vectorised loops in every profile); four reduced positions
+                // per sweep: more rows streaming at once, and each output still folds them
+                // one after another, in order
+                let w = part.len();
+                let row = |i: usize| std::slice::from_raw_parts(row(i), w);
+                while i + 4 <= len {
+                    let (r0, r1, r2, r3) = (row(i), row(i + 1), row(i + 2), row(i + 3));
+                    let (i0, i1, i2, i3) = (idx(i), idx(i + 1), idx(i + 2), idx(i + 3));
+                    let rows = r0.iter().zip(r1).zip(r2).zip(r3);
+                    for (a, (((&x0, &x1), &x2), &x3)) in part.iter_mut().zip(rows) {
+                        let v = f.step(f.step(*a, x0, i0), x1, i1);
+                        *a = f.step(f.step(v, x2, i2), x3, i3);
                     }
-                } else {
+                    i += 4;
+                }
+                for i in i..len {
+                    let k = idx(i);
+                    for (a, &x) in part.iter_mut().zip(row(i)) {
+                        *a = f.step(*a, x, k);
+                    }
+                }
+            } else {
+                for i in 0..len {
+                    let (p, k) = (row(i), idx(i));
                     for (j, a) in part.iter_mut().enumerate() {
-                        *a = f.step(*a, *p.offset(j as isize * kst[0]), idx);
+                        *a = f.step(*a, *p.offset((j as isize).wrapping_mul(kst[0])), k);
                     }
                 }
             }
@@ -726,38 +774,26 @@ unsafe fn int_reduce<T: Extremum>(
     Ok(())
 }
 
-/// max/min with NaN propagating.
+/// max/min with NaN propagating. The accumulator is (extremum so far, NaN seen): a plain
+/// `>`/`<` select vectorises where a NaN-sticky one does not; a NaN seen anywhere makes the
+/// result NaN.
 unsafe fn extremum<T: Extremum>(max: bool, g: &Geometry, ps: *const T, pd: SendPtr<u8>) {
-    let out = writer(pd, T::unkey);
+    type A<T> = (<T as Extremum>::K, bool);
+    let out = writer(pd, |(k, nan): A<T>| T::unkey(if nan { T::NAN } else { k }));
     if max {
-        // branch-free (`|`, `&`), so the lanes vectorise as selects
-        let pick = |a: T::K, b: T::K| {
-            if T::is_nan(a) | (!T::is_nan(b) & (a >= b)) {
-                a
-            } else {
-                b
-            }
+        let m = |a: A<T>, b: A<T>| (if a.0 > b.0 { a.0 } else { b.0 }, a.1 | b.1);
+        let step = move |a: A<T>, x: T, _| {
+            let k = x.key();
+            m(a, (k, T::is_nan(k)))
         };
-        run(
-            &fold(T::LOWEST, move |a, x: T, _| pick(a, x.key()), pick),
-            g,
-            ps,
-            out,
-        )
+        run(&fold((T::LOWEST, false), step, m), g, ps, out)
     } else {
-        let pick = |a: T::K, b: T::K| {
-            if T::is_nan(a) | (!T::is_nan(b) & (a <= b)) {
-                a
-            } else {
-                b
-            }
+        let m = |a: A<T>, b: A<T>| (if a.0 < b.0 { a.0 } else { b.0 }, a.1 | b.1);
+        let step = move |a: A<T>, x: T, _| {
+            let k = x.key();
+            m(a, (k, T::is_nan(k)))
         };
-        run(
-            &fold(T::HIGHEST, move |a, x: T, _| pick(a, x.key()), pick),
-            g,
-            ps,
-            out,
-        )
+        run(&fold((T::HIGHEST, false), step, m), g, ps, out)
     }
 }
 
@@ -867,61 +903,46 @@ unsafe fn arg_typed<T: Extremum>(
 mod tests {
     use crate::{DType, Tensor};
 
-    /// The same bits with 1, 2 and 3 threads, for every traversal and schedule.
+    /// The same bits with 1, 2 and 3 threads, for every traversal and schedule: row mode
+    /// split over outputs and over blocks of one output, column mode split over tiles and
+    /// over blocks of one tile, and scans.
     #[test]
     fn results_do_not_depend_on_the_thread_count() {
-        let n = 1 << 16;
-        let data: Vec<f32> = (0..n)
-            .map(|i| ((i * 7919) % 1000) as f32 * 0.001 - 0.31)
-            .collect();
-        let x = Tensor::from_vec(data, [256, 256]).unwrap();
-        let long = x.reshape(&[n as i64, 1]).unwrap();
+        let data = |n: usize| -> Vec<f32> {
+            (0..n)
+                .map(|i| ((i * 7919) % 1000) as f32 * 0.001 - 0.31)
+                .collect()
+        };
+        let x = Tensor::from_vec(data(300 * 530), [300, 530]).unwrap();
+        let tall = Tensor::from_vec(data(70_000 * 8), [70_000, 8]).unwrap();
         let cases = |t: &Tensor| -> Vec<Vec<f64>> {
             let mut v = vec![];
-            for dims in [&[0i64][..], &[1], &[]] {
-                v.push(t.sum_dims(dims, false).unwrap().to_f64_vec().unwrap());
+            for t in [t, &tall] {
+                for dims in [&[0i64][..], &[1], &[]] {
+                    v.push(t.sum_dims(dims, false).unwrap().to_f64_vec().unwrap());
+                    let d = t.to_dtype(DType::F64).unwrap();
+                    v.push(d.sum_dims(dims, false).unwrap().to_f64_vec().unwrap());
+                    let h = t.to_dtype(DType::F16).unwrap();
+                    v.push(h.mean_dims(dims, false).unwrap().to_f64_vec().unwrap());
+                    v.push(
+                        t.argmax(dims.first().copied(), false)
+                            .unwrap()
+                            .to_f64_vec()
+                            .unwrap(),
+                    );
+                    v.push(t.amin(dims, false).unwrap().to_f64_vec().unwrap());
+                }
                 v.push(
-                    t.to_dtype(DType::F64)
+                    t.transpose(0, 1)
                         .unwrap()
-                        .sum_dims(dims, false)
+                        .sum_dims(&[1], false)
                         .unwrap()
                         .to_f64_vec()
                         .unwrap(),
                 );
-                v.push(
-                    t.to_dtype(DType::F16)
-                        .unwrap()
-                        .mean_dims(dims, false)
-                        .unwrap()
-                        .to_f64_vec()
-                        .unwrap(),
-                );
-                v.push(
-                    t.argmax(dims.first().copied(), false)
-                        .unwrap()
-                        .to_f64_vec()
-                        .unwrap(),
-                );
+                v.push(t.cumsum(0).unwrap().to_f64_vec().unwrap());
+                v.push(t.cumsum(1).unwrap().to_f64_vec().unwrap());
             }
-            v.push(
-                t.transpose(0, 1)
-                    .unwrap()
-                    .sum_dims(&[1], false)
-                    .unwrap()
-                    .to_f64_vec()
-                    .unwrap(),
-            );
-            v.push(long.sum_dims(&[0], false).unwrap().to_f64_vec().unwrap());
-            v.push(
-                long.expand(&[n as i64, 3])
-                    .unwrap()
-                    .sum_dims(&[0], false)
-                    .unwrap()
-                    .to_f64_vec()
-                    .unwrap(),
-            );
-            v.push(t.cumsum(0).unwrap().to_f64_vec().unwrap());
-            v.push(t.cumsum(1).unwrap().to_f64_vec().unwrap());
             v
         };
         let with = |threads: usize| {

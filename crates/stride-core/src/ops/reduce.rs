@@ -10,6 +10,21 @@
 //! dim** (`x.sum_dims(&[], false)` is `x.sum()`, as `torch.sum(x, dim=[])`); naming a dim twice
 //! is an error. Every `_out` form validates `out` (shape, dtype category, overlap, device)
 //! before anything is written and writes through `out`'s layout, whatever its strides.
+//!
+//! Accuracy: f32 sums, means and products accumulate in f64 (PyTorch's CPU kernels use f32
+//! cascades, so the last bit can differ from PyTorch's), f16/bf16 in f32. The grouping of a
+//! float sum depends on the input's layout and never on the thread count.
+//!
+//! Deliberate deviations from PyTorch:
+//! - `prod_dims` takes a list of dims (PyTorch's `prod` takes one);
+//! - `argmax`/`argmin` accept bool tensors (`false < true`), as `max_dim` does in both;
+//! - `all`/`any` always return bool (PyTorch returns uint8 for uint8 inputs);
+//! - `_out` forms accept any output dtype the result casts to safely (the rule of every
+//!   stride `_out` op; PyTorch's `amax(out=)` insists on the input's dtype), except the
+//!   values and indices of `max_dim_out`/`argmax_out`, which must be exactly the input's
+//!   dtype and i64, as in PyTorch;
+//! - an `out` sharing memory with the input is fine (the result is computed as if into a
+//!   fresh tensor, then copied); PyTorch refuses partial overlap.
 
 use super::output::{alloc_result, check_out, write_result, Dest};
 use crate::backend::{self, ArgReduceOp, ReduceOp, View};
