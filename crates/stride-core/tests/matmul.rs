@@ -16,10 +16,14 @@ const SIZES: [usize; 11] = [1, 2, 3, 7, 8, 9, 16, 17, 33, 64, 65];
 /// Deterministic values k/8, k in -16..=16: exact in every float dtype, so every dtype sees the
 /// same inputs and the f64 reference is exact.
 fn values(n: usize, seed: u64) -> Vec<f64> {
-    let mut s = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+    let mut s = seed
+        .wrapping_mul(6364136223846793005)
+        .wrapping_add(1442695040888963407);
     (0..n)
         .map(|_| {
-            s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            s = s
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
             ((s >> 33) % 33) as f64 / 8.0 - 2.0
         })
         .collect()
@@ -42,12 +46,42 @@ enum Order {
     /// every dim reversed (a fully permuted tensor)
     Reversed,
 }
-const CONTIG: Kind = Kind { name: "contiguous", order: Order::RowMajor, step: 1, offset: 0 };
-const TRANS: Kind = Kind { name: "transposed", order: Order::SwapLast2, step: 1, offset: 0 };
-const REV: Kind = Kind { name: "permuted", order: Order::Reversed, step: 1, offset: 0 };
-const STEP: Kind = Kind { name: "stepped", order: Order::RowMajor, step: 2, offset: 0 };
-const STEP_T: Kind = Kind { name: "stepped+transposed+offset", order: Order::SwapLast2, step: 2, offset: 3 };
-const OFFSET: Kind = Kind { name: "offset", order: Order::RowMajor, step: 1, offset: 7 };
+const CONTIG: Kind = Kind {
+    name: "contiguous",
+    order: Order::RowMajor,
+    step: 1,
+    offset: 0,
+};
+const TRANS: Kind = Kind {
+    name: "transposed",
+    order: Order::SwapLast2,
+    step: 1,
+    offset: 0,
+};
+const REV: Kind = Kind {
+    name: "permuted",
+    order: Order::Reversed,
+    step: 1,
+    offset: 0,
+};
+const STEP: Kind = Kind {
+    name: "stepped",
+    order: Order::RowMajor,
+    step: 2,
+    offset: 0,
+};
+const STEP_T: Kind = Kind {
+    name: "stepped+transposed+offset",
+    order: Order::SwapLast2,
+    step: 2,
+    offset: 3,
+};
+const OFFSET: Kind = Kind {
+    name: "offset",
+    order: Order::RowMajor,
+    step: 1,
+    offset: 7,
+};
 const KINDS: [Kind; 6] = [CONTIG, TRANS, REV, STEP, STEP_T, OFFSET];
 
 /// (strides, offset, buffer length) of `kind` for `shape`.
@@ -96,7 +130,10 @@ fn place(vals: &[f64], shape: &[usize], kind: Kind, dtype: DType, fill: f64) -> 
     for (p, v) in positions(shape, &strides, offset).into_iter().zip(vals) {
         buf[p] = *v;
     }
-    let base = Tensor::from_vec(buf, [len]).unwrap().to_dtype(dtype).unwrap();
+    let base = Tensor::from_vec(buf, [len])
+        .unwrap()
+        .to_dtype(dtype)
+        .unwrap();
     let view = base.as_strided(shape, &strides, offset).unwrap();
     assert_eq!(view.to_f64_vec().unwrap().len(), vals.len());
     (view, base)
@@ -131,9 +168,16 @@ fn reference(a: &Tensor, b: &Tensor) -> (Vec<usize>, Vec<f64>, Vec<f64>) {
     assert_eq!(k, sb[sb.len() - 2]);
     let (ba, bb) = (&sa[..sa.len() - 2], &sb[..sb.len() - 2]);
     let nd = ba.len().max(bb.len());
-    let pad = |s: &[usize]| -> Vec<usize> { std::iter::repeat(1).take(nd - s.len()).chain(s.iter().copied()).collect() };
+    let pad = |s: &[usize]| -> Vec<usize> {
+        std::iter::repeat(1)
+            .take(nd - s.len())
+            .chain(s.iter().copied())
+            .collect()
+    };
     let (pa, pb) = (pad(ba), pad(bb));
-    let batch: Vec<usize> = (0..nd).map(|i| if pa[i] == 1 { pb[i] } else { pa[i] }).collect();
+    let batch: Vec<usize> = (0..nd)
+        .map(|i| if pa[i] == 1 { pb[i] } else { pa[i] })
+        .collect();
     let nb: usize = batch.iter().product();
     let (mut out, mut mag) = (vec![0.0; nb * m * n], vec![0.0; nb * m * n]);
     for bi in 0..nb {
@@ -184,7 +228,11 @@ fn eps(d: DType) -> f64 {
 /// Tolerance of one element: output rounding plus K accumulation steps (f16/bf16 accumulate in
 /// f32), relative to Σ|a·b|.
 fn tol(d: DType, k: usize, mag: f64) -> f64 {
-    let acc = if d == DType::F64 { f64::EPSILON } else { f32::EPSILON as f64 };
+    let acc = if d == DType::F64 {
+        f64::EPSILON
+    } else {
+        f32::EPSILON as f64
+    };
     (eps(d) * (2.0 + k as f64 / 128.0) + acc * k as f64) * mag
 }
 
@@ -192,7 +240,12 @@ fn assert_close(what: &str, got: &[f64], want: &[f64], mag: &[f64], dtype: DType
     assert_eq!(got.len(), want.len(), "{what}: length");
     for i in 0..got.len() {
         let t = tol(dtype, k, mag[i]);
-        assert!((got[i] - want[i]).abs() <= t, "{what}: element {i}: got {}, want {} (tol {t})", got[i], want[i]);
+        assert!(
+            (got[i] - want[i]).abs() <= t,
+            "{what}: element {i}: got {}, want {} (tol {t})",
+            got[i],
+            want[i]
+        );
     }
 }
 
@@ -205,7 +258,14 @@ fn check_new(what: &str, a: &Tensor, b: &Tensor, got: &Tensor) {
     let (shape, want, mag) = reference(a, b);
     assert_eq!(got.shape(), shape.as_slice(), "{what}: shape");
     assert_eq!(got.dtype(), a.dtype(), "{what}: dtype");
-    assert_close(what, &got.to_f64_vec().unwrap(), &want, &mag, a.dtype(), k_of(a));
+    assert_close(
+        what,
+        &got.to_f64_vec().unwrap(),
+        &want,
+        &mag,
+        a.dtype(),
+        k_of(a),
+    );
 }
 
 /// Runs an `_out` form into `kind`'s layout and checks the view, the poison and the guards.
@@ -220,7 +280,10 @@ fn check_out(
     let (out, base) = output(&shape, kind, a.dtype());
     let v0 = out.version();
     let r = f(a, b, &out).unwrap_or_else(|e| panic!("{what}: {e}"));
-    assert!(r.shares_storage_with(&out) && r.layout() == out.layout(), "{what}: returns out");
+    assert!(
+        r.shares_storage_with(&out) && r.layout() == out.layout(),
+        "{what}: returns out"
+    );
     assert_eq!(out.version(), v0 + 1, "{what}: version bump");
     let (strides, offset, _) = layout(&shape, kind);
     let buf = base.to_f64_vec().unwrap();
@@ -230,7 +293,10 @@ fn check_out(
     let mut inside = vec![false; buf.len()];
     pos.iter().for_each(|&p| inside[p] = true);
     for (i, &x) in buf.iter().enumerate() {
-        assert!(inside[i] || x == GUARD, "{what}: guard at {i} overwritten with {x}");
+        assert!(
+            inside[i] || x == GUARD,
+            "{what}: guard at {i} overwritten with {x}"
+        );
     }
 }
 
@@ -260,7 +326,13 @@ fn mm_f32_every_layout_pair_and_size() {
 
 #[test]
 fn matmul_2d_every_dtype() {
-    let pairs = [(CONTIG, CONTIG), (TRANS, STEP), (STEP_T, OFFSET), (REV, TRANS), (TRANS, TRANS)];
+    let pairs = [
+        (CONTIG, CONTIG),
+        (TRANS, STEP),
+        (STEP_T, OFFSET),
+        (REV, TRANS),
+        (TRANS, TRANS),
+    ];
     for dtype in [DType::F64, DType::F16, DType::BF16] {
         for (m, k, n) in triples() {
             for (ka, kb) in pairs {
@@ -315,7 +387,12 @@ fn matmul_every_rank_combination() {
     ];
     for dtype in [DType::F32, DType::F64, DType::BF16, DType::F16] {
         for (i, (sa, sb)) in cases.iter().enumerate() {
-            for (ka, kb) in [(CONTIG, CONTIG), (TRANS, REV), (STEP_T, STEP), (REV, OFFSET)] {
+            for (ka, kb) in [
+                (CONTIG, CONTIG),
+                (TRANS, REV),
+                (STEP_T, STEP),
+                (REV, OFFSET),
+            ] {
                 let a = input(sa, ka, dtype, i as u64);
                 let b = input(sb, kb, dtype, 100 + i as u64);
                 let what = format!("matmul {dtype} {sa:?}·{sb:?} a {} b {}", ka.name, kb.name);
@@ -334,7 +411,12 @@ fn dot_is_0d() {
             let d = a.dot(&b).unwrap();
             assert_eq!(d.shape(), &[] as &[usize]);
             check_new(&format!("dot {dtype} {n}"), &a, &b, &d);
-            check_new(&format!("matmul 1-D {dtype} {n}"), &a, &b, &a.matmul(&b).unwrap());
+            check_new(
+                &format!("matmul 1-D {dtype} {n}"),
+                &a,
+                &b,
+                &a.matmul(&b).unwrap(),
+            );
         }
     }
     let e = Tensor::zeros([0], DType::F32, &CPU).unwrap();
@@ -345,7 +427,9 @@ fn dot_is_0d() {
 fn broadcast_batch_dims_have_stride_0() {
     for dtype in [DType::F32, DType::BF16] {
         // expanded operands: stride-0 batch dims, read without materialising
-        let a = input(&[1, 6, 5], TRANS, dtype, 1).expand(&[4, 6, 5]).unwrap();
+        let a = input(&[1, 6, 5], TRANS, dtype, 1)
+            .expand(&[4, 6, 5])
+            .unwrap();
         let b = input(&[4, 5, 3], STEP, dtype, 2);
         assert_eq!(a.stride()[0], 0);
         check_new("a expanded", &a, &b, &a.bmm(&b).unwrap());
@@ -356,7 +440,12 @@ fn broadcast_batch_dims_have_stride_0() {
         check_new("both expanded", &a, &b2, &a.matmul(&b2).unwrap());
         // a stride-0 dim inside a matrix (every row the same) and a batch broadcast from [3,1]/[1,4]
         let rows = input(&[1, 5], OFFSET, dtype, 4).expand(&[6, 5]).unwrap();
-        check_new("rows broadcast", &rows, &b2.select(0, 0).unwrap(), &rows.mm(&b2.select(0, 0).unwrap()).unwrap());
+        check_new(
+            "rows broadcast",
+            &rows,
+            &b2.select(0, 0).unwrap(),
+            &rows.mm(&b2.select(0, 0).unwrap()).unwrap(),
+        );
         let x = input(&[3, 1, 2, 5], REV, dtype, 5);
         let y = input(&[1, 4, 5, 2], TRANS, dtype, 6);
         check_new("batch [3,1]·[1,4]", &x, &y, &x.matmul(&y).unwrap());
@@ -366,7 +455,16 @@ fn broadcast_batch_dims_have_stride_0() {
 #[test]
 fn empty_and_unit_sizes() {
     for dtype in [DType::F32, DType::F64, DType::F16, DType::BF16] {
-        for (m, k, n) in [(0, 3, 4), (3, 0, 4), (3, 4, 0), (0, 0, 0), (1, 1, 1), (1, 0, 1), (5, 1, 1), (1, 1, 5)] {
+        for (m, k, n) in [
+            (0, 3, 4),
+            (3, 0, 4),
+            (3, 4, 0),
+            (0, 0, 0),
+            (1, 1, 1),
+            (1, 0, 1),
+            (5, 1, 1),
+            (1, 1, 5),
+        ] {
             for kind in [CONTIG, TRANS, STEP_T] {
                 let a = input(&[m, k], kind, dtype, 1);
                 let b = input(&[k, n], kind, dtype, 2);
@@ -399,22 +497,38 @@ fn out_forms_write_through_any_layout() {
                 check_out(&what, &a, &b, ko, |a, b, o| a.mm_out(b, o));
                 let a3 = input(&[3, s, 5], REV, dtype, 2);
                 let b3 = input(&[3, 5, 4], CONTIG, dtype, 3);
-                check_out(&format!("bmm_out {dtype} {s} into {}", ko.name), &a3, &b3, ko, |a, b, o| a.bmm_out(b, o));
+                check_out(
+                    &format!("bmm_out {dtype} {s} into {}", ko.name),
+                    &a3,
+                    &b3,
+                    ko,
+                    |a, b, o| a.bmm_out(b, o),
+                );
                 let v = input(&[5], OFFSET, dtype, 4);
-                check_out(&format!("matmul_out batch·vec {dtype} {s} into {}", ko.name), &a3, &v, ko, |a, b, o| {
-                    a.matmul_out(b, o)
-                });
+                check_out(
+                    &format!("matmul_out batch·vec {dtype} {s} into {}", ko.name),
+                    &a3,
+                    &v,
+                    ko,
+                    |a, b, o| a.matmul_out(b, o),
+                );
                 let b4 = input(&[2, 1, 5, 6], TRANS, dtype, 5);
-                check_out(&format!("matmul_out broadcast {dtype} {s} into {}", ko.name), &a3, &b4, ko, |a, b, o| {
-                    a.matmul_out(b, o)
-                });
+                check_out(
+                    &format!("matmul_out broadcast {dtype} {s} into {}", ko.name),
+                    &a3,
+                    &b4,
+                    ko,
+                    |a, b, o| a.matmul_out(b, o),
+                );
             }
         }
     }
     // a 0-d output for a dot product
     let a = input(&[9], STEP, DType::F32, 1);
     let b = input(&[9], CONTIG, DType::F32, 2);
-    check_out("matmul_out 0-d", &a, &b, OFFSET, |a, b, o| a.matmul_out(b, o));
+    check_out("matmul_out 0-d", &a, &b, OFFSET, |a, b, o| {
+        a.matmul_out(b, o)
+    });
 }
 
 #[test]
@@ -425,14 +539,28 @@ fn out_sharing_storage_with_an_input() {
     let (shape, want, mag) = reference(&a, &b);
     a.matmul_out(&b, &a).unwrap();
     assert_eq!(a.shape(), shape.as_slice());
-    assert_close("out = a", &a.to_f64_vec().unwrap(), &want, &mag, DType::F32, 8);
+    assert_close(
+        "out = a",
+        &a.to_f64_vec().unwrap(),
+        &want,
+        &mag,
+        DType::F32,
+        8,
+    );
     // out is a transposed view of b's storage
     let a = input(&[8, 8], CONTIG, DType::F64, 3);
     let b = input(&[8, 8], STEP, DType::F64, 4);
     let (_, want, mag) = reference(&a, &b);
     let bt = b.t().unwrap();
     a.mm_out(&b, &bt).unwrap();
-    assert_close("out = b.t()", &bt.to_f64_vec().unwrap(), &want, &mag, DType::F64, 8);
+    assert_close(
+        "out = b.t()",
+        &bt.to_f64_vec().unwrap(),
+        &want,
+        &mag,
+        DType::F64,
+        8,
+    );
 }
 
 // ----- outer ---------------------------------------------------------------------------------------
@@ -444,23 +572,45 @@ fn outer_products() {
     let o = a.outer(&b).unwrap();
     assert_eq!(o.shape(), &[5, 3]);
     let (av, bv) = (a.to_f64_vec().unwrap(), b.to_f64_vec().unwrap());
-    let want: Vec<f64> = av.iter().flat_map(|x| bv.iter().map(move |y| x * y)).collect();
+    let want: Vec<f64> = av
+        .iter()
+        .flat_map(|x| bv.iter().map(move |y| x * y))
+        .collect();
     assert_eq!(o.to_f64_vec().unwrap(), want);
     // as in PyTorch, outer is elementwise: integers work and dtypes promote
     let i = Tensor::from_vec(vec![1i64, 2, 3], [3]).unwrap();
     let f = Tensor::from_vec(vec![0.5f64, 2.0], [2]).unwrap();
-    assert_eq!(i.outer(&i).unwrap().to_vec::<i64>().unwrap(), vec![1, 2, 3, 2, 4, 6, 3, 6, 9]);
+    assert_eq!(
+        i.outer(&i).unwrap().to_vec::<i64>().unwrap(),
+        vec![1, 2, 3, 2, 4, 6, 3, 6, 9]
+    );
     assert_eq!(i.outer(&f).unwrap().dtype(), DType::F64);
-    let e = i.outer(&Tensor::zeros([2, 2], DType::I64, &CPU).unwrap()).unwrap_err();
-    assert!(e.to_string().starts_with("outer: shapes [3] and [2, 2]"), "{e}");
+    let e = i
+        .outer(&Tensor::zeros([2, 2], DType::I64, &CPU).unwrap())
+        .unwrap_err();
+    assert!(
+        e.to_string().starts_with("outer: shapes [3] and [2, 2]"),
+        "{e}"
+    );
 }
 
 // ----- errors ----------------------------------------------------------------------------------------
 
 /// Runs a failing op; checks its message and that neither input nor the output changed.
-fn expect_err(what: &str, a: &Tensor, b: &Tensor, out: Option<&Tensor>, f: impl Fn() -> Result<Tensor, Error>, needles: &[&str]) {
+fn expect_err(
+    what: &str,
+    a: &Tensor,
+    b: &Tensor,
+    out: Option<&Tensor>,
+    f: impl Fn() -> Result<Tensor, Error>,
+    needles: &[&str],
+) {
     let snap = |t: &Tensor| (t.to_f64_vec().unwrap(), t.version());
-    let before: Vec<_> = [Some(a), Some(b), out].iter().flatten().map(|t| snap(t)).collect();
+    let before: Vec<_> = [Some(a), Some(b), out]
+        .iter()
+        .flatten()
+        .map(|t| snap(t))
+        .collect();
     let e = match f() {
         Ok(_) => panic!("{what}: expected an error"),
         Err(e) => e,
@@ -469,10 +619,19 @@ fn expect_err(what: &str, a: &Tensor, b: &Tensor, out: Option<&Tensor>, f: impl 
     for n in needles {
         assert!(msg.contains(n), "{what}: {msg:?} lacks {n:?}");
     }
-    let after: Vec<_> = [Some(a), Some(b), out].iter().flatten().map(|t| snap(t)).collect();
+    let after: Vec<_> = [Some(a), Some(b), out]
+        .iter()
+        .flatten()
+        .map(|t| snap(t))
+        .collect();
     for ((v0, n0), (v1, n1)) in before.iter().zip(&after) {
         assert_eq!(n0, n1, "{what}: version changed");
-        assert!(v0.iter().zip(v1).all(|(x, y)| x == y || (x.is_nan() && y.is_nan())), "{what}: operand changed");
+        assert!(
+            v0.iter()
+                .zip(v1)
+                .all(|(x, y)| x == y || (x.is_nan() && y.is_nan())),
+            "{what}: operand changed"
+        );
     }
 }
 
@@ -480,34 +639,154 @@ fn expect_err(what: &str, a: &Tensor, b: &Tensor, out: Option<&Tensor>, f: impl 
 fn errors_name_shapes_and_dtypes_and_leave_operands_unchanged() {
     let f = |s: &[usize]| input(s, CONTIG, DType::F32, 1);
     let (a23, b45) = (f(&[2, 3]), f(&[4, 5]));
-    expect_err("mm sizes", &a23, &b45, None, || a23.mm(&b45), &["mm: shapes [2, 3] and [4, 5] cannot be multiplied (3 != 4)"]);
-    expect_err("matmul sizes", &a23, &b45, None, || a23.matmul(&b45), &["matmul: shapes [2, 3] and [4, 5] cannot be multiplied (3 != 4)"]);
+    expect_err(
+        "mm sizes",
+        &a23,
+        &b45,
+        None,
+        || a23.mm(&b45),
+        &["mm: shapes [2, 3] and [4, 5] cannot be multiplied (3 != 4)"],
+    );
+    expect_err(
+        "matmul sizes",
+        &a23,
+        &b45,
+        None,
+        || a23.matmul(&b45),
+        &["matmul: shapes [2, 3] and [4, 5] cannot be multiplied (3 != 4)"],
+    );
     let v3 = f(&[3]);
-    expect_err("mm rank", &a23, &v3, None, || a23.mm(&v3), &["mm: shapes [2, 3] and [3]", "2-D"]);
+    expect_err(
+        "mm rank",
+        &a23,
+        &v3,
+        None,
+        || a23.mm(&v3),
+        &["mm: shapes [2, 3] and [3]", "2-D"],
+    );
     let (x, y) = (f(&[2, 3, 4]), f(&[3, 4, 5]));
-    expect_err("bmm batch", &x, &y, None, || x.bmm(&y), &["bmm: shapes [2, 3, 4] and [3, 4, 5]", "(2 != 3)", "matmul"]);
-    expect_err("bmm rank", &a23, &y, None, || a23.bmm(&y), &["bmm: shapes [2, 3] and [3, 4, 5]", "3-D"]);
-    expect_err("matmul batch", &x, &y, None, || x.matmul(&y), &["matmul: shapes [2, 3, 4] and [3, 4, 5]", "[2]", "[3]", "broadcast"]);
+    expect_err(
+        "bmm batch",
+        &x,
+        &y,
+        None,
+        || x.bmm(&y),
+        &["bmm: shapes [2, 3, 4] and [3, 4, 5]", "(2 != 3)", "matmul"],
+    );
+    expect_err(
+        "bmm rank",
+        &a23,
+        &y,
+        None,
+        || a23.bmm(&y),
+        &["bmm: shapes [2, 3] and [3, 4, 5]", "3-D"],
+    );
+    expect_err(
+        "matmul batch",
+        &x,
+        &y,
+        None,
+        || x.matmul(&y),
+        &[
+            "matmul: shapes [2, 3, 4] and [3, 4, 5]",
+            "[2]",
+            "[3]",
+            "broadcast",
+        ],
+    );
     let (v4, s) = (f(&[4]), Tensor::scalar(1.0, DType::F32, &CPU).unwrap());
-    expect_err("dot sizes", &v3, &v4, None, || v3.dot(&v4), &["dot: shapes [3] and [4] cannot be multiplied (3 != 4)"]);
-    expect_err("dot rank", &a23, &v3, None, || a23.dot(&v3), &["dot: shapes [2, 3] and [3]", "1-D"]);
-    expect_err("matmul 0-d", &s, &a23, None, || s.matmul(&a23), &["matmul: shapes [] and [2, 3]", "at least 1 dim"]);
+    expect_err(
+        "dot sizes",
+        &v3,
+        &v4,
+        None,
+        || v3.dot(&v4),
+        &["dot: shapes [3] and [4] cannot be multiplied (3 != 4)"],
+    );
+    expect_err(
+        "dot rank",
+        &a23,
+        &v3,
+        None,
+        || a23.dot(&v3),
+        &["dot: shapes [2, 3] and [3]", "1-D"],
+    );
+    expect_err(
+        "matmul 0-d",
+        &s,
+        &a23,
+        None,
+        || s.matmul(&a23),
+        &["matmul: shapes [] and [2, 3]", "at least 1 dim"],
+    );
     // dtypes: no promotion (as in PyTorch), integers refused
     let d = input(&[3, 2], CONTIG, DType::F64, 2);
-    expect_err("mixed dtypes", &a23, &d, None, || a23.matmul(&d), &["matmul", "float32", "float64", "to_dtype"]);
+    expect_err(
+        "mixed dtypes",
+        &a23,
+        &d,
+        None,
+        || a23.matmul(&d),
+        &["matmul", "float32", "float64", "to_dtype"],
+    );
     let i = Tensor::from_vec(vec![1i64, 2, 3, 4, 5, 6], [3, 2]).unwrap();
     let i2 = Tensor::from_vec(vec![1i64, 2, 3, 4, 5, 6], [2, 3]).unwrap();
-    expect_err("int", &i2, &i, None, || i2.mm(&i), &["mm: dtype int64 is not supported", "float", "to_dtype"]);
+    expect_err(
+        "int",
+        &i2,
+        &i,
+        None,
+        || i2.mm(&i),
+        &["mm: dtype int64 is not supported", "float", "to_dtype"],
+    );
     // outputs: wrong shape, wrong dtype, overlapping — all refused before any write
     let b32 = f(&[3, 2]);
     let (o_shape, _) = output(&[3, 3], TRANS, DType::F32);
-    expect_err("out shape", &a23, &b32, Some(&o_shape), || a23.mm_out(&b32, &o_shape), &["mm: shapes [3, 3] and [2, 2]"]);
+    expect_err(
+        "out shape",
+        &a23,
+        &b32,
+        Some(&o_shape),
+        || a23.mm_out(&b32, &o_shape),
+        &["mm: shapes [3, 3] and [2, 2]"],
+    );
     let (o_dtype, _) = output(&[2, 2], CONTIG, DType::F64);
-    expect_err("out dtype", &a23, &b32, Some(&o_dtype), || a23.mm_out(&b32, &o_dtype), &["mm", "float32", "float64"]);
-    let o_over = Tensor::full([1, 2], f64::NAN, DType::F32, &CPU).unwrap().expand(&[2, 2]).unwrap();
-    expect_err("out overlap", &a23, &b32, Some(&o_over), || a23.mm_out(&b32, &o_over), &["mm", "share memory"]);
+    expect_err(
+        "out dtype",
+        &a23,
+        &b32,
+        Some(&o_dtype),
+        || a23.mm_out(&b32, &o_dtype),
+        &["mm", "float32", "float64"],
+    );
+    let o_over = Tensor::full([1, 2], f64::NAN, DType::F32, &CPU)
+        .unwrap()
+        .expand(&[2, 2])
+        .unwrap();
+    expect_err(
+        "out overlap",
+        &a23,
+        &b32,
+        Some(&o_over),
+        || a23.mm_out(&b32, &o_over),
+        &["mm", "share memory"],
+    );
     let (o_int, _) = output(&[2, 2], CONTIG, DType::F32);
-    expect_err("out int", &i2, &i, Some(&o_int), || i2.matmul_out(&i, &o_int), &["int64"]);
+    expect_err(
+        "out int",
+        &i2,
+        &i,
+        Some(&o_int),
+        || i2.matmul_out(&i, &o_int),
+        &["int64"],
+    );
     let (o_b, _) = output(&[2, 3, 5], CONTIG, DType::F32);
-    expect_err("bmm_out batch", &x, &y, Some(&o_b), || x.bmm_out(&y, &o_b), &["bmm"]);
+    expect_err(
+        "bmm_out batch",
+        &x,
+        &y,
+        Some(&o_b),
+        || x.bmm_out(&y, &o_b),
+        &["bmm"],
+    );
 }

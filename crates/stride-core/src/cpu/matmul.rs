@@ -83,14 +83,20 @@ fn geometry(a: &View, b: &View, dst: &View) -> Result<(Dims, Batch)> {
         )
     };
     if nd < 2 || la.ndim() != nd || lb.ndim() != nd {
-        return Err(bad("expected [*batch, M, K], [*batch, K, N] -> [*batch, M, N]"));
+        return Err(bad(
+            "expected [*batch, M, K], [*batch, K, N] -> [*batch, M, N]",
+        ));
     }
     if a.dtype != dst.dtype || b.dtype != dst.dtype {
         return Err(bad("operand dtypes differ"));
     }
     let (sa, sb, sd) = (la.shape(), lb.shape(), ld.shape());
     let (m, k, n) = (sa[nd - 2], sa[nd - 1], sb[nd - 1]);
-    if sb[nd - 2] != k || sd[nd - 2] != m || sd[nd - 1] != n || sa[..nd - 2] != sd[..nd - 2] || sb[..nd - 2] != sd[..nd - 2]
+    if sb[nd - 2] != k
+        || sd[nd - 2] != m
+        || sd[nd - 1] != n
+        || sa[..nd - 2] != sd[..nd - 2]
+        || sb[..nd - 2] != sd[..nd - 2]
     {
         return Err(bad("inconsistent sizes"));
     }
@@ -106,7 +112,9 @@ fn geometry(a: &View, b: &View, dst: &View) -> Result<(Dims, Batch)> {
         a: (st(la, nd - 2), st(la, nd - 1)),
         b: (st(lb, nd - 2), st(lb, nd - 1)),
     };
-    let batch = (0..nd - 2).map(|i| (sd[i], ld.strides()[i], la.strides()[i], lb.strides()[i])).collect();
+    let batch = (0..nd - 2)
+        .map(|i| (sd[i], ld.strides()[i], la.strides()[i], lb.strides()[i]))
+        .collect();
     Ok((dims, batch))
 }
 
@@ -163,9 +171,16 @@ fn run<T: GemmElem>(a: &View, b: &View, dst: &View, dims: Dims, batch: Batch) ->
     let (dims, batch) = fold_batch(dims, batch);
     // the offsets of each batch element's three matrices, found by the one strided engine
     let shape: Vec<usize> = batch.iter().map(|x| x.0).collect();
-    let (bd, ba, bb): (Vec<usize>, Vec<usize>, Vec<usize>) =
-        (batch.iter().map(|x| x.1).collect(), batch.iter().map(|x| x.2).collect(), batch.iter().map(|x| x.3).collect());
-    let plan = Plan::new(&shape, [&bd, &ba, &bb], [dst.layout.offset(), a.layout.offset(), b.layout.offset()]);
+    let (bd, ba, bb): (Vec<usize>, Vec<usize>, Vec<usize>) = (
+        batch.iter().map(|x| x.1).collect(),
+        batch.iter().map(|x| x.2).collect(),
+        batch.iter().map(|x| x.3).collect(),
+    );
+    let plan = Plan::new(
+        &shape,
+        [&bd, &ba, &bb],
+        [dst.layout.offset(), a.layout.offset(), b.layout.offset()],
+    );
     let [id, ia, ib] = plan.inner_strides();
     let mut offsets: Vec<[isize; 3]> = Vec::with_capacity(plan.numel());
     plan.for_each_run(0, plan.numel(), |off, len| {
@@ -175,7 +190,11 @@ fn run<T: GemmElem>(a: &View, b: &View, dst: &View, dims: Dims, batch: Batch) ->
     });
 
     let acc = Access::views(Some(dst), &[a, b]);
-    let (pd, pa, pb) = (SendPtr(acc.ptr::<T>(dst.storage)), SendPtr(acc.ptr::<T>(a.storage)), SendPtr(acc.ptr::<T>(b.storage)));
+    let (pd, pa, pb) = (
+        SendPtr(acc.ptr::<T>(dst.storage)),
+        SendPtr(acc.ptr::<T>(a.storage)),
+        SendPtr(acc.ptr::<T>(b.storage)),
+    );
     let one = |o: &[isize; 3], par: Parallelism| unsafe {
         gemm::gemm::<T>(
             dims.m,
@@ -205,12 +224,16 @@ fn run<T: GemmElem>(a: &View, b: &View, dst: &View, dims: Dims, batch: Batch) ->
     let threshold = gemm::get_threading_threshold();
     if threads > 1 && work >= threshold {
         // big products: one at a time, each on every thread (gemm decides how to split)
-        offsets.iter().for_each(|o| one(o, Parallelism::Rayon(threads)));
+        offsets
+            .iter()
+            .for_each(|o| one(o, Parallelism::Rayon(threads)));
     } else if threads > 1 && offsets.len() > 1 && work.saturating_mul(offsets.len()) >= threshold {
         // many small products: the batch in parallel
         use rayon::prelude::*;
         let chunk = offsets.len().div_ceil(threads * 4).max(1);
-        offsets.par_chunks(chunk).for_each(|c| c.iter().for_each(|o| one(o, Parallelism::None)));
+        offsets
+            .par_chunks(chunk)
+            .for_each(|c| c.iter().for_each(|o| one(o, Parallelism::None)));
     } else {
         offsets.iter().for_each(|o| one(o, Parallelism::None));
     }
@@ -224,7 +247,11 @@ fn bf16_via_f32(a: &View, b: &View, dst: &View) -> Result<()> {
     let shape = dst.layout.shape();
     let so = Storage::from_cpu(CpuBuffer::zeros(DType::F32, shape.iter().product()));
     let lo = Layout::contiguous(shape);
-    let f32_view = |storage, layout| View { storage, layout, dtype: DType::F32 };
+    let f32_view = |storage, layout| View {
+        storage,
+        layout,
+        dtype: DType::F32,
+    };
     matmul(f32_view(&sa, &la), f32_view(&sb, &lb), f32_view(&so, &lo))?;
     super::copy::copy_cast(f32_view(&so, &lo), *dst)
 }
@@ -232,12 +259,33 @@ fn bf16_via_f32(a: &View, b: &View, dst: &View) -> Result<()> {
 /// An f32 copy of a view: dims broadcast with stride 0 are copied once and stay stride 0.
 fn to_f32(v: &View) -> Result<(Storage, Layout)> {
     let l = v.layout;
-    let compact: Vec<usize> = l.shape().iter().zip(l.strides()).map(|(&n, &s)| if s == 0 { n.min(1) } else { n }).collect();
+    let compact: Vec<usize> = l
+        .shape()
+        .iter()
+        .zip(l.strides())
+        .map(|(&n, &s)| if s == 0 { n.min(1) } else { n })
+        .collect();
     let src = Layout::new(compact.clone(), l.strides().to_vec(), l.offset());
     let storage = Storage::from_cpu(CpuBuffer::zeros(DType::F32, compact.iter().product()));
     let dense = Layout::contiguous(&compact);
-    super::copy::copy_cast(View { storage: v.storage, layout: &src, dtype: v.dtype }, View { storage: &storage, layout: &dense, dtype: DType::F32 })?;
-    let strides = dense.strides().iter().zip(l.strides()).map(|(&d, &s)| if s == 0 { 0 } else { d }).collect();
+    super::copy::copy_cast(
+        View {
+            storage: v.storage,
+            layout: &src,
+            dtype: v.dtype,
+        },
+        View {
+            storage: &storage,
+            layout: &dense,
+            dtype: DType::F32,
+        },
+    )?;
+    let strides = dense
+        .strides()
+        .iter()
+        .zip(l.strides())
+        .map(|(&d, &s)| if s == 0 { 0 } else { d })
+        .collect();
     Ok((storage, Layout::new(l.shape().to_vec(), strides, 0)))
 }
 
@@ -245,7 +293,14 @@ fn to_f32(v: &View) -> Result<(Storage, Layout)> {
 mod tests {
     use super::*;
     fn dims(m: usize, n: usize) -> Dims {
-        Dims { m, n, k: 4, d: (n as isize, 1), a: (4, 1), b: (n as isize, 1) }
+        Dims {
+            m,
+            n,
+            k: 4,
+            d: (n as isize, 1),
+            a: (4, 1),
+            b: (n as isize, 1),
+        }
     }
     #[test]
     fn folds_a_broadcast_rhs_into_rows() {

@@ -63,7 +63,12 @@ impl Geometry {
 }
 
 fn mismatch(op: &'static str, a: &Tensor, b: &Tensor, why: String) -> Error {
-    Error::ShapeMismatch { op, lhs: a.shape().to_vec(), rhs: b.shape().to_vec(), why }
+    Error::ShapeMismatch {
+        op,
+        lhs: a.shape().to_vec(),
+        rhs: b.shape().to_vec(),
+        why,
+    }
 }
 
 /// Validates the ranks and sizes for `form` and computes the geometry (no data touched).
@@ -79,20 +84,42 @@ fn geometry(form: Form, a: &Tensor, b: &Tensor) -> Result<Geometry> {
     if !ranks_ok {
         let want = match form {
             Form::Matmul => "must both have at least 1 dim (matmul of a 0-d tensor: use mul)",
-            Form::Mm => "must both be 2-D (mm multiplies matrices; use matmul for vectors and batches)",
-            Form::Bmm => "must both be 3-D [batch, rows, cols] (use matmul for other ranks and broadcasting)",
+            Form::Mm => {
+                "must both be 2-D (mm multiplies matrices; use matmul for vectors and batches)"
+            }
+            Form::Bmm => {
+                "must both be 3-D [batch, rows, cols] (use matmul for other ranks and broadcasting)"
+            }
             Form::Dot => "must both be 1-D (dot multiplies vectors; use matmul for matrices)",
         };
-        return Err(mismatch(op, a, b, format!("have {da} and {db} dims but {want}")));
+        return Err(mismatch(
+            op,
+            a,
+            b,
+            format!("have {da} and {db} dims but {want}"),
+        ));
     }
     // a 1-D operand is a row (lhs) or column (rhs) vector
-    let la = if da == 1 { a.layout().unsqueeze(0)? } else { a.layout().clone() };
-    let lb = if db == 1 { b.layout().unsqueeze(1)? } else { b.layout().clone() };
+    let la = if da == 1 {
+        a.layout().unsqueeze(0)?
+    } else {
+        a.layout().clone()
+    };
+    let lb = if db == 1 {
+        b.layout().unsqueeze(1)?
+    } else {
+        b.layout().clone()
+    };
     let (sa, sb) = (la.shape(), lb.shape());
     let (m, ka) = (sa[sa.len() - 2], sa[sa.len() - 1]);
     let (kb, n) = (sb[sb.len() - 2], sb[sb.len() - 1]);
     if ka != kb {
-        return Err(mismatch(op, a, b, format!("cannot be multiplied ({ka} != {kb})")));
+        return Err(mismatch(
+            op,
+            a,
+            b,
+            format!("cannot be multiplied ({ka} != {kb})"),
+        ));
     }
     let (ba, bb) = (&sa[..sa.len() - 2], &sb[..sb.len() - 2]);
     if form == Form::Bmm && ba != bb {
@@ -100,14 +127,26 @@ fn geometry(form: Form, a: &Tensor, b: &Tensor) -> Result<Geometry> {
             op,
             a,
             b,
-            format!("have different batch sizes ({} != {}); bmm does not broadcast, use matmul", ba[0], bb[0]),
+            format!(
+                "have different batch sizes ({} != {}); bmm does not broadcast, use matmul",
+                ba[0], bb[0]
+            ),
         ));
     }
     let batch = broadcast_shapes(op, ba, bb).map_err(|_| {
-        mismatch(op, a, b, format!("cannot be multiplied: batch dims {ba:?} and {bb:?} do not broadcast"))
+        mismatch(
+            op,
+            a,
+            b,
+            format!("cannot be multiplied: batch dims {ba:?} and {bb:?} do not broadcast"),
+        )
     })?;
     let expand = |l: &Layout, r: usize, c: usize| {
-        let sizes: Vec<i64> = batch.iter().chain([r, c].iter()).map(|&s| s as i64).collect();
+        let sizes: Vec<i64> = batch
+            .iter()
+            .chain([r, c].iter())
+            .map(|&s| s as i64)
+            .collect();
         l.expand(&sizes)
     };
     let (a3, b3) = (expand(&la, m, ka)?, expand(&lb, kb, n)?);
@@ -119,13 +158,24 @@ fn geometry(form: Form, a: &Tensor, b: &Tensor) -> Result<Geometry> {
         out_shape.push(n);
     }
     crate::shape::checked_numel(op, &out_shape)?;
-    Ok(Geometry { a: a3, b: b3, out_shape, batch_nd: batch.len(), drop_m: da == 1, drop_n: db == 1 })
+    Ok(Geometry {
+        a: a3,
+        b: b3,
+        out_shape,
+        batch_nd: batch.len(),
+        drop_m: da == 1,
+        drop_n: db == 1,
+    })
 }
 
 /// The dtype and device of a product of `a` and `b` into `dest`, or the error PyTorch gives.
 fn dtype_device(op: &'static str, a: &Tensor, b: &Tensor, dest: Dest) -> Result<(DType, Device)> {
     if a.device() != b.device() {
-        return Err(Error::DeviceMismatch { op, a: a.device(), b: b.device() });
+        return Err(Error::DeviceMismatch {
+            op,
+            a: a.device(),
+            b: b.device(),
+        });
     }
     if a.dtype() != b.dtype() {
         return Err(Error::invalid(
@@ -169,15 +219,42 @@ fn product(form: Form, a: &Tensor, b: &Tensor, dest: Dest) -> Result<Tensor> {
             // the output may overlap what the product reads: compute aside, then copy back
             let tmp = product(form, a, b, Dest::New)?;
             let t = tmp.view_ref();
-            return write_result(op, dest, &[t], &g.out_shape, dtype, device, None, |dst| backend::copy_cast(t, dst));
+            return write_result(op, dest, &[t], &g.out_shape, dtype, device, None, |dst| {
+                backend::copy_cast(t, dst)
+            });
         }
     }
-    let va = View { storage: a.storage(), layout: &g.a, dtype };
-    let vb = View { storage: b.storage(), layout: &g.b, dtype };
-    write_result(op, dest, &[va, vb], &g.out_shape, dtype, device, None, |dst| {
-        let l = g.dst_layout(dst.layout)?;
-        backend::matmul(va, vb, View { storage: dst.storage, layout: &l, dtype: dst.dtype })
-    })
+    let va = View {
+        storage: a.storage(),
+        layout: &g.a,
+        dtype,
+    };
+    let vb = View {
+        storage: b.storage(),
+        layout: &g.b,
+        dtype,
+    };
+    write_result(
+        op,
+        dest,
+        &[va, vb],
+        &g.out_shape,
+        dtype,
+        device,
+        None,
+        |dst| {
+            let l = g.dst_layout(dst.layout)?;
+            backend::matmul(
+                va,
+                vb,
+                View {
+                    storage: dst.storage,
+                    layout: &l,
+                    dtype: dst.dtype,
+                },
+            )
+        },
+    )
 }
 
 impl Tensor {
@@ -235,7 +312,12 @@ impl Tensor {
     /// As in PyTorch this is an elementwise product, so dtypes promote and integers work.
     pub fn outer(&self, other: &Tensor) -> Result<Tensor> {
         if self.dim() != 1 || other.dim() != 1 {
-            return Err(mismatch("outer", self, other, "must both be 1-D (outer takes two vectors)".into()));
+            return Err(mismatch(
+                "outer",
+                self,
+                other,
+                "must both be 1-D (outer takes two vectors)".into(),
+            ));
         }
         self.unsqueeze(1)?.mul(&other.unsqueeze(0)?)
     }
