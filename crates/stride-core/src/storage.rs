@@ -113,7 +113,9 @@ buffer_element!(bool, Bool);
 impl CpuBuffer {
     /// A buffer of `len` zero (false) elements.
     pub fn zeros(dtype: DType, len: usize) -> CpuBuffer {
-        with_dtype!(dtype, T => T::wrap(vec![T::default(); len]))
+        let b = with_dtype!(dtype, T => T::wrap(vec![T::default(); len]));
+        crate::cpu::pages::advise_huge_pages(b.as_ptr(), len * dtype.size_in_bytes());
+        b
     }
     pub fn dtype(&self) -> DType {
         match self {

@@ -6,10 +6,12 @@
 //! - [`elementwise`]: unary/binary/ternary kernels;
 //! - [`math`]: the scalar math the kernels share.
 //! - [`matmul`]: batched matrix products through `gemm`, any strides.
+//! - [`pages`]: huge-page advice for large buffers.
 
 pub(crate) mod access;
 pub(crate) mod copy;
 pub(crate) mod elementwise;
 pub(crate) mod math;
 pub(crate) mod matmul;
+pub(crate) mod pages;
 pub(crate) mod strided;
