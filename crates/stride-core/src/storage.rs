@@ -113,9 +113,9 @@ buffer_element!(bool, Bool);
 impl CpuBuffer {
     /// A buffer of `len` zero (false) elements.
     pub fn zeros(dtype: DType, len: usize) -> CpuBuffer {
-        let buf = with_dtype!(dtype, T => T::wrap(vec![T::default(); len]));
-        advise_huge_pages(buf.as_ptr(), len * dtype.size_in_bytes());
-        buf
+        let b = with_dtype!(dtype, T => T::wrap(vec![T::default(); len]));
+        crate::cpu::pages::advise_huge_pages(b.as_ptr(), len * dtype.size_in_bytes());
+        b
     }
     pub fn dtype(&self) -> DType {
         match self {
@@ -259,27 +259,3 @@ impl Storage {
     }
 }
 
-/// Buffers of at least this many bytes ask for transparent huge pages.
-const HUGE_PAGE_MIN: usize = 4 << 20;
-
-/// Asks the OS to back a large, not yet touched buffer with transparent huge pages (as NumPy
-/// does for its arrays): the first touch then faults once per 2 MiB instead of once per
-/// 4 KiB, and random access (gathers, scatters) misses the TLB far less. Zeroed buffers come
-/// untouched from the allocator for every dtype but f16/bf16 (filled on allocation, so they
-/// keep small pages). A hint only: failures and other OSes are ignored.
-fn advise_huge_pages(ptr: *const u8, bytes: usize) {
-    #[cfg(target_os = "linux")]
-    if bytes >= HUGE_PAGE_MIN {
-        const PAGE: usize = 4096;
-        let start = (ptr as usize).next_multiple_of(PAGE);
-        let end = (ptr as usize + bytes) & !(PAGE - 1);
-        if end > start {
-            // SAFETY: madvise only changes the paging policy of pages inside the buffer.
-            unsafe {
-                libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_HUGEPAGE);
-            }
-        }
-    }
-    #[cfg(not(target_os = "linux"))]
-    let _ = (ptr, bytes);
-}

@@ -4,11 +4,28 @@
 
 use super::access::Access;
 use super::math::{self, FloatElem, IntElem, Real};
-use super::strided::{Plan, SendPtr};
+use super::strided::{Plan, SendPtr, TileOperand, Tiling, TILE};
 use crate::backend::{BinaryOp, TernaryOp, UnaryOp, View};
 use crate::{DType, Element, Error, Result, Scalar};
 use half::{bf16, f16};
 use num_traits::{Float, One, Zero};
+use std::mem::MaybeUninit;
+
+/// An uninitialised staging buffer for one operand of a tile (see [`Tiling`]).
+macro_rules! tile_buf {
+    ($T:ty) => {
+        [const { MaybeUninit::<$T>::uninit() }; TILE * TILE]
+    };
+}
+
+/// The output of a tile: written in place, never staged.
+fn out_of<O, const N: usize>(t: &Tiling<N>, po: SendPtr<O>, org: [isize; N]) -> TileOperand<O> {
+    TileOperand {
+        base: po.get().wrapping_offset(org[0]),
+        row: t.rows[0],
+        col: t.cols[0],
+    }
+}
 
 /// `out = f(a)` over the output's layout.
 unsafe fn map1<A: Copy, O: Copy>(
@@ -24,22 +41,31 @@ unsafe fn map1<A: Copy, O: Copy>(
         [l.strides(), a.layout.strides()],
         [l.offset(), a.layout.offset()],
     );
-    let [so, sa] = plan.inner_strides();
     let (po, pa) = (SendPtr(po), SendPtr(pa));
-    plan.par_ranges(|s, e| {
-        plan.for_each_run(s, e, |off, len| {
-            let (o, a) = (po.get().offset(off[0]), pa.get().offset(off[1]));
-            if so == 1 && sa == 1 {
-                for i in 0..len {
-                    *o.add(i) = f(*a.add(i));
-                }
-            } else {
-                for i in 0..len as isize {
-                    *o.offset(i * so) = f(*a.offset(i * sa));
-                }
+    let run = |o: *mut O, a: *mut A, [so, sa]: [isize; 2], len: usize| {
+        if so == 1 && sa == 1 {
+            for i in 0..len {
+                *o.add(i) = f(*a.add(i));
             }
-        })
-    });
+        } else {
+            for i in 0..len as isize {
+                *o.offset(i * so) = f(*a.offset(i * sa));
+            }
+        }
+    };
+    if let Some(t) = plan.tiling() {
+        plan.par_tiles(&t, |org, rows, cols| {
+            let mut ba = tile_buf!(A);
+            let o = out_of(&t, po, org);
+            let a = TileOperand::new(&t, 1, pa.get(), org, rows, cols, &mut ba);
+            for r in 0..rows {
+                run(o.run(r), a.run(r), [o.col, a.col], cols);
+            }
+        });
+    } else {
+        let st = plan.inner_strides();
+        plan.par_runs(|off, len| run(po.get().offset(off[0]), pa.get().offset(off[1]), st, len));
+    }
 }
 
 /// `out = f(a, b)` over the output's layout.
@@ -59,41 +85,55 @@ unsafe fn map2<A: Copy, B: Copy, O: Copy>(
         [l.strides(), a.layout.strides(), b.layout.strides()],
         [l.offset(), a.layout.offset(), b.layout.offset()],
     );
-    let [so, sa, sb] = plan.inner_strides();
     let (po, pa, pb) = (SendPtr(po), SendPtr(pa), SendPtr(pb));
-    plan.par_ranges(|s, e| {
-        plan.for_each_run(s, e, |off, len| {
-            let (o, a, b) = (
+    let run = |o: *mut O, a: *mut A, b: *mut B, [so, sa, sb]: [isize; 3], len: usize| match (
+        so, sa, sb,
+    ) {
+        (1, 1, 1) => {
+            for i in 0..len {
+                *o.add(i) = f(*a.add(i), *b.add(i));
+            }
+        }
+        (1, 1, 0) => {
+            let y = *b;
+            for i in 0..len {
+                *o.add(i) = f(*a.add(i), y);
+            }
+        }
+        (1, 0, 1) => {
+            let x = *a;
+            for i in 0..len {
+                *o.add(i) = f(x, *b.add(i));
+            }
+        }
+        _ => {
+            for i in 0..len as isize {
+                *o.offset(i * so) = f(*a.offset(i * sa), *b.offset(i * sb));
+            }
+        }
+    };
+    if let Some(t) = plan.tiling() {
+        plan.par_tiles(&t, |org, rows, cols| {
+            let (mut ba, mut bb) = (tile_buf!(A), tile_buf!(B));
+            let o = out_of(&t, po, org);
+            let a = TileOperand::new(&t, 1, pa.get(), org, rows, cols, &mut ba);
+            let b = TileOperand::new(&t, 2, pb.get(), org, rows, cols, &mut bb);
+            for r in 0..rows {
+                run(o.run(r), a.run(r), b.run(r), [o.col, a.col, b.col], cols);
+            }
+        });
+    } else {
+        let st = plan.inner_strides();
+        plan.par_runs(|off, len| {
+            run(
                 po.get().offset(off[0]),
                 pa.get().offset(off[1]),
                 pb.get().offset(off[2]),
-            );
-            match (so, sa, sb) {
-                (1, 1, 1) => {
-                    for i in 0..len {
-                        *o.add(i) = f(*a.add(i), *b.add(i));
-                    }
-                }
-                (1, 1, 0) => {
-                    let y = *b;
-                    for i in 0..len {
-                        *o.add(i) = f(*a.add(i), y);
-                    }
-                }
-                (1, 0, 1) => {
-                    let x = *a;
-                    for i in 0..len {
-                        *o.add(i) = f(x, *b.add(i));
-                    }
-                }
-                _ => {
-                    for i in 0..len as isize {
-                        *o.offset(i * so) = f(*a.offset(i * sa), *b.offset(i * sb));
-                    }
-                }
-            }
-        })
-    });
+                st,
+                len,
+            )
+        });
+    }
 }
 
 /// `out = f(a, b, c)` over the output's layout.
@@ -125,27 +165,50 @@ unsafe fn map3<A: Copy, B: Copy, C: Copy, O: Copy>(
             c.layout.offset(),
         ],
     );
-    let [so, sa, sb, sc] = plan.inner_strides();
     let (po, pa, pb, pc) = (SendPtr(po), SendPtr(pa), SendPtr(pb), SendPtr(pc));
-    plan.par_ranges(|s, e| {
-        plan.for_each_run(s, e, |off, len| {
-            let (o, a, b, c) = (
+    let run = |o: *mut O, a: *mut A, b: *mut B, c: *mut C, st: [isize; 4], len: usize| {
+        let [so, sa, sb, sc] = st;
+        if st == [1, 1, 1, 1] {
+            for i in 0..len {
+                *o.add(i) = f(*a.add(i), *b.add(i), *c.add(i));
+            }
+        } else {
+            for i in 0..len as isize {
+                *o.offset(i * so) = f(*a.offset(i * sa), *b.offset(i * sb), *c.offset(i * sc));
+            }
+        }
+    };
+    if let Some(t) = plan.tiling() {
+        plan.par_tiles(&t, |org, rows, cols| {
+            let (mut ba, mut bb, mut bc) = (tile_buf!(A), tile_buf!(B), tile_buf!(C));
+            let o = out_of(&t, po, org);
+            let a = TileOperand::new(&t, 1, pa.get(), org, rows, cols, &mut ba);
+            let b = TileOperand::new(&t, 2, pb.get(), org, rows, cols, &mut bb);
+            let c = TileOperand::new(&t, 3, pc.get(), org, rows, cols, &mut bc);
+            for r in 0..rows {
+                run(
+                    o.run(r),
+                    a.run(r),
+                    b.run(r),
+                    c.run(r),
+                    [o.col, a.col, b.col, c.col],
+                    cols,
+                );
+            }
+        });
+    } else {
+        let st = plan.inner_strides();
+        plan.par_runs(|off, len| {
+            run(
                 po.get().offset(off[0]),
                 pa.get().offset(off[1]),
                 pb.get().offset(off[2]),
                 pc.get().offset(off[3]),
-            );
-            if (so, sa, sb, sc) == (1, 1, 1, 1) {
-                for i in 0..len {
-                    *o.add(i) = f(*a.add(i), *b.add(i), *c.add(i));
-                }
-            } else {
-                for i in 0..len as isize {
-                    *o.offset(i * so) = f(*a.offset(i * sa), *b.offset(i * sb), *c.offset(i * sc));
-                }
-            }
-        })
-    });
+                st,
+                len,
+            )
+        });
+    }
 }
 
 // ---------------------------------------------------------------------------------------------

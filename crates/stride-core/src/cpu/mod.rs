@@ -8,6 +8,7 @@
 //! - [`flip`]: copy with reversed dims; [`random`]: Philox random fills.
 //! - [`matmul`]: batched matrix products through `gemm`, any strides.
 //! - [`reduce`]: reductions over dims (sum, max, argmax, …); [`cumulative`]: scans.
+//! - [`pages`]: huge-page advice for large buffers.
 
 pub(crate) mod access;
 pub(crate) mod copy;
@@ -17,6 +18,7 @@ pub(crate) mod flip;
 pub(crate) mod index;
 pub(crate) mod math;
 pub(crate) mod matmul;
+pub(crate) mod pages;
 pub(crate) mod random;
 pub(crate) mod reduce;
 pub(crate) mod sort;

@@ -77,6 +77,7 @@ impl<const N: usize> Plan<N> {
     pub fn inner_strides(&self) -> [isize; N] {
         std::array::from_fn(|k| *self.strides[k].last().unwrap())
     }
+    #[cfg(test)]
     pub fn inner_len(&self) -> usize {
         *self.shape.last().unwrap()
     }
@@ -154,6 +155,181 @@ impl<const N: usize> Plan<N> {
             }
         });
     }
+
+    /// Calls `f(offsets, len)` for runs covering every position exactly once, in the
+    /// output's order, in parallel when the plan is large.
+    pub fn par_runs(&self, f: impl Fn([isize; N], usize) + Sync) {
+        self.par_ranges(|s, e| self.for_each_run(s, e, &f))
+    }
+
+    /// Whether the plan is better walked in tiles (see [`Tiling`]): some input strides across
+    /// the innermost dim while it is contiguous (or nearly) along another dim — a transposed
+    /// operand beside a row-major output. Then a run-by-run walk fetches one cache line of
+    /// that input per element (and at power-of-two strides the lines evict each other before
+    /// they are reused), whatever the tile size.
+    pub fn tiling(&self) -> Option<Tiling<N>> {
+        let nd = self.shape.len();
+        if nd < 2 || self.shape[nd - 1] < TILE / 2 {
+            return None;
+        }
+        let inner = nd - 1;
+        let mut best: Option<(isize, usize)> = None; // (inner stride of that input, tile dim)
+        for k in 1..N {
+            let s0 = self.strides[k][inner].abs();
+            if s0 < TILE_MIN_STRIDE || best.is_some_and(|(b, _)| b >= s0) {
+                continue;
+            }
+            let t = (0..inner)
+                .filter(|&d| self.shape[d] >= 2 && self.strides[k][d] != 0)
+                .min_by_key(|&d| self.strides[k][d].abs());
+            if let Some(t) = t.filter(|&t| self.strides[k][t].abs() < s0) {
+                best = Some((s0, t));
+            }
+        }
+        let (_, t) = best?;
+        let rows: [isize; N] = std::array::from_fn(|k| self.strides[k][t]);
+        let cols: [isize; N] = std::array::from_fn(|k| self.strides[k][inner]);
+        let staged = std::array::from_fn(|k| {
+            k > 0
+                && cols[k].abs() >= TILE_MIN_STRIDE
+                && rows[k] != 0
+                && rows[k].abs() < cols[k].abs()
+        });
+        Some(Tiling {
+            dim: t,
+            rows,
+            cols,
+            staged,
+        })
+    }
+
+    /// Calls `f(origin, rows, cols)` for every tile of `tiling` — `rows` ≤ [`TILE`] steps
+    /// along the tile dim and `cols` ≤ [`TILE`] along the innermost dim, starting at the
+    /// per-operand offsets `origin` — covering every position exactly once, in parallel when
+    /// the plan is large.
+    pub fn par_tiles(&self, tiling: &Tiling<N>, f: impl Fn([isize; N], usize, usize) + Sync) {
+        let nd = self.shape.len();
+        let (inner, t) = (nd - 1, tiling.dim);
+        let outer: Vec<usize> = (0..inner).filter(|&d| d != t).collect();
+        let n_outer: usize = outer.iter().map(|&d| self.shape[d]).product();
+        let (nt, ni) = (self.shape[t], self.shape[inner]);
+        let (bt, bi) = (nt.div_ceil(TILE), ni.div_ceil(TILE));
+        let tasks = n_outer * bt * bi;
+        let tile = |task: usize| {
+            // tiles along the innermost dim are neighbours in the task order
+            let (ib, tb, mut o) = (task % bi, (task / bi) % bt, task / (bi * bt));
+            let mut off = self.offsets;
+            for &d in outer.iter().rev() {
+                let i = (o % self.shape[d]) as isize;
+                o /= self.shape[d];
+                for k in 0..N {
+                    off[k] += i * self.strides[k][d];
+                }
+            }
+            let (t0, i0) = (tb * TILE, ib * TILE);
+            for k in 0..N {
+                off[k] += i0 as isize * self.strides[k][inner] + t0 as isize * self.strides[k][t];
+            }
+            f(off, TILE.min(nt - t0), TILE.min(ni - i0));
+        };
+        let threads = rayon::current_num_threads();
+        if self.numel < 2 * PAR_GRAIN || threads < 2 || tasks < 2 {
+            (0..tasks).for_each(tile);
+            return;
+        }
+        let chunks = tasks.min(threads * 8);
+        let per = tasks.div_ceil(chunks);
+        use rayon::prelude::*;
+        (0..chunks)
+            .into_par_iter()
+            .for_each(|c| (c * per..((c + 1) * per).min(tasks)).for_each(tile));
+    }
+}
+
+/// How [`Plan::par_tiles`] walks a plan: square tiles of the innermost dim and one other
+/// (`dim`). Each tile is `rows` runs along the innermost dim; an input marked `staged` is
+/// first copied into a small buffer ([`stage`]) reading it along its own contiguous dim, so
+/// that every cache line of every operand is used whole, once — the transposition happens in
+/// L1, not in memory.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Tiling<const N: usize> {
+    dim: usize,
+    /// Stride per operand between consecutive runs of a tile.
+    pub rows: [isize; N],
+    /// Stride per operand along a run (the innermost dim).
+    pub cols: [isize; N],
+    pub staged: [bool; N],
+}
+
+/// Side of the square tiles of [`Plan::par_tiles`].
+pub(crate) const TILE: usize = 32;
+/// An input's innermost stride (in elements) from which a tiled walk pays.
+const TILE_MIN_STRIDE: isize = 8;
+
+/// One operand of a tile as a kernel reads it: its first run, the stride between runs and
+/// the stride along a run.
+pub(crate) struct TileOperand<T> {
+    pub base: *mut T,
+    pub row: isize,
+    pub col: isize,
+}
+
+impl<T: Copy> TileOperand<T> {
+    /// Operand `k` of the tile at `origin`: in place, or copied into `buf` (a row of the buffer
+    /// per run) when the tiling stages it.
+    ///
+    /// # Safety
+    /// `base` is operand `k`'s base pointer and the tile lies inside its storage.
+    #[inline(always)]
+    pub unsafe fn new<const N: usize>(
+        tiling: &Tiling<N>,
+        k: usize,
+        base: *mut T,
+        origin: [isize; N],
+        rows: usize,
+        cols: usize,
+        buf: &mut [std::mem::MaybeUninit<T>; TILE * TILE],
+    ) -> TileOperand<T> {
+        let p = base.offset(origin[k]);
+        if !tiling.staged[k] {
+            return TileOperand {
+                base: p,
+                row: tiling.rows[k],
+                col: tiling.cols[k],
+            };
+        }
+        let b = buf.as_mut_ptr() as *mut T;
+        stage(p, tiling.rows[k], tiling.cols[k], rows, cols, b);
+        TileOperand {
+            base: b,
+            row: TILE as isize,
+            col: 1,
+        }
+    }
+    /// The first element of run `r`.
+    #[inline(always)]
+    pub unsafe fn run(&self, r: usize) -> *mut T {
+        self.base.offset(r as isize * self.row)
+    }
+}
+
+/// `buf[r·TILE + c] = src[r·row + c·col]` for a `rows × cols` block, reading `src` along
+/// rows (where a staged operand is contiguous), so each of its cache lines is used whole.
+#[inline(always)]
+unsafe fn stage<T: Copy>(
+    src: *const T,
+    row: isize,
+    col: isize,
+    rows: usize,
+    cols: usize,
+    buf: *mut T,
+) {
+    for c in 0..cols {
+        let s = src.offset(c as isize * col);
+        for r in 0..rows {
+            *buf.add(r * TILE + c) = *s.offset(r as isize * row);
+        }
+    }
 }
 
 /// A raw pointer that may cross threads: kernels guarantee disjoint writes.
@@ -196,6 +372,72 @@ mod tests {
         for (s, e) in [(0, 7), (7, 13), (13, 24), (3, 4)] {
             assert_eq!(visit(&p, s, e), all[s..e].to_vec());
         }
+    }
+    fn visit_tiles<const N: usize>(p: &Plan<N>) -> Vec<[isize; N]> {
+        let t = p.tiling().expect("tiled");
+        let v = std::sync::Mutex::new(vec![]);
+        p.par_tiles(&t, |org, rows, cols| {
+            let mut v = v.lock().unwrap();
+            for r in 0..rows as isize {
+                for c in 0..cols as isize {
+                    v.push(std::array::from_fn(|k| {
+                        org[k] + r * t.rows[k] + c * t.cols[k]
+                    }));
+                }
+            }
+        });
+        let mut v = v.into_inner().unwrap();
+        v.sort();
+        v
+    }
+    #[test]
+    fn tiles_visit_every_element_once() {
+        // out row-major [b, r, c] (offset 1), input transposed in its last two dims (offset 2),
+        // ragged tiles on both sides; the large one runs in parallel
+        for (b, r, c) in [(3usize, 70usize, 130usize), (2, 300, 200)] {
+            let p = Plan::new(&[b, r, c], [&[r * c, c, 1], &[r * c, 1, r]], [1, 2]);
+            let t = p.tiling().expect("tiled");
+            assert_eq!(t.staged, [false, true]);
+            let got = visit_tiles(&p);
+            let mut want = vec![];
+            for i in 0..b {
+                for j in 0..r {
+                    for k in 0..c {
+                        want.push([
+                            (1 + i * r * c + j * c + k) as isize,
+                            (2 + i * r * c + j + k * r) as isize,
+                        ]);
+                    }
+                }
+            }
+            want.sort();
+            assert_eq!(got, want);
+        }
+        // no tiling for a stepped input or a broadcast one
+        let p = Plan::new(&[64, 64], [&[64, 1], &[128, 2]], [0, 0]);
+        assert!(p.tiling().is_none());
+        let p = Plan::new(&[64, 64], [&[64, 1], &[1, 0]], [0, 0]);
+        assert!(p.tiling().is_none());
+    }
+    #[test]
+    fn staging_transposes_a_block() {
+        // a 3x2 block of a column-major 4x4 matrix, read along its contiguous dim
+        let src: Vec<i32> = (0..16).collect();
+        let mut buf = [std::mem::MaybeUninit::<i32>::uninit(); TILE * TILE];
+        let t = Tiling {
+            dim: 0,
+            rows: [1, 1],
+            cols: [4, 4],
+            staged: [false, true],
+        };
+        let op =
+            unsafe { TileOperand::new(&t, 1, src.as_ptr() as *mut i32, [0, 5], 3, 2, &mut buf) };
+        assert_eq!((op.row, op.col), (TILE as isize, 1));
+        let got: Vec<i32> = (0..3)
+            .flat_map(|r| (0..2).map(move |c| (r, c)))
+            .map(|(r, c)| unsafe { *op.run(r).add(c) })
+            .collect();
+        assert_eq!(got, vec![5, 9, 6, 10, 7, 11]);
     }
     #[test]
     fn merges_contiguous_dims() {

@@ -1,0 +1,183 @@
+//! The machine's ceilings, measured in-process, and the timer every row uses.
+
+use std::time::Instant;
+
+/// Median wall time of `f` in seconds over `reps` runs after `warmup` runs.
+pub fn median_time(reps: usize, warmup: usize, mut f: impl FnMut()) -> f64 {
+    for _ in 0..warmup {
+        f();
+    }
+    let mut ts: Vec<f64> = (0..reps.max(1))
+        .map(|_| {
+            let t = Instant::now();
+            f();
+            t.elapsed().as_secs_f64()
+        })
+        .collect();
+    ts.sort_by(|a, b| a.total_cmp(b));
+    let n = ts.len();
+    if n % 2 == 1 {
+        ts[n / 2]
+    } else {
+        0.5 * (ts[n / 2 - 1] + ts[n / 2])
+    }
+}
+
+/// Memory bandwidth in bytes/s, the best of two stream kernels on every rayon thread over
+/// buffers far larger than the caches: a copy (`copy_from_slice`, i.e. memcpy: read + write
+/// bytes) and an in-place update `x = x + s·y` (read x, read y, write x); best of `reps` each.
+/// Returns (bytes/s, which kernel won).
+pub fn bandwidth(bytes: usize, reps: usize) -> (f64, &'static str) {
+    use rayon::prelude::*;
+    let n = bytes / 4;
+    let src: Vec<f32> = (0..n).map(|i| i as f32).collect();
+    let mut dst = vec![1.0f32; n]; // touched, so no page faults are timed
+    let chunk = n.div_ceil(rayon::current_num_threads() * 4).max(1 << 14);
+    let best_of = |f: &mut dyn FnMut()| {
+        (0..reps.max(1) + 1)
+            .map(|_| {
+                let t = Instant::now();
+                f();
+                t.elapsed().as_secs_f64()
+            })
+            .fold(f64::INFINITY, f64::min)
+    };
+    let copy = best_of(&mut || {
+        dst.par_chunks_mut(chunk)
+            .zip(src.par_chunks(chunk))
+            .for_each(|(d, s)| d.copy_from_slice(s))
+    });
+    let update = best_of(&mut || {
+        dst.par_chunks_mut(chunk)
+            .zip(src.par_chunks(chunk))
+            .for_each(|(d, s)| {
+                for (x, y) in d.iter_mut().zip(s) {
+                    *x += 1e-30 * y;
+                }
+            })
+    });
+    std::hint::black_box(&dst);
+    let (copy, update) = ((2 * n * 4) as f64 / copy, (3 * n * 4) as f64 / update);
+    if copy >= update {
+        (copy, "memcpy")
+    } else {
+        (update, "in-place x += s*y")
+    }
+}
+
+/// Peak f32 multiply-add rate in flop/s: an FMA microbenchmark (12 independent chains of
+/// vector fused multiply-adds per thread, the widest the CPU has: AVX-512, AVX2+FMA, else
+/// scalar mul+add) on every rayon thread at once; best of `reps`. Returns (flop/s, method).
+pub fn peak_flops(seconds: f64, reps: usize) -> (f64, String) {
+    use rayon::prelude::*;
+    let threads = rayon::current_num_threads();
+    let (lanes, isa) = fma::width();
+    // calibrate the iteration count to about `seconds` per run on one thread
+    let mut iters = 1 << 12;
+    loop {
+        let t = Instant::now();
+        std::hint::black_box(fma::run(iters));
+        let dt = t.elapsed().as_secs_f64();
+        if dt > seconds / 4.0 || iters > 1 << 30 {
+            iters = ((iters as f64) * seconds / dt.max(1e-9)) as usize;
+            break;
+        }
+        iters *= 4;
+    }
+    let iters = iters.max(1 << 10);
+    let mut best = f64::INFINITY;
+    for _ in 0..reps.max(1) {
+        let t = Instant::now();
+        let s: f32 = (0..threads).into_par_iter().map(|_| fma::run(iters)).sum();
+        std::hint::black_box(s);
+        best = best.min(t.elapsed().as_secs_f64());
+    }
+    let flops = (threads * iters * fma::CHAINS * lanes * 2) as f64;
+    (
+        flops / best,
+        format!(
+            "FMA microbenchmark: {} chains of {isa} f32 FMA x {threads} threads",
+            fma::CHAINS
+        ),
+    )
+}
+
+mod fma {
+    pub const CHAINS: usize = 12;
+
+    /// (f32 lanes per FMA, instruction set) of the widest FMA this CPU runs.
+    pub fn width() -> (usize, &'static str) {
+        #[cfg(target_arch = "x86_64")]
+        {
+            if is_x86_feature_detected!("avx512f") {
+                return (16, "AVX-512");
+            }
+            if is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") {
+                return (8, "AVX2");
+            }
+        }
+        (1, "scalar")
+    }
+
+    /// `iters` rounds of CHAINS independent FMAs of `width()` lanes.
+    pub fn run(iters: usize) -> f32 {
+        #[cfg(target_arch = "x86_64")]
+        {
+            if is_x86_feature_detected!("avx512f") {
+                return unsafe { avx512(iters) };
+            }
+            if is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") {
+                return unsafe { avx2(iters) };
+            }
+        }
+        scalar(iters)
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx512f")]
+    unsafe fn avx512(iters: usize) -> f32 {
+        use std::arch::x86_64::*;
+        let (a, b) = (_mm512_set1_ps(0.999_999), _mm512_set1_ps(1e-7));
+        let mut acc = [_mm512_set1_ps(1.0); CHAINS];
+        for _ in 0..iters {
+            for r in acc.iter_mut() {
+                *r = _mm512_fmadd_ps(*r, a, b);
+            }
+        }
+        let mut s = _mm512_setzero_ps();
+        for r in acc {
+            s = _mm512_add_ps(s, r);
+        }
+        _mm512_reduce_add_ps(s)
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn avx2(iters: usize) -> f32 {
+        use std::arch::x86_64::*;
+        let (a, b) = (_mm256_set1_ps(0.999_999), _mm256_set1_ps(1e-7));
+        let mut acc = [_mm256_set1_ps(1.0); CHAINS];
+        for _ in 0..iters {
+            for r in acc.iter_mut() {
+                *r = _mm256_fmadd_ps(*r, a, b);
+            }
+        }
+        let mut out = [0.0f32; 8];
+        let mut s = _mm256_setzero_ps();
+        for r in acc {
+            s = _mm256_add_ps(s, r);
+        }
+        _mm256_storeu_ps(out.as_mut_ptr(), s);
+        out.iter().sum()
+    }
+
+    fn scalar(iters: usize) -> f32 {
+        let mut acc = [1.0f32; CHAINS];
+        for _ in 0..iters {
+            for r in acc.iter_mut() {
+                *r = std::hint::black_box(*r * 0.999_999 + 1e-7);
+            }
+        }
+        acc.iter().sum()
+    }
+}
