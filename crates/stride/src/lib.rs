@@ -11,13 +11,48 @@
 //! assert_eq!(y.to_vec::<f32>()?, vec![0., 6., 2., 8., 4., 10.]);
 //! # Ok::<(), stride::Error>(())
 //! ```
+//!
+//! Modules and optimizers live in [`nn`] and [`optim`] (PyTorch's `torch.nn` and
+//! `torch.optim`):
+//!
+//! ```
+//! use stride::prelude::*;
+//! use stride::nn::{loss, Linear};
+//! let model = Linear::new(3, 1, true)?;
+//! let mut opt = optim::Sgd::new(model.named_parameters(), optim::SgdConfig { lr: 0.1, ..Default::default() })?;
+//! let x = Tensor::ones([4, 3], DType::F32, &Device::Cpu)?;
+//! let y = Tensor::zeros([4, 1], DType::F32, &Device::Cpu)?;
+//! opt.zero_grad()?;
+//! let l = loss::mse_loss(&model.forward(&x)?, &y, loss::Reduction::Mean)?;
+//! l.backward()?;
+//! opt.step()?;
+//! # Ok::<(), stride::Error>(())
+//! ```
 
 pub use stride_core::*;
 
+/// Neural-network modules, layers, losses and initialisers (`torch.nn`): see [`stride_nn`].
+pub mod nn {
+    pub use stride_nn::{
+        finfo_eps, init, loss, mlp, Activation, Buffer, Dropout, Embedding, Factory, Gelu,
+        GeluTanh, Identity, LayerNorm, LeakyRelu, Linear, LoadReport, Mode, Module, Parameter,
+        Relu, RmsNorm, Sequential, ShapeMismatch, Sigmoid, Silu, Softplus, StateDict, Tanh,
+        Visitor,
+    };
+}
+
+/// Optimizers, LR schedulers, gradient clipping and the update-health check (`torch.optim`).
+pub mod optim {
+    pub use stride_nn::optim::*;
+}
+
 /// The common imports: `use stride::prelude::*;`
 pub mod prelude {
+    pub use crate::{nn, optim};
     pub use stride_core::autograd::{self, no_grad};
     pub use stride_core::{
         manual_seed, DType, Device, Error, Generator, MemoryFormat, Result, Scalar, Shape, Tensor,
     };
+    pub use stride_nn::optim::{LrScheduler, Optimizer};
+    pub use stride_nn::{Module, Parameter};
 }

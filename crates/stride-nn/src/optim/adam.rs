@@ -1,0 +1,259 @@
+//! Adam and AdamW, PyTorch's `_single_tensor_adam` / `_single_tensor_adamw`.
+
+use super::sgd::add_alpha;
+use super::{get_f64, load_state_tensor, Algorithm, Optim};
+use crate::invalid;
+use std::collections::BTreeMap;
+use stride_core::{DType, MemoryFormat, Result, Tensor};
+
+/// Hyperparameters of [`Adam`] (PyTorch's names and defaults). `decoupled_weight_decay`
+/// makes it AdamW ([`AdamConfig::adamw`] has AdamW's defaults).
+#[derive(Debug, Clone, PartialEq)]
+pub struct AdamConfig {
+    pub lr: f64,
+    pub betas: (f64, f64),
+    pub eps: f64,
+    pub weight_decay: f64,
+    pub amsgrad: bool,
+    pub maximize: bool,
+    /// AdamW: `p ← p·(1 − lr·weight_decay)` before the update, instead of adding
+    /// `weight_decay·p` to the gradient.
+    pub decoupled_weight_decay: bool,
+}
+impl Default for AdamConfig {
+    /// `torch.optim.Adam`'s defaults: lr 1e-3, betas (0.9, 0.999), eps 1e-8, no weight decay.
+    fn default() -> Self {
+        AdamConfig {
+            lr: 1e-3,
+            betas: (0.9, 0.999),
+            eps: 1e-8,
+            weight_decay: 0.0,
+            amsgrad: false,
+            maximize: false,
+            decoupled_weight_decay: false,
+        }
+    }
+}
+impl AdamConfig {
+    /// `torch.optim.AdamW`'s defaults: as Adam, with decoupled weight decay 0.01.
+    pub fn adamw() -> AdamConfig {
+        AdamConfig {
+            weight_decay: 1e-2,
+            decoupled_weight_decay: true,
+            ..AdamConfig::default()
+        }
+    }
+}
+
+/// Adam (and AdamW, with [`AdamConfig::adamw`]), with PyTorch's single-tensor update:
+///
+/// ```text
+/// g ← ±grad;  step ← step + 1
+/// AdamW: p.mul_(1 − lr·wd)          Adam: g ← g + wd·p
+/// m.lerp_(g, 1 − β1)
+/// v.mul_(β2).addcmul_(g, g, 1 − β2)
+/// step_size ← lr / (1 − β1^step);  bc2_sqrt ← √(1 − β2^step)
+/// amsgrad: v_max ← max(v_max, v);  denom ← v_max.sqrt() / bc2_sqrt + eps
+/// else:                            denom ← v.sqrt() / bc2_sqrt + eps
+/// p.addcdiv_(m, denom, −step_size)
+/// ```
+///
+/// The moments are `zeros_like(p)` with `p`'s strides, and `p` is updated in place through its
+/// own layout.
+pub type Adam = Optim<AdamAlgorithm>;
+/// AdamW is [`Adam`] with [`AdamConfig::adamw`] (or any config with
+/// `decoupled_weight_decay`).
+pub type AdamW = Adam;
+
+/// The algorithm behind [`Adam`].
+pub struct AdamAlgorithm;
+
+/// Per-parameter state of [`Adam`].
+pub struct AdamState {
+    /// Steps taken (PyTorch keeps it as a tensor; the value is what matters).
+    pub step: u64,
+    pub exp_avg: Tensor,
+    pub exp_avg_sq: Tensor,
+    pub max_exp_avg_sq: Option<Tensor>,
+}
+
+impl Algorithm for AdamAlgorithm {
+    type Config = AdamConfig;
+    type State = AdamState;
+    const NAME: &'static str = "Adam";
+    fn lr(c: &AdamConfig) -> f64 {
+        c.lr
+    }
+    fn set_lr(c: &mut AdamConfig, lr: f64) {
+        c.lr = lr
+    }
+    fn momentum(c: &AdamConfig) -> f64 {
+        c.betas.0
+    }
+    fn set_momentum(c: &mut AdamConfig, m: f64) {
+        c.betas.0 = m
+    }
+    fn validate(c: &AdamConfig) -> Result<()> {
+        let check = |ok: bool, what: String| {
+            if ok {
+                Ok(())
+            } else {
+                Err(invalid("Adam", what))
+            }
+        };
+        check(c.lr >= 0.0, format!("invalid learning rate: {}", c.lr))?;
+        check(c.eps >= 0.0, format!("invalid epsilon value: {}", c.eps))?;
+        check(
+            (0.0..1.0).contains(&c.betas.0),
+            format!("invalid beta parameter at index 0: {}", c.betas.0),
+        )?;
+        check(
+            (0.0..1.0).contains(&c.betas.1),
+            format!("invalid beta parameter at index 1: {}", c.betas.1),
+        )?;
+        check(
+            c.weight_decay >= 0.0,
+            format!("invalid weight_decay value: {}", c.weight_decay),
+        )
+    }
+    fn update(
+        c: &AdamConfig,
+        param: &Tensor,
+        grad: &Tensor,
+        state: &mut Option<AdamState>,
+    ) -> Result<()> {
+        if state.is_none() {
+            *state = Some(AdamState {
+                step: 0,
+                exp_avg: param.zeros_like(MemoryFormat::Preserve)?,
+                exp_avg_sq: param.zeros_like(MemoryFormat::Preserve)?,
+                max_exp_avg_sq: if c.amsgrad {
+                    Some(param.zeros_like(MemoryFormat::Preserve)?)
+                } else {
+                    None
+                },
+            });
+        }
+        let st = state.as_mut().expect("initialised above");
+        let (beta1, beta2) = c.betas;
+        let mut g = if c.maximize {
+            grad.neg()?
+        } else {
+            grad.clone()
+        };
+        st.step += 1;
+        if c.weight_decay != 0.0 {
+            if c.decoupled_weight_decay {
+                param.mul_(1.0 - c.lr * c.weight_decay)?;
+            } else {
+                g = add_alpha(&g, param, c.weight_decay)?;
+            }
+        }
+        st.exp_avg.lerp_(&g, 1.0 - beta1)?;
+        st.exp_avg_sq.mul_(beta2)?;
+        st.exp_avg_sq.addcmul_(&g, &g, 1.0 - beta2)?;
+        let step = st.step as f64;
+        let bias_correction1 = 1.0 - beta1.powf(step);
+        let bias_correction2 = 1.0 - beta2.powf(step);
+        let step_size = c.lr / bias_correction1;
+        let bias_correction2_sqrt = bias_correction2.sqrt();
+        let denom = if c.amsgrad {
+            let m = match &st.max_exp_avg_sq {
+                Some(m) => m.clone(),
+                None => {
+                    // amsgrad switched on after some steps (e.g. by load_state_dict)
+                    let m = param.zeros_like(MemoryFormat::Preserve)?;
+                    st.max_exp_avg_sq = Some(m.clone());
+                    m
+                }
+            };
+            m.maximum_(&st.exp_avg_sq)?;
+            m.sqrt()?.div(bias_correction2_sqrt)?
+        } else {
+            st.exp_avg_sq.sqrt()?.div(bias_correction2_sqrt)?
+        };
+        denom.add_(c.eps)?;
+        param.addcdiv_(&st.exp_avg, &denom, -step_size)?;
+        Ok(())
+    }
+    fn moments(s: &AdamState) -> Vec<(&'static str, Tensor)> {
+        let mut v = vec![
+            ("exp_avg", s.exp_avg.clone()),
+            ("exp_avg_sq", s.exp_avg_sq.clone()),
+        ];
+        if let Some(m) = &s.max_exp_avg_sq {
+            v.push(("max_exp_avg_sq", m.clone()));
+        }
+        v
+    }
+    fn state_to_dict(s: &AdamState) -> Result<BTreeMap<String, Tensor>> {
+        let mut d = BTreeMap::new();
+        d.insert(
+            "step".into(),
+            Tensor::scalar(s.step as f64, DType::F32, &s.exp_avg.device())?,
+        );
+        d.insert("exp_avg".into(), s.exp_avg.clone_tensor()?);
+        d.insert("exp_avg_sq".into(), s.exp_avg_sq.clone_tensor()?);
+        if let Some(m) = &s.max_exp_avg_sq {
+            d.insert("max_exp_avg_sq".into(), m.clone_tensor()?);
+        }
+        Ok(d)
+    }
+    fn state_from_dict(
+        d: &BTreeMap<String, Tensor>,
+        param: &Tensor,
+        c: &AdamConfig,
+    ) -> Result<AdamState> {
+        let step = d
+            .get("step")
+            .ok_or_else(|| invalid("Adam::load_state_dict", "the state has no \"step\" entry"))?
+            .to_dtype(DType::F64)?
+            .item::<f64>()?;
+        if !(step >= 0.0 && step.fract() == 0.0) {
+            return Err(invalid(
+                "Adam::load_state_dict",
+                format!("step must be a non-negative whole number, got {step}"),
+            ));
+        }
+        Ok(AdamState {
+            step: step as u64,
+            exp_avg: load_state_tensor(d, "exp_avg", param)?,
+            exp_avg_sq: load_state_tensor(d, "exp_avg_sq", param)?,
+            max_exp_avg_sq: if c.amsgrad || d.contains_key("max_exp_avg_sq") {
+                Some(load_state_tensor(d, "max_exp_avg_sq", param)?)
+            } else {
+                None
+            },
+        })
+    }
+    fn config_to_dict(c: &AdamConfig) -> BTreeMap<String, f64> {
+        BTreeMap::from([
+            ("lr".into(), c.lr),
+            ("beta1".into(), c.betas.0),
+            ("beta2".into(), c.betas.1),
+            ("eps".into(), c.eps),
+            ("weight_decay".into(), c.weight_decay),
+            ("amsgrad".into(), c.amsgrad as u8 as f64),
+            ("maximize".into(), c.maximize as u8 as f64),
+            (
+                "decoupled_weight_decay".into(),
+                c.decoupled_weight_decay as u8 as f64,
+            ),
+        ])
+    }
+    fn config_from_dict(d: &BTreeMap<String, f64>, b: &AdamConfig) -> Result<AdamConfig> {
+        let flag = |k: &str, v: bool| get_f64(d, k, v as u8 as f64) != 0.0;
+        Ok(AdamConfig {
+            lr: get_f64(d, "lr", b.lr),
+            betas: (
+                get_f64(d, "beta1", b.betas.0),
+                get_f64(d, "beta2", b.betas.1),
+            ),
+            eps: get_f64(d, "eps", b.eps),
+            weight_decay: get_f64(d, "weight_decay", b.weight_decay),
+            amsgrad: flag("amsgrad", b.amsgrad),
+            maximize: flag("maximize", b.maximize),
+            decoupled_weight_decay: flag("decoupled_weight_decay", b.decoupled_weight_decay),
+        })
+    }
+}

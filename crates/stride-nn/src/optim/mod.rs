@@ -1,0 +1,417 @@
+//! Optimizers ([`Sgd`], [`Adam`]/AdamW), LR schedulers, gradient clipping and the
+//! update-health check.
+//!
+//! The update math is PyTorch's single-tensor (`foreach=False`) implementation, operation for
+//! operation, so f64 trajectories match PyTorch's. Optimizer state (momentum buffers, Adam
+//! moments) is created with `zeros_like(Preserve)` — the parameter's strides — and every
+//! update is written in place through the parameter's own layout, whatever its strides: a
+//! transposed weight trains exactly as a contiguous one.
+//!
+//! ```
+//! use stride_nn::{optim::{Adam, AdamConfig, Optimizer}, Linear, Module, loss};
+//! use stride_core::{DType, Device, Tensor};
+//! let model = Linear::new(3, 1, true)?;
+//! let mut opt = Adam::new(model.named_parameters(), AdamConfig { lr: 1e-2, ..Default::default() })?;
+//! let x = Tensor::ones([8, 3], DType::F32, &Device::Cpu)?;
+//! let y = Tensor::zeros([8, 1], DType::F32, &Device::Cpu)?;
+//! for _ in 0..3 {
+//!     opt.zero_grad()?;
+//!     let l = loss::mse_loss(&model.forward(&x)?, &y, loss::Reduction::Mean)?;
+//!     l.backward()?;
+//!     opt.step()?;
+//! }
+//! # Ok::<(), stride_core::Error>(())
+//! ```
+
+mod adam;
+mod clip;
+mod health;
+mod scheduler;
+mod sgd;
+
+pub use adam::{Adam, AdamAlgorithm, AdamConfig, AdamState, AdamW};
+pub use clip::{clip_grad_norm_, clip_grad_value_};
+pub use health::{HealthIssue, HealthReport, IssueKind};
+pub use scheduler::{
+    Anneal, CosineWithWarmup, ExponentialLr, LinearLr, LrScheduler, OneCycleLr, StepLr,
+};
+pub use sgd::{Sgd, SgdAlgorithm, SgdConfig, SgdState};
+
+use crate::invalid;
+use crate::module::{Parameter, StateDict};
+use health::HealthState;
+use std::collections::{BTreeMap, HashSet};
+use stride_core::autograd::no_grad;
+use stride_core::{Result, Tensor};
+
+/// A named parameter as optimizers take them (`module.named_parameters()`).
+pub type NamedParameter = (String, Parameter);
+
+/// Parameters that share hyperparameters (PyTorch's `param_groups` entries).
+#[derive(Clone)]
+pub struct ParamGroup<C> {
+    pub params: Vec<NamedParameter>,
+    pub config: C,
+}
+impl<C> ParamGroup<C> {
+    pub fn new(params: Vec<NamedParameter>, config: C) -> ParamGroup<C> {
+        ParamGroup { params, config }
+    }
+}
+
+/// Unnamed parameters get the names `"param0"`, `"param1"`, … (used by health reports).
+pub fn name_params(params: Vec<Parameter>) -> Vec<NamedParameter> {
+    params
+        .into_iter()
+        .enumerate()
+        .map(|(i, p)| (format!("param{i}"), p))
+        .collect()
+}
+
+/// An optimizer's state as plain data (PyTorch's `optimizer.state_dict()`): per-parameter
+/// state by the parameter's position across groups, and each group's hyperparameters.
+#[derive(Clone, Debug, Default)]
+pub struct OptimizerStateDict {
+    /// Position → state name (`"step"`, `"exp_avg"`, `"momentum_buffer"`, …) → tensor.
+    pub state: BTreeMap<usize, BTreeMap<String, Tensor>>,
+    /// Per group: hyperparameters by PyTorch's names (booleans as 0/1, `betas` as
+    /// `beta1`/`beta2`) and the positions of its parameters.
+    pub param_groups: Vec<(BTreeMap<String, f64>, Vec<usize>)>,
+}
+
+/// What every optimizer offers (PyTorch's `torch.optim.Optimizer`).
+pub trait Optimizer {
+    /// One update of every parameter that has a gradient.
+    fn step(&mut self) -> Result<()>;
+    /// Sets every gradient to `None` (PyTorch ≥ 2.0's default).
+    fn zero_grad(&mut self) -> Result<()> {
+        self.zero_grad_with(true)
+    }
+    /// `set_to_none = false` fills existing gradients with zeros instead.
+    fn zero_grad_with(&mut self, set_to_none: bool) -> Result<()>;
+    fn num_groups(&self) -> usize;
+    fn lr(&self, group: usize) -> f64;
+    fn set_lr(&mut self, group: usize, lr: f64);
+    /// The momentum a one-cycle schedule cycles: SGD's `momentum`, Adam's `beta1`.
+    fn momentum(&self, group: usize) -> f64;
+    fn set_momentum(&mut self, group: usize, m: f64);
+    /// Every parameter with its name, in group order.
+    fn named_params(&self) -> Vec<NamedParameter>;
+    fn state_dict(&self) -> Result<OptimizerStateDict>;
+    fn load_state_dict(&mut self, sd: &OptimizerStateDict) -> Result<()>;
+    /// Turns the update-health check on or off (off by default).
+    fn set_health_check(&mut self, on: bool);
+    /// The report of the last checked `step()`, when the check is on.
+    fn health(&self) -> Option<&HealthReport>;
+}
+
+/// One optimizer algorithm: its hyperparameters, per-parameter state and update.
+pub trait Algorithm {
+    type Config: Clone;
+    type State;
+    const NAME: &'static str;
+    fn lr(c: &Self::Config) -> f64;
+    fn set_lr(c: &mut Self::Config, lr: f64);
+    fn momentum(c: &Self::Config) -> f64;
+    fn set_momentum(c: &mut Self::Config, m: f64);
+    fn validate(c: &Self::Config) -> Result<()>;
+    /// Updates `param` (written in place through its layout) from `grad`. Runs under no_grad.
+    fn update(
+        c: &Self::Config,
+        param: &Tensor,
+        grad: &Tensor,
+        state: &mut Option<Self::State>,
+    ) -> Result<()>;
+    /// Tensors to check for finiteness after a step.
+    fn moments(s: &Self::State) -> Vec<(&'static str, Tensor)>;
+    fn state_to_dict(s: &Self::State) -> Result<BTreeMap<String, Tensor>>;
+    fn state_from_dict(
+        d: &BTreeMap<String, Tensor>,
+        param: &Tensor,
+        c: &Self::Config,
+    ) -> Result<Self::State>;
+    fn config_to_dict(c: &Self::Config) -> BTreeMap<String, f64>;
+    fn config_from_dict(d: &BTreeMap<String, f64>, base: &Self::Config) -> Result<Self::Config>;
+}
+
+/// An optimizer: parameter groups, per-parameter state, and the algorithm `A`.
+pub struct Optim<A: Algorithm> {
+    groups: Vec<ParamGroup<A::Config>>,
+    state: Vec<Vec<Option<A::State>>>,
+    health: HealthState,
+    dropped: HashSet<String>,
+}
+
+impl<A: Algorithm> Optim<A> {
+    /// One group of `params` (from `module.named_parameters()`, or [`name_params`]).
+    pub fn new(params: Vec<NamedParameter>, config: A::Config) -> Result<Optim<A>> {
+        Optim::with_groups(vec![ParamGroup::new(params, config)])
+    }
+    /// Several groups, each with its own hyperparameters.
+    pub fn with_groups(groups: Vec<ParamGroup<A::Config>>) -> Result<Optim<A>> {
+        let mut seen = HashSet::new();
+        for g in &groups {
+            A::validate(&g.config)?;
+            for (n, p) in &g.params {
+                if !seen.insert(p.key()) {
+                    return Err(invalid(
+                        "optimizer",
+                        format!("parameter {n} appears in more than one place; some parameters appear in more than one parameter group"),
+                    ));
+                }
+                if !p.tensor().dtype().is_float() {
+                    return Err(invalid(
+                        "optimizer",
+                        format!(
+                            "parameter {n} is {}; optimizers update float tensors only",
+                            p.tensor().dtype()
+                        ),
+                    ));
+                }
+            }
+        }
+        let state = groups
+            .iter()
+            .map(|g| g.params.iter().map(|_| None).collect())
+            .collect();
+        Ok(Optim {
+            groups,
+            state,
+            health: HealthState::default(),
+            dropped: HashSet::new(),
+        })
+    }
+    /// Adds a group (PyTorch's `add_param_group`).
+    pub fn add_param_group(&mut self, group: ParamGroup<A::Config>) -> Result<()> {
+        A::validate(&group.config)?;
+        for (n, p) in &group.params {
+            if self
+                .groups
+                .iter()
+                .any(|g| g.params.iter().any(|(_, q)| q.same(p)))
+            {
+                return Err(invalid(
+                    "add_param_group",
+                    format!("parameter {n} is already in another parameter group"),
+                ));
+            }
+        }
+        self.state.push(group.params.iter().map(|_| None).collect());
+        self.groups.push(group);
+        Ok(())
+    }
+    pub fn param_groups(&self) -> &[ParamGroup<A::Config>] {
+        &self.groups
+    }
+    /// Mutable hyperparameters (the parameter lists stay fixed).
+    pub fn config_mut(&mut self, group: usize) -> &mut A::Config {
+        &mut self.groups[group].config
+    }
+    /// The state of the parameter named `name` (after its first step).
+    pub fn state_of(&self, name: &str) -> Option<&A::State> {
+        for (g, group) in self.groups.iter().enumerate() {
+            for (i, (n, _)) in group.params.iter().enumerate() {
+                if n == name {
+                    return self.state[g][i].as_ref();
+                }
+            }
+        }
+        None
+    }
+
+    /// FAULT INJECTION FOR TESTS: the next steps compute `name`'s update into a copy of the
+    /// parameter that is then dropped — exactly the bug the update-health check exists to
+    /// catch (an in-place kernel that writes into a temporary for a non-contiguous tensor).
+    #[doc(hidden)]
+    pub fn inject_dropped_update(&mut self, name: &str) {
+        self.dropped.insert(name.to_string());
+    }
+}
+
+impl<A: Algorithm> Optimizer for Optim<A> {
+    fn step(&mut self) -> Result<()> {
+        let _ng = no_grad();
+        let checking = self.health.enabled;
+        let mut snapshots = vec![];
+        for (g, group) in self.groups.iter().enumerate() {
+            for (i, (name, p)) in group.params.iter().enumerate() {
+                let t = p.tensor();
+                let Some(grad) = t.grad() else { continue };
+                if checking {
+                    snapshots.push(health::Snapshot::take(name, &t, &grad, g, i)?);
+                }
+                let target = if self.dropped.contains(name) {
+                    t.detach().clone_tensor()?
+                } else {
+                    t.detach()
+                };
+                A::update(&group.config, &target, &grad, &mut self.state[g][i])?;
+            }
+        }
+        if checking {
+            let mut report = HealthReport::default();
+            for s in snapshots {
+                let t = self.groups[s.group].params[s.index].1.tensor();
+                let moments = self.state[s.group][s.index]
+                    .as_ref()
+                    .map(A::moments)
+                    .unwrap_or_default();
+                s.check(&t, &moments, &mut report)?;
+            }
+            self.health.last = Some(report);
+        }
+        Ok(())
+    }
+    fn zero_grad_with(&mut self, set_to_none: bool) -> Result<()> {
+        for group in &self.groups {
+            for (_, p) in &group.params {
+                let t = p.tensor();
+                if set_to_none {
+                    t.set_grad(None)?;
+                } else {
+                    t.zero_grad()?;
+                }
+            }
+        }
+        Ok(())
+    }
+    fn num_groups(&self) -> usize {
+        self.groups.len()
+    }
+    fn lr(&self, group: usize) -> f64 {
+        A::lr(&self.groups[group].config)
+    }
+    fn set_lr(&mut self, group: usize, lr: f64) {
+        A::set_lr(&mut self.groups[group].config, lr)
+    }
+    fn momentum(&self, group: usize) -> f64 {
+        A::momentum(&self.groups[group].config)
+    }
+    fn set_momentum(&mut self, group: usize, m: f64) {
+        A::set_momentum(&mut self.groups[group].config, m)
+    }
+    fn named_params(&self) -> Vec<NamedParameter> {
+        self.groups
+            .iter()
+            .flat_map(|g| g.params.iter().cloned())
+            .collect()
+    }
+    fn state_dict(&self) -> Result<OptimizerStateDict> {
+        let mut sd = OptimizerStateDict::default();
+        let mut pos = 0;
+        for (g, group) in self.groups.iter().enumerate() {
+            let mut ids = vec![];
+            for i in 0..group.params.len() {
+                if let Some(s) = &self.state[g][i] {
+                    sd.state.insert(pos, A::state_to_dict(s)?);
+                }
+                ids.push(pos);
+                pos += 1;
+            }
+            sd.param_groups
+                .push((A::config_to_dict(&group.config), ids));
+        }
+        Ok(sd)
+    }
+    /// Restores state and hyperparameters saved by `state_dict` of an optimizer over the same
+    /// parameters in the same groups. Checked completely before anything changes.
+    fn load_state_dict(&mut self, sd: &OptimizerStateDict) -> Result<()> {
+        let op = "Optimizer::load_state_dict";
+        if sd.param_groups.len() != self.groups.len() {
+            return Err(invalid(
+                op,
+                format!(
+                    "the state dict has {} parameter groups, this {} optimizer has {}",
+                    sd.param_groups.len(),
+                    A::NAME,
+                    self.groups.len()
+                ),
+            ));
+        }
+        let mut configs = vec![];
+        let mut states: Vec<Vec<Option<A::State>>> = vec![];
+        for (g, (group, (hp, ids))) in self.groups.iter().zip(&sd.param_groups).enumerate() {
+            if ids.len() != group.params.len() {
+                return Err(invalid(
+                    op,
+                    format!("parameter group {g} has {} parameters in the state dict but {} in the optimizer", ids.len(), group.params.len()),
+                ));
+            }
+            let config = A::config_from_dict(hp, &group.config)?;
+            A::validate(&config)?;
+            configs.push(config);
+            let mut row = vec![];
+            for (i, (name, p)) in group.params.iter().enumerate() {
+                let id = ids[i];
+                row.push(match sd.state.get(&id) {
+                    None => None,
+                    Some(d) => Some(A::state_from_dict(d, &p.tensor(), &configs[g]).map_err(
+                        |e| {
+                            invalid(
+                                op,
+                                format!("state of parameter {name} (position {id}): {e}"),
+                            )
+                        },
+                    )?),
+                });
+            }
+            states.push(row);
+        }
+        for (group, c) in self.groups.iter_mut().zip(configs) {
+            group.config = c;
+        }
+        self.state = states;
+        Ok(())
+    }
+    fn set_health_check(&mut self, on: bool) {
+        self.health.enabled = on;
+        if !on {
+            self.health.last = None;
+        }
+    }
+    fn health(&self) -> Option<&HealthReport> {
+        self.health.last.as_ref()
+    }
+}
+
+/// A state tensor loaded into the parameter's layout (zeros_like(Preserve) + copy), after
+/// checking its shape.
+pub(crate) fn load_state_tensor(
+    d: &BTreeMap<String, Tensor>,
+    key: &str,
+    param: &Tensor,
+) -> Result<Tensor> {
+    let src = d.get(key).ok_or_else(|| {
+        invalid(
+            "Optimizer::load_state_dict",
+            format!("the state has no {key:?} entry"),
+        )
+    })?;
+    if src.shape() != param.shape() {
+        return Err(invalid(
+            "Optimizer::load_state_dict",
+            format!(
+                "{key} has shape {:?} but the parameter has shape {:?}",
+                src.shape(),
+                param.shape()
+            ),
+        ));
+    }
+    let t = param.zeros_like(stride_core::MemoryFormat::Preserve)?;
+    t.copy_(src)?;
+    Ok(t)
+}
+
+/// Deep copies of an optimizer's parameters by name — what a trajectory test compares after
+/// each step (e.g. against PyTorch's values saved as `"{name}"` arrays per step).
+pub fn snapshot(opt: &dyn Optimizer) -> Result<StateDict> {
+    let _ng = no_grad();
+    opt.named_params()
+        .into_iter()
+        .map(|(n, p)| Ok((n, p.tensor().detach().clone_tensor()?)))
+        .collect()
+}
+
+pub(crate) fn get_f64(d: &BTreeMap<String, f64>, key: &str, base: f64) -> f64 {
+    d.get(key).copied().unwrap_or(base)
+}
