@@ -721,6 +721,18 @@ fn health_check_reports_non_finite_moments_and_is_off_by_default() {
         .unwrap();
     opt.step().unwrap();
     assert!(opt.health().unwrap().is_healthy());
+    // nor is an unchanged parameter when the learning rate is 0 (e.g. warmup's first step)
+    q.tensor()
+        .set_grad(Some(
+            Tensor::ones([3, 4], DType::F64, &Device::Cpu).unwrap(),
+        ))
+        .unwrap();
+    opt.set_lr(0, 0.0);
+    opt.step().unwrap();
+    assert!(opt.health().unwrap().is_healthy());
+    opt.set_lr(0, 0.1);
+    opt.step().unwrap();
+    assert!(opt.health().unwrap().is_healthy());
 }
 
 // ----- clipping -------------------------------------------------------------------------------

@@ -9,7 +9,8 @@ use stride_core::{DType, Result, Tensor};
 /// What went wrong with one parameter.
 #[derive(Debug, Clone, PartialEq)]
 pub enum IssueKind {
-    /// The gradient had a non-zero element but no element of the parameter changed.
+    /// The gradient had a non-zero element but no element of the parameter changed (not
+    /// reported for a group whose learning rate is 0).
     Unchanged { grad_abs_max: f64 },
     /// An optimizer moment has a NaN or an infinity.
     NonFiniteMoment { moment: &'static str },
@@ -81,6 +82,7 @@ pub(crate) struct Snapshot {
     name: String,
     before: Tensor,
     grad_abs_max: f64,
+    expect_change: bool,
     pub group: usize,
     pub index: usize,
 }
@@ -91,6 +93,7 @@ impl Snapshot {
         grad: &Tensor,
         group: usize,
         index: usize,
+        expect_change: bool,
     ) -> Result<Snapshot> {
         let grad_abs_max = if grad.numel() == 0 {
             0.0
@@ -101,6 +104,7 @@ impl Snapshot {
             name: name.to_string(),
             before: p.clone_tensor()?,
             grad_abs_max,
+            expect_change,
             group,
             index,
         })
@@ -118,7 +122,11 @@ impl Snapshot {
             }
             t.isfinite()?.all()?.item::<bool>()
         };
-        if self.grad_abs_max != 0.0 && self.grad_abs_max.is_finite() && after.numel() > 0 {
+        if self.expect_change
+            && self.grad_abs_max != 0.0
+            && self.grad_abs_max.is_finite()
+            && after.numel() > 0
+        {
             let changed = after.ne(&self.before)?.any()?.item::<bool>()?;
             if !changed {
                 report.issues.push(HealthIssue {

@@ -238,7 +238,16 @@ impl<A: Algorithm> Optimizer for Optim<A> {
                 let t = p.tensor();
                 let Some(grad) = t.grad() else { continue };
                 if checking {
-                    snapshots.push(health::Snapshot::take(name, &t, &grad, g, i)?);
+                    // with lr = 0 no update is due, so an unchanged parameter is no finding
+                    let expect_change = A::lr(&group.config) != 0.0;
+                    snapshots.push(health::Snapshot::take(
+                        name,
+                        &t,
+                        &grad,
+                        g,
+                        i,
+                        expect_change,
+                    )?);
                 }
                 let target = if self.dropped.contains(name) {
                     t.detach().clone_tensor()?
