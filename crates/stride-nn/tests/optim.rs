@@ -933,3 +933,32 @@ fn adam_with_scheduler_uses_the_new_lr() {
     assert_eq!(s.last_lr(), &[0.05]);
     assert_eq!(s.last_epoch(), 1);
 }
+
+#[test]
+fn f32_parameters_follow_the_f64_reference_to_f32_rounding() {
+    for c in adam_configs() {
+        let expected = adam_ref(&c, STEPS, 12);
+        for transposed in [false, true] {
+            let p64 = param(transposed);
+            let p = Parameter::new(p64.tensor().to_dtype(DType::F32).unwrap()).unwrap();
+            assert_eq!(p.tensor().stride(), p64.tensor().stride());
+            let mut opt = Adam::new(vec![("w".into(), p.clone())], c.clone()).unwrap();
+            for k in 0..STEPS {
+                opt.zero_grad().unwrap();
+                let g = Tensor::from_vec(grad_values(k, 12, 0.25), [3, 4]).unwrap();
+                p.tensor()
+                    .set_grad(Some(g.to_dtype(DType::F32).unwrap()))
+                    .unwrap();
+                opt.step().unwrap();
+                let got = p.tensor().to_f64_vec().unwrap();
+                for (x, y) in got.iter().zip(&expected[k]) {
+                    assert!(
+                        (x - y).abs() <= 1e-5 * (1.0 + y.abs()),
+                        "{c:?} step {k}: {x} vs {y}"
+                    );
+                }
+            }
+            assert_eq!(opt.state_of("w").unwrap().exp_avg.dtype(), DType::F32);
+        }
+    }
+}

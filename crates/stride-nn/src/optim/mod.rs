@@ -23,6 +23,16 @@
 //! # Ok::<(), stride_core::Error>(())
 //! ```
 
+//!
+//! ## Comparing against recorded trajectories
+//!
+//! A golden test (PyTorch's trajectories saved per step) needs only the public API: build the
+//! model from the recorded initial parameters (`load_state_dict`), then for each step
+//! `zero_grad`, forward, `backward`, `step`, and compare [`snapshot`]`(&opt)` — the
+//! parameters by their dotted names — with the recorded arrays of that step. Optimizer state
+//! can be compared too, through [`Optimizer::state_dict`] (`exp_avg`, `exp_avg_sq`,
+//! `max_exp_avg_sq`, `momentum_buffer`, `step`, keyed by parameter position as PyTorch's).
+
 mod adam;
 mod clip;
 mod health;
