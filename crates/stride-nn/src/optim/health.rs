@@ -3,6 +3,12 @@
 //!
 //! This is the check that would have caught PyTorch's silently frozen transposed encoder
 //! (Adam's in-place updates on a non-contiguous weight dropped on one backend).
+//!
+//! Cost: per checked step, a copy of each parameter that has a gradient, one comparison
+//! pass, `|grad|` max and a finiteness pass over the moments — on the order of the update
+//! itself (about +20% of a whole training step for a 300k-parameter MLP with Adam on a
+//! 2-core CPU; `cargo run --release -p stride-nn --example health_overhead`). Long runs can
+//! turn it on every N steps with [`Optimizer::set_health_check`](super::Optimizer::set_health_check).
 
 use stride_core::{DType, Result, Tensor};
 
