@@ -327,3 +327,33 @@ fn parameters_reject_integer_tensors() {
     )
     .is_err());
 }
+
+#[test]
+fn bad_inputs_are_errors_not_panics() {
+    let lin = Linear::new(3, 2, true).unwrap();
+    let e = lin
+        .forward(&Tensor::ones([4, 5], DType::F32, &Device::Cpu).unwrap())
+        .unwrap_err();
+    assert!(
+        e.to_string().contains("matmul") || e.to_string().contains("mm"),
+        "{e}"
+    );
+    // a dtype mismatch between input and parameters is an error too (no silent cast)
+    let m = Autoencoder::new().unwrap();
+    let r = m.forward(&Tensor::ones([2, 4], DType::F32, &Device::Cpu).unwrap());
+    if let Ok(y) = r {
+        // promotion is PyTorch's: f32 input with f64 weights computes in f64
+        assert_eq!(y.dtype(), DType::F64);
+    }
+    let emb = stride_nn::Embedding::new(4, 2, None).unwrap();
+    assert!(emb
+        .forward(&Tensor::ones([2], DType::F32, &Device::Cpu).unwrap())
+        .is_err());
+    assert!(emb
+        .forward(&Tensor::from_vec(vec![-1i64], [1]).unwrap())
+        .is_err());
+    // the Autoencoder keeps its integer buffer when converted
+    m.to_dtype(DType::F32).unwrap();
+    assert_eq!(m.steps.tensor().dtype(), DType::I64);
+    assert_eq!(m.encoder.weight.tensor().dtype(), DType::F32);
+}

@@ -453,7 +453,11 @@ fn parameter_groups_have_their_own_hyperparameters() {
         1e-12,
         "group 1",
     );
-    assert_eq!((opt.lr(0), opt.lr(1)), (0.1, 0.01));
+    assert_eq!(opt.lrs(), [0.1, 0.01]);
+    assert!(opt.set_lr(2, 0.1).is_err());
+    assert!(opt.config_mut(2).is_err());
+    opt.config_mut(1).unwrap().momentum = 0.5;
+    assert_eq!(opt.momenta(), [0.9, 0.5]);
     // a parameter in two groups is an error
     let e = Sgd::with_groups(vec![
         ParamGroup::new(vec![("a".into(), p1.clone())], c1.clone()),
@@ -727,10 +731,10 @@ fn health_check_reports_non_finite_moments_and_is_off_by_default() {
             Tensor::ones([3, 4], DType::F64, &Device::Cpu).unwrap(),
         ))
         .unwrap();
-    opt.set_lr(0, 0.0);
+    opt.set_lr(0, 0.0).unwrap();
     opt.step().unwrap();
     assert!(opt.health().unwrap().is_healthy());
-    opt.set_lr(0, 0.1);
+    opt.set_lr(0, 0.1).unwrap();
     opt.step().unwrap();
     assert!(opt.health().unwrap().is_healthy());
 }
@@ -805,7 +809,7 @@ fn sgd_with_lr(lr: f64) -> Sgd {
 fn lrs_of(opt: &mut Sgd, s: &mut dyn LrScheduler, n: usize) -> Vec<f64> {
     let mut v = vec![];
     for _ in 0..n {
-        v.push(opt.lr(0));
+        v.push(opt.lrs()[0]);
         s.step(opt).unwrap();
     }
     v
@@ -856,7 +860,7 @@ fn step_exponential_and_linear_schedules_as_pytorch() {
 #[test]
 fn cosine_with_warmup_and_one_cycle() {
     let mut opt = sgd_with_lr(1.0);
-    let mut s = CosineWithWarmup::new(&mut opt, 2, 6);
+    let mut s = CosineWithWarmup::new(&mut opt, 2, 6).unwrap();
     let got = lrs_of(&mut opt, &mut s, 7);
     let cosf = |p: f64| 0.5 * (1.0 + (std::f64::consts::PI * p).cos());
     let expected = [
@@ -884,8 +888,8 @@ fn cosine_with_warmup_and_one_cycle() {
     let mut lrs = vec![];
     let mut moms = vec![];
     for _ in 0..10 {
-        lrs.push(opt.lr(0));
-        moms.push(opt.momentum(0));
+        lrs.push(opt.lrs()[0]);
+        moms.push(opt.momenta()[0]);
         s.step(&mut opt).unwrap();
     }
     let anneal =
@@ -929,7 +933,7 @@ fn adam_with_scheduler_uses_the_new_lr() {
     set_grad(&p, 0);
     opt.step().unwrap();
     s.step(&mut opt).unwrap();
-    assert_eq!(opt.lr(0), 0.05);
+    assert_eq!(opt.lrs()[0], 0.05);
     assert_eq!(s.last_lr(), &[0.05]);
     assert_eq!(s.last_epoch(), 1);
 }
@@ -961,4 +965,28 @@ fn f32_parameters_follow_the_f64_reference_to_f32_rounding() {
             assert_eq!(opt.state_of("w").unwrap().exp_avg.dtype(), DType::F32);
         }
     }
+}
+
+#[test]
+fn add_param_group_refuses_duplicates() {
+    let (a, b) = (param(false), param(false));
+    let mut opt = Sgd::new(vec![("a".into(), a.clone())], SgdConfig::default()).unwrap();
+    assert!(opt
+        .add_param_group(ParamGroup::new(vec![("a".into(), a)], SgdConfig::default()))
+        .is_err());
+    opt.add_param_group(ParamGroup::new(
+        vec![("b".into(), b.clone())],
+        SgdConfig {
+            lr: 0.5,
+            ..Default::default()
+        },
+    ))
+    .unwrap();
+    set_grad(&b, 0);
+    opt.step().unwrap();
+    assert_eq!(opt.lrs(), [1e-3, 0.5]);
+    assert_eq!(opt.named_params().len(), 2);
+    // integer "parameters" are refused
+    let i = Parameter::frozen(Tensor::zeros([2], DType::I64, &Device::Cpu).unwrap());
+    assert!(Sgd::new(vec![("i".into(), i)], SgdConfig::default()).is_err());
 }

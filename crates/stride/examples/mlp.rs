@@ -49,7 +49,7 @@ fn main() -> stride::Result<()> {
         },
     )?;
     opt.set_health_check(true);
-    let mut sched = optim::CosineWithWarmup::new(&mut opt, 20, steps);
+    let mut sched = optim::CosineWithWarmup::new(&mut opt, 20, steps)?;
 
     for step in 0..steps {
         opt.zero_grad()?;

@@ -100,11 +100,14 @@ pub trait Optimizer {
     /// `set_to_none = false` fills existing gradients with zeros instead.
     fn zero_grad_with(&mut self, set_to_none: bool) -> Result<()>;
     fn num_groups(&self) -> usize;
-    fn lr(&self, group: usize) -> f64;
-    fn set_lr(&mut self, group: usize, lr: f64);
-    /// The momentum a one-cycle schedule cycles: SGD's `momentum`, Adam's `beta1`.
-    fn momentum(&self, group: usize) -> f64;
-    fn set_momentum(&mut self, group: usize, m: f64);
+    /// Each group's learning rate.
+    fn lrs(&self) -> Vec<f64>;
+    /// Sets a group's learning rate (an error for a group that doesn't exist).
+    fn set_lr(&mut self, group: usize, lr: f64) -> Result<()>;
+    /// Each group's momentum as a one-cycle schedule cycles it: SGD's `momentum`, Adam's
+    /// `beta1`.
+    fn momenta(&self) -> Vec<f64>;
+    fn set_momentum(&mut self, group: usize, m: f64) -> Result<()>;
     /// Every parameter with its name, in group order.
     fn named_params(&self) -> Vec<NamedParameter>;
     fn state_dict(&self) -> Result<OptimizerStateDict>;
@@ -213,9 +216,14 @@ impl<A: Algorithm> Optim<A> {
     pub fn param_groups(&self) -> &[ParamGroup<A::Config>] {
         &self.groups
     }
-    /// Mutable hyperparameters (the parameter lists stay fixed).
-    pub fn config_mut(&mut self, group: usize) -> &mut A::Config {
-        &mut self.groups[group].config
+    /// Mutable hyperparameters of a group (the parameter lists stay fixed).
+    pub fn config_mut(&mut self, group: usize) -> Result<&mut A::Config> {
+        let n = self.groups.len();
+        Ok(&mut self
+            .groups
+            .get_mut(group)
+            .ok_or_else(|| no_group(group, n))?
+            .config)
     }
     /// The state of the parameter named `name` (after its first step).
     pub fn state_of(&self, name: &str) -> Option<&A::State> {
@@ -297,17 +305,29 @@ impl<A: Algorithm> Optimizer for Optim<A> {
     fn num_groups(&self) -> usize {
         self.groups.len()
     }
-    fn lr(&self, group: usize) -> f64 {
-        A::lr(&self.groups[group].config)
+    fn lrs(&self) -> Vec<f64> {
+        self.groups.iter().map(|g| A::lr(&g.config)).collect()
     }
-    fn set_lr(&mut self, group: usize, lr: f64) {
-        A::set_lr(&mut self.groups[group].config, lr)
+    fn set_lr(&mut self, group: usize, lr: f64) -> Result<()> {
+        let n = self.groups.len();
+        let g = self
+            .groups
+            .get_mut(group)
+            .ok_or_else(|| no_group(group, n))?;
+        A::set_lr(&mut g.config, lr);
+        Ok(())
     }
-    fn momentum(&self, group: usize) -> f64 {
-        A::momentum(&self.groups[group].config)
+    fn momenta(&self) -> Vec<f64> {
+        self.groups.iter().map(|g| A::momentum(&g.config)).collect()
     }
-    fn set_momentum(&mut self, group: usize, m: f64) {
-        A::set_momentum(&mut self.groups[group].config, m)
+    fn set_momentum(&mut self, group: usize, m: f64) -> Result<()> {
+        let n = self.groups.len();
+        let g = self
+            .groups
+            .get_mut(group)
+            .ok_or_else(|| no_group(group, n))?;
+        A::set_momentum(&mut g.config, m);
+        Ok(())
     }
     fn named_params(&self) -> Vec<NamedParameter> {
         self.groups
@@ -429,6 +449,13 @@ pub fn snapshot(opt: &dyn Optimizer) -> Result<StateDict> {
         .into_iter()
         .map(|(n, p)| Ok((n, p.tensor().detach().clone_tensor()?)))
         .collect()
+}
+
+fn no_group(group: usize, n: usize) -> stride_core::Error {
+    invalid(
+        "optimizer",
+        format!("there is no parameter group {group}; the optimizer has {n}"),
+    )
 }
 
 pub(crate) fn get_f64(d: &BTreeMap<String, f64>, key: &str, base: f64) -> f64 {

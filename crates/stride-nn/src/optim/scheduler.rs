@@ -12,7 +12,7 @@
 //! let mut opt = Sgd::new(vec![("p".into(), p)], SgdConfig { lr: 1.0, ..Default::default() })?;
 //! let mut sched = StepLr::new(&mut opt, 2, 0.5);
 //! let mut lrs = vec![];
-//! for _ in 0..5 { lrs.push(opt.lr(0)); /* train… opt.step() */ sched.step(&mut opt)?; }
+//! for _ in 0..5 { lrs.push(opt.lrs()[0]); /* train… opt.step() */ sched.step(&mut opt)?; }
 //! assert_eq!(lrs, [1.0, 1.0, 0.5, 0.5, 0.25]);
 //! # Ok::<(), stride_core::Error>(())
 //! ```
@@ -33,12 +33,13 @@ pub trait LrScheduler {
 }
 
 fn lrs(opt: &dyn Optimizer) -> Vec<f64> {
-    (0..opt.num_groups()).map(|g| opt.lr(g)).collect()
+    opt.lrs()
 }
-fn set_all(opt: &mut dyn Optimizer, lrs: &[f64]) {
+fn set_all(opt: &mut dyn Optimizer, lrs: &[f64]) -> Result<()> {
     for (g, &lr) in lrs.iter().enumerate() {
-        opt.set_lr(g, lr);
+        opt.set_lr(g, lr)?;
     }
+    Ok(())
 }
 fn check_groups(opt: &dyn Optimizer, n: usize) -> Result<()> {
     if opt.num_groups() != n {
@@ -79,7 +80,7 @@ impl LrScheduler for StepLr {
         if self.last_epoch % self.step_size == 0 {
             v.iter_mut().for_each(|lr| *lr *= self.gamma);
         }
-        set_all(opt, &v);
+        set_all(opt, &v)?;
         self.last = v;
         Ok(())
     }
@@ -111,7 +112,7 @@ impl LrScheduler for ExponentialLr {
         check_groups(opt, self.last.len())?;
         self.last_epoch += 1;
         let v: Vec<f64> = lrs(opt).iter().map(|lr| lr * self.gamma).collect();
-        set_all(opt, &v);
+        set_all(opt, &v)?;
         self.last = v;
         Ok(())
     }
@@ -147,7 +148,7 @@ impl LinearLr {
             ));
         }
         let v: Vec<f64> = lrs(opt).iter().map(|lr| lr * start_factor).collect();
-        set_all(opt, &v);
+        set_all(opt, &v)?;
         Ok(LinearLr {
             start_factor,
             end_factor,
@@ -169,7 +170,7 @@ impl LrScheduler for LinearLr {
                     / (self.total_iters as f64 * s + (self.last_epoch as f64 - 1.0) * (e - s));
             v.iter_mut().for_each(|lr| *lr *= f);
         }
-        set_all(opt, &v);
+        set_all(opt, &v)?;
         self.last = v;
         Ok(())
     }
@@ -200,7 +201,7 @@ impl CosineWithWarmup {
         opt: &mut dyn Optimizer,
         warmup_steps: usize,
         total_steps: usize,
-    ) -> CosineWithWarmup {
+    ) -> Result<CosineWithWarmup> {
         let base = lrs(opt);
         let mut s = CosineWithWarmup {
             base,
@@ -210,8 +211,8 @@ impl CosineWithWarmup {
             last_epoch: 0,
             last: vec![],
         };
-        s.apply(opt);
-        s
+        s.apply(opt)?;
+        Ok(s)
     }
     /// The multiplier λ at `step`.
     pub fn factor(&self, step: usize) -> f64 {
@@ -222,19 +223,19 @@ impl CosineWithWarmup {
             / (self.total_steps.saturating_sub(self.warmup_steps)).max(1) as f64;
         (0.5 * (1.0 + (PI * self.num_cycles * 2.0 * progress).cos())).max(0.0)
     }
-    fn apply(&mut self, opt: &mut dyn Optimizer) {
+    fn apply(&mut self, opt: &mut dyn Optimizer) -> Result<()> {
         let f = self.factor(self.last_epoch);
         let v: Vec<f64> = self.base.iter().map(|b| b * f).collect();
-        set_all(opt, &v);
+        set_all(opt, &v)?;
         self.last = v;
+        Ok(())
     }
 }
 impl LrScheduler for CosineWithWarmup {
     fn step(&mut self, opt: &mut dyn Optimizer) -> Result<()> {
         check_groups(opt, self.base.len())?;
         self.last_epoch += 1;
-        self.apply(opt);
-        Ok(())
+        self.apply(opt)
     }
     fn last_lr(&self) -> &[f64] {
         &self.last
@@ -358,9 +359,9 @@ impl OneCycleLr {
     fn apply(&mut self, opt: &mut dyn Optimizer) -> Result<()> {
         let (lr, m) = self.at(self.last_epoch)?;
         for g in 0..opt.num_groups() {
-            opt.set_lr(g, lr);
+            opt.set_lr(g, lr)?;
             if self.cycle_momentum {
-                opt.set_momentum(g, m);
+                opt.set_momentum(g, m)?;
             }
         }
         self.last = vec![lr; opt.num_groups()];
