@@ -17,15 +17,20 @@
 //!
 //! ```
 //! use stride::prelude::*;
-//! use stride::nn::{loss, Linear};
-//! let model = Linear::new(3, 1, true)?;
-//! let mut opt = optim::Sgd::new(model.named_parameters(), optim::SgdConfig { lr: 0.1, ..Default::default() })?;
-//! let x = Tensor::ones([4, 3], DType::F32, &Device::Cpu)?;
-//! let y = Tensor::zeros([4, 1], DType::F32, &Device::Cpu)?;
-//! opt.zero_grad()?;
-//! let l = loss::mse_loss(&model.forward(&x)?, &y, loss::Reduction::Mean)?;
-//! l.backward()?;
-//! opt.step()?;
+//! use stride::nn::{loss, mlp, Activation, Factory};
+//!
+//! let model = mlp(&[3, 64, 1], Activation::Gelu, &Factory::default())?;
+//! let mut opt = optim::Adam::new(model.named_parameters(), optim::AdamConfig::adamw())?;
+//! opt.set_health_check(true);                        // stride's own: see the README
+//! let x = Tensor::randn([32, 3], DType::F32, &Device::Cpu, None)?;
+//! let y = x.sum_dims(&[1], true)?;
+//! for _ in 0..10 {
+//!     opt.zero_grad()?;                              // grads to None, as PyTorch >= 2.0
+//!     let l = loss::mse_loss(&model.forward(&x)?, &y, loss::Reduction::Mean)?;
+//!     l.backward()?;
+//!     opt.step()?;
+//! }
+//! assert!(opt.health().unwrap().is_healthy());
 //! # Ok::<(), stride::Error>(())
 //! ```
 
