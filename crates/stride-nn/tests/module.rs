@@ -357,3 +357,40 @@ fn bad_inputs_are_errors_not_panics() {
     assert_eq!(m.steps.tensor().dtype(), DType::I64);
     assert_eq!(m.encoder.weight.tensor().dtype(), DType::F32);
 }
+
+#[test]
+fn non_persistent_buffers_and_frozen_parameters_in_state_dicts() {
+    struct M {
+        w: Parameter,
+        frozen: Parameter,
+        running: Buffer,
+        scratch: Buffer,
+        mode: Mode,
+    }
+    impl Module for M {
+        fn forward(&self, x: &Tensor) -> Result<Tensor> {
+            x.mul(&self.w.tensor())
+        }
+        fn visit(&self, v: &mut dyn Visitor) {
+            v.parameter("w", &self.w);
+            v.parameter("frozen", &self.frozen);
+            v.buffer("running", &self.running);
+            v.buffer("scratch", &self.scratch);
+        }
+        fn mode(&self) -> &Mode {
+            &self.mode
+        }
+    }
+    let z = || Tensor::zeros([2], DType::F32, &Device::Cpu).unwrap();
+    let m = M {
+        w: Parameter::new(z()).unwrap(),
+        frozen: Parameter::frozen(z()),
+        running: Buffer::new(z()),
+        scratch: Buffer::non_persistent(z()),
+        mode: Mode::default(),
+    };
+    let keys: Vec<String> = m.state_dict().keys().map(String::from).collect();
+    assert_eq!(keys, ["w", "frozen", "running"]);
+    assert_eq!((m.num_parameters(), m.num_trainable_parameters()), (4, 2));
+    assert_eq!(m.named_buffers().len(), 2);
+}

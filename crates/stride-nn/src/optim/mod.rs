@@ -110,7 +110,12 @@ pub trait Optimizer {
     fn set_momentum(&mut self, group: usize, m: f64) -> Result<()>;
     /// Every parameter with its name, in group order.
     fn named_params(&self) -> Vec<NamedParameter>;
+    /// The optimizer's state and hyperparameters (copies, not live views).
     fn state_dict(&self) -> Result<OptimizerStateDict>;
+    /// Restores what [`Optimizer::state_dict`] saved, for an optimizer over the same
+    /// parameters in the same groups; state tensors are copied into tensors with each
+    /// parameter's strides. Everything is checked before anything changes: on error the
+    /// optimizer is unchanged.
     fn load_state_dict(&mut self, sd: &OptimizerStateDict) -> Result<()>;
     /// Turns the update-health check on or off (off by default).
     fn set_health_check(&mut self, on: bool);
@@ -352,8 +357,6 @@ impl<A: Algorithm> Optimizer for Optim<A> {
         }
         Ok(sd)
     }
-    /// Restores state and hyperparameters saved by `state_dict` of an optimizer over the same
-    /// parameters in the same groups. Checked completely before anything changes.
     fn load_state_dict(&mut self, sd: &OptimizerStateDict) -> Result<()> {
         let op = "Optimizer::load_state_dict";
         if sd.param_groups.len() != self.groups.len() {
