@@ -12,7 +12,7 @@ fn main() -> Result<()> {
     let y = x.sum_dims(&[1], true)?;
     let model = mlp(&[64, 512, 512, 1], Activation::Relu, &Factory::default())?;
     let mut opt = Adam::new(model.named_parameters(), AdamConfig::default())?;
-    let mut run = |opt: &mut Adam, steps: usize| -> Result<f64> {
+    let run = |opt: &mut Adam, steps: usize| -> Result<f64> {
         let t = Instant::now();
         for _ in 0..steps {
             opt.zero_grad()?;

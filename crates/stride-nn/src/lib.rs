@@ -33,6 +33,9 @@
 //! # Ok::<(), stride_core::Error>(())
 //! ```
 
+// `!(x >= 0.0)` is deliberate throughout: it also refuses NaN.
+#![allow(clippy::neg_cmp_op_on_partial_ord)]
+
 pub mod init;
 mod layers;
 pub mod loss;

@@ -141,7 +141,8 @@ impl LinearLr {
         end_factor: f64,
         total_iters: usize,
     ) -> Result<LinearLr> {
-        if !(start_factor > 0.0 && start_factor <= 1.0) || !(0.0..=1.0).contains(&end_factor) {
+        let ok = start_factor > 0.0 && start_factor <= 1.0 && (0.0..=1.0).contains(&end_factor);
+        if !ok {
             return Err(invalid(
                 "LinearLR",
                 format!("start_factor must be in (0, 1] and end_factor in [0, 1], got {start_factor} and {end_factor}"),
