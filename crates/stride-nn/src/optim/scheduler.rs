@@ -77,7 +77,7 @@ impl LrScheduler for StepLr {
         check_groups(opt, self.last.len())?;
         self.last_epoch += 1;
         let mut v = lrs(opt);
-        if self.last_epoch % self.step_size == 0 {
+        if self.last_epoch.is_multiple_of(self.step_size) {
             v.iter_mut().for_each(|lr| *lr *= self.gamma);
         }
         set_all(opt, &v)?;
