@@ -7,8 +7,8 @@
 //! the op frontends' sources for `pub fn`s and fails for any that is neither in the table nor
 //! in `NOT_DIFFERENTIABLE`, so a new frontend cannot silently skip its gradcheck.
 //!
-//! The default sweep samples the layouts (every entry in 3 of them, rotating); the exhaustive
-//! variant (`cargo test -p stride-core --test gradcheck_all -- --ignored`) runs all 5.
+//! Every entry runs in all 5 layouts (gradgradcheck in 2); the sweep takes about a second.
+//! `sweep(false)` samples 3 layouts per entry, should the table ever grow too slow.
 
 use std::collections::BTreeSet;
 use stride_core::autograd::{gradcheck, gradgradcheck, GradcheckOptions};
@@ -158,7 +158,7 @@ fn table() -> Vec<Entry> {
         e("max_dim", vec![f(&[3, 4])], |x| Ok(x[0].max_dim(1, false)?.0)),
         e("min_dim", vec![f(&[3, 4])], |x| Ok(x[0].min_dim(0, true)?.0)),
         e("var", vec![f(&[3, 4])], |x| x[0].var(&[1], 1.0, false)).gg(),
-        e("std", vec![f(&[3, 4])], |x| x[0].std(&[0], 1.0, true)).gg(),
+        e("std", vec![f(&[3, 4])], |x| x[0].std(&[1], 1.0, true)).gg(),
         e("norm", vec![f(&[3, 4])], |x| x[0].norm(2.0, &[1], false)).gg(),
         e("norm/p1", vec![f(&[3, 4])], |x| x[0].norm(1.0, &[0], false)),
         e("norm/p3", vec![f(&[3, 4])], |x| x[0].norm(3.0, &[1], true)),
@@ -619,14 +619,14 @@ fn sweep(exhaustive: bool) {
 }
 
 #[test]
-fn gradcheck_every_op_over_layouts() {
-    sweep(false);
+fn gradcheck_every_op_over_every_layout() {
+    sweep(true);
 }
 
 #[test]
-#[ignore = "exhaustive: every entry in all 5 layouts (run with --ignored)"]
-fn gradcheck_every_op_over_every_layout() {
-    sweep(true);
+fn sampled_sweep_runs() {
+    // the cheaper variant stays compiled and correct
+    sweep(false);
 }
 
 #[test]
