@@ -33,7 +33,10 @@ fn assert_close(what: &str, got: &Tensor, want: &Tensor, tol: f64) {
         .zip(&w)
         .map(|(a, b)| (a - b).abs())
         .enumerate()
-        .fold((0, 0f64), |(bi, be), (i, e)| if e > be { (i, e) } else { (bi, be) });
+        .fold(
+            (0, 0f64),
+            |(bi, be), (i, e)| if e > be { (i, e) } else { (bi, be) },
+        );
     assert!(
         err <= tol * scale,
         "{what}: element {i} is {} but PyTorch has {} (error {err:.3e} > {tol:.0e} x {scale:.3e})",
@@ -89,14 +92,19 @@ fn optimizer_trajectories_match_pytorch() {
     let mut checked = 0;
     for (dtype, tol) in [("f32", 1e-6), ("f64", 1e-12)] {
         let get = |k: &str| f[k].clone();
-        let (x, y) = (get(&format!("data.{dtype}.x")), get(&format!("data.{dtype}.y")));
+        let (x, y) = (
+            get(&format!("data.{dtype}.x")),
+            get(&format!("data.{dtype}.y")),
+        );
         for (case, config) in cases() {
             // the encoder-like weight is a transposed clone: strides (1, 4), as in PyTorch
             let w0 = get(&format!("init.{dtype}.w_base")).t().unwrap();
             let w = Parameter::new(w0.clone_tensor().unwrap()).unwrap();
             assert_eq!(w.tensor().stride(), &[1, 4]);
-            let b = Parameter::new(get(&format!("init.{dtype}.b")).clone_tensor().unwrap()).unwrap();
-            let v = Parameter::new(get(&format!("init.{dtype}.v")).clone_tensor().unwrap()).unwrap();
+            let b =
+                Parameter::new(get(&format!("init.{dtype}.b")).clone_tensor().unwrap()).unwrap();
+            let v =
+                Parameter::new(get(&format!("init.{dtype}.v")).clone_tensor().unwrap()).unwrap();
             let params = vec![
                 ("w".to_string(), w.clone()),
                 ("b".to_string(), b.clone()),
