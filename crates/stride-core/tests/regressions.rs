@@ -89,3 +89,55 @@ fn interleaved_but_non_overlapping_outputs_are_accepted() -> stride_core::Result
     assert_eq!(buf.to_vec::<f64>()?, v);
     Ok(())
 }
+
+/// An out-of-range index passed silently when another dim of the indexed tensor was empty
+/// (`zeros([3, 0, 2]).index_select(2, [5])`): the primitives validate indices through the
+/// positions they visit, and there were none. Every index op must refuse a bad index
+/// whatever the other dims (PyTorch does for `index_select`/`embedding`/`index_add`), and
+/// leave `self` unchanged.
+#[test]
+fn out_of_range_index_is_refused_when_other_dims_are_empty() -> stride_core::Result<()> {
+    let x = Tensor::zeros([3, 0, 2], DType::F32, &CPU)?;
+    for idx in [
+        Tensor::from_vec(vec![0i64, 5], [2])?,
+        Tensor::from_vec(vec![2i32], [1])?,
+        Tensor::from_vec(vec![7u32], [1])?,
+    ] {
+        assert!(x.index_select(2, &idx).is_err());
+        assert!(x.index(2, &idx).is_err());
+        let src = Tensor::zeros([3, 0, idx.numel()], DType::F32, &CPU)?;
+        assert!(x.index_add_(2, &idx, &src, 1.0).is_err());
+        assert!(x.index_copy_(2, &idx, &src).is_err());
+        assert!(x.index_fill_(2, &idx, 1.0).is_err());
+    }
+    // in range is fine (and wrapping ops accept negatives)
+    let ok = Tensor::from_vec(vec![1i64, 0], [2])?;
+    assert_eq!(x.index_select(2, &ok)?.shape(), &[3, 0, 2]);
+    assert!(x
+        .index_fill_(2, &Tensor::from_vec(vec![-2i64], [1])?, 1.0)
+        .is_ok());
+    let w = Tensor::zeros([0, 0], DType::F32, &CPU)?;
+    assert!(w.embedding(&Tensor::from_vec(vec![0i64], [1])?).is_err());
+    Ok(())
+}
+
+/// `searchsorted` with empty sorted rows (`[.., 0]`) in a non-contiguous layout failed with an
+/// "internal error (please report)": the sequence's strides were laid over the values' shape
+/// and reached past its storage. No element is below any value: the result is all zeros.
+#[test]
+fn searchsorted_in_empty_rows_is_zero() -> stride_core::Result<()> {
+    let seq = Tensor::zeros([3, 0], DType::F32, &CPU)?;
+    // the layout the registry's "stepped" kind gives an empty [3, 0]: strides [2, 2] over 3
+    let stepped = Tensor::zeros([3], DType::F32, &CPU)?.as_strided(&[3, 0], &[2, 2], 0)?;
+    let v = Tensor::from_vec(vec![1.0f32; 9], [3, 3])?;
+    for s in [&seq, &stepped] {
+        for right in [false, true] {
+            let r = s.searchsorted(&v, right)?;
+            assert_eq!(r.shape(), &[3, 3]);
+            assert_eq!(r.to_vec::<i64>()?, vec![0; 9]);
+        }
+    }
+    let flat = Tensor::zeros([0], DType::F32, &CPU)?;
+    assert_eq!(flat.searchsorted(&v, false)?.to_vec::<i64>()?, vec![0; 9]);
+    Ok(())
+}
