@@ -46,10 +46,15 @@ pub struct RefOut {
     pub shape: Vec<usize>,
     /// Exact (f64) values in row-major order; the runner rounds them to the result dtype.
     pub values: Vec<f64>,
-    /// Whether the functional result must share storage with operand 0 (views) or must not.
+    /// Whether the functional result must share storage with operand `shares_operand` (0
+    /// unless [`RefOut::view_of`] says otherwise: views) or must not share with any operand.
     pub shares_input: bool,
+    pub shares_operand: usize,
     /// Strides the result must have (dims of size > 1 only), when the op defines them.
     pub strides: Option<Vec<usize>>,
+    /// Multiplies the entry's tolerance for this case (reductions and matrix products: a
+    /// function of the reduction length, so long sums get proportionally more room).
+    pub tol_scale: f64,
 }
 
 impl RefOut {
@@ -58,12 +63,25 @@ impl RefOut {
             shape,
             values,
             shares_input: false,
+            shares_operand: 0,
             strides: None,
+            tol_scale: 1.0,
         }
+    }
+    /// Scales the tolerance of this case by `k` (see [`RefOut::tol_scale`]).
+    pub fn tol_scaled(mut self, k: f64) -> RefOut {
+        self.tol_scale = k.max(1.0);
+        self
     }
     /// Marks the result as a view of operand 0.
     pub fn view(mut self, shares: bool) -> RefOut {
         self.shares_input = shares;
+        self
+    }
+    /// Marks the result as a view of operand `i` (`meshgrid`'s outputs view their inputs).
+    pub fn view_of(mut self, i: usize) -> RefOut {
+        self.shares_input = true;
+        self.shares_operand = i;
         self
     }
     pub fn with_strides(mut self, strides: Vec<usize>) -> RefOut {
@@ -423,13 +441,16 @@ pub fn reduce(
 ) -> Result<RefOut, String> {
     let nd = t.shape.len();
     let mut reduced = vec![dims.is_empty(); nd];
+    let mut seen = vec![false; nd.max(1)];
     for &d in dims {
         let w = wrap_dim(d, nd)
             .ok_or_else(|| format!("dim {d} is out of range for {nd} dims and must be refused"))?;
+        // a 0-d tensor accepts dim 0 / -1 once (PyTorch: naming it twice is an error too)
+        if seen[w] {
+            return Err(format!("dim {d} repeated in {dims:?} must be refused"));
+        }
+        seen[w] = true;
         if nd > 0 {
-            if reduced[w] {
-                return Err(format!("dim {d} repeated in {dims:?} must be refused"));
-            }
             reduced[w] = true;
         }
     }
