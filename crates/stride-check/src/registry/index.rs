@@ -193,6 +193,7 @@ fn step(comb: Comb, acc: f64, v: f64, d: DType) -> f64 {
 /// The scatter reference: for every position `p` of `positions` (row-major), destination
 /// `p` with `p[d] = index(p)` combines `value(p)`. Returns the new values and how many
 /// sources hit each destination.
+#[allow(clippy::too_many_arguments)]
 fn scatter_ref(
     base: &RefTensor,
     d: usize,
@@ -692,6 +693,9 @@ fn ref_scatter(
     Ok(RefOut::new(x.shape.clone(), out).tol_scaled(2.0))
 }
 
+/// The source value at a position.
+type ValueFn<'a> = Box<dyn Fn(&[usize]) -> f64 + 'a>;
+
 /// `index_add` (alpha), `index_copy`, `index_fill` (scalar value, wrapping).
 fn ref_index_source(c: &RefCtx, a: &[RefArg], kind: u8) -> Result<RefOut, String> {
     let (x, idx) = (a[0].t(), a[1].t());
@@ -713,7 +717,7 @@ fn ref_index_source(c: &RefCtx, a: &[RefArg], kind: u8) -> Result<RefOut, String
     for &i in &iv {
         check_index(i, xs[d], wrap, "the")?;
     }
-    let value: Box<dyn Fn(&[usize]) -> f64> = match kind {
+    let value: ValueFn = match kind {
         2 => {
             let v = scalar_in(c, dt);
             Box::new(move |_| v)

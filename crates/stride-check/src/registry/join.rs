@@ -173,7 +173,7 @@ fn pieces(kind: u8, n: usize, arg: usize) -> Result<Vec<(usize, usize)>, String>
             }
             let each = n.div_ceil(arg).max(1);
             if n == 0 {
-                return Ok(vec![(0, 0); arg.min(1).max(1)]);
+                return Ok(vec![(0, 0)]);
             }
             Ok((0..n).step_by(each).map(|s| (s, each.min(n - s))).collect())
         }
@@ -592,7 +592,7 @@ fn ref_pad(c: &RefCtx, a: &[RefArg]) -> Result<RefOut, String> {
     let pad = &c.params.sizes;
     let mode = c.params.ints[0];
     let nd = t.shape.len();
-    if pad.len() % 2 != 0 || pad.len() / 2 > nd {
+    if !pad.len().is_multiple_of(2) || pad.len() / 2 > nd {
         return Err("pad must hold (left, right) pairs for at most every dim".into());
     }
     let mut lo = vec![0i64; nd];

@@ -16,11 +16,14 @@ fn product(a: &[RefArg]) -> Result<RefOut, String> {
     Ok(reference::matmul(x, y)?.tol_scaled((k as f64).sqrt()))
 }
 
+/// Operand shape pairs from `(m, n, k, variants)`.
+type PairsFn = fn(usize, usize, usize, bool) -> Vec<(Vec<usize>, Vec<usize>)>;
+
 /// Operand shape pairs built from the base shape's last two sizes `m, n` and an inner size
 /// `k` that crosses the tile sizes; `extra` lists variants (most of them refused).
 fn pairs_sampler(
     domain: Domain,
-    make: fn(usize, usize, usize, bool) -> Vec<(Vec<usize>, Vec<usize>)>,
+    make: PairsFn,
 ) -> impl Fn(&mut SampleCtx) -> Vec<Sample> + Send + Sync + 'static {
     move |ctx: &mut SampleCtx| {
         let s = &ctx.shape;
