@@ -273,3 +273,38 @@ fn an_unavailable_device_is_reported() {
     assert!(e.contains("cuda:0"), "{e}");
     assert!(report.table().contains("can't run"));
 }
+
+/// An index kernel that reads its index operand as if it were contiguous (the strides of
+/// the index ignored) is caught exactly where the index is strided: stepped, and expanded
+/// (stride 0, a broadcast index) — in every index dtype.
+#[test]
+fn index_operand_strides_ignored_is_caught() {
+    let op = entry("index_select").functional(|a, p| {
+        let idx = a[1].t();
+        let flat = if idx.dim() == 1 {
+            idx.as_strided(idx.shape(), &[1], idx.storage_offset())?
+        } else {
+            idx.clone()
+        };
+        a[0].t().index_select(p.dims[0], &flat)
+    });
+    let report = run(&op);
+    assert!(!report.ok(), "the bug went unnoticed");
+    for (k, f) in report.failures() {
+        assert!(
+            k.layout == "stepped" || k.layout == "expanded",
+            "row {k:?} failed, but its index is contiguous: {f}"
+        );
+    }
+    for layout in ["stepped", "expanded"] {
+        for idx in ["i64", "i32", "u32"] {
+            assert!(
+                report
+                    .failures()
+                    .iter()
+                    .any(|(k, _)| k.layout == layout && k.dtype.ends_with(&format!("/{idx}"))),
+                "not caught with a {layout} {idx} index"
+            );
+        }
+    }
+}
