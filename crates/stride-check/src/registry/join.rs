@@ -1,5 +1,6 @@
-//! Joining and splitting: `cat`, `stack` (three operands, each in every layout; `_out`
-//! into every output layout), `split`/`chunk`/`unbind` (views: `.first` and `.last` piece),
+//! Joining and splitting: `cat`, `stack` (three operands, each in every layout, mixed dtypes
+//! promoting; `_out` into every output layout), `split`/`chunk`/`unbind`/`split_with_sizes`
+//! (views: `.first` and `.last` piece),
 //! `repeat`, `tile`, `repeat_interleave` (`.tensor`: repeats as an index-dtype tensor),
 //! `flip`, `roll`, `tril`/`triu` (diagonal offsets, in place too), `pad` (constant, reflect,
 //! replicate, circular), `meshgrid` (one entry per output, views of their input).
@@ -44,7 +45,28 @@ fn wrap(d: i64, nd: usize) -> Result<usize, String> {
 
 // ----- cat / stack ----------------------------------------------------------------------------
 
+/// Mixed-dtype cases (`promotion`): operand `i` in its own dtype and, when given, shape.
+fn mixed(ctx: &mut SampleCtx) -> Option<Vec<Sample>> {
+    let dts = ctx.arg_dtypes.clone()?;
+    let shapes = ctx
+        .arg_shapes
+        .clone()
+        .unwrap_or_else(|| vec![ctx.shape.clone(); dts.len()]);
+    let args = dts
+        .iter()
+        .zip(shapes)
+        .map(|(&d, sh)| {
+            let v = Domain::any().values(d, numel(&sh), &mut ctx.rng, true);
+            Sample::tensor(d, sh, v)
+        })
+        .collect();
+    Some(vec![Sample::new(args, params(vec![-1], vec![], vec![]))])
+}
+
 fn cat_sampler(ctx: &mut SampleCtx) -> Vec<Sample> {
+    if let Some(m) = mixed(ctx) {
+        return m;
+    }
     let s = ctx.shape.clone();
     let nd = s.len() as i64;
     let mut out = vec![];
@@ -105,6 +127,9 @@ fn ref_cat(c: &RefCtx, a: &[RefArg]) -> Result<RefOut, String> {
 }
 
 fn stack_sampler(ctx: &mut SampleCtx) -> Vec<Sample> {
+    if let Some(m) = mixed(ctx) {
+        return m;
+    }
     let s = ctx.shape.clone();
     let nd = s.len() as i64;
     let mut dims = vec![-1];
@@ -141,7 +166,11 @@ fn ref_stack(c: &RefCtx, a: &[RefArg]) -> Result<RefOut, String> {
     let mut v = vec![];
     for o in 0..outer {
         for t in &ts {
-            v.extend_from_slice(&t.values[o * inner..(o + 1) * inner]);
+            v.extend(
+                t.values[o * inner..(o + 1) * inner]
+                    .iter()
+                    .map(|&x| crate::host::store(x, c.compute)),
+            );
         }
     }
     Ok(RefOut::new(os, v))
@@ -177,8 +206,25 @@ fn pieces(kind: u8, n: usize, arg: usize) -> Result<Vec<(usize, usize)>, String>
             }
             Ok((0..n).step_by(each).map(|s| (s, each.min(n - s))).collect())
         }
-        _ => Ok((0..n).map(|i| (i, 1)).collect()), // unbind
+        2 => Ok((0..n).map(|i| (i, 1)).collect()), // unbind
+        _ => unreachable!("split_with_sizes pieces come from its sizes"),
     }
+}
+
+/// `split_with_sizes`: the pieces of the given sizes, which must sum to `n`.
+fn sized_pieces(n: usize, sizes: &[i64]) -> Result<Vec<(usize, usize)>, String> {
+    if sizes.iter().any(|&s| s < 0) || sizes.iter().sum::<i64>() != n as i64 {
+        return Err(format!("sizes {sizes:?} must sum to {n}"));
+    }
+    let mut start = 0;
+    Ok(sizes
+        .iter()
+        .map(|&s| {
+            let p = (start, s as usize);
+            start += s as usize;
+            p
+        })
+        .collect())
 }
 
 fn split_sampler(kind: u8) -> impl Fn(&mut SampleCtx) -> Vec<Sample> + Send + Sync + 'static {
@@ -189,6 +235,22 @@ fn split_sampler(kind: u8) -> impl Fn(&mut SampleCtx) -> Vec<Sample> + Send + Sy
         let mut dims = vec![-1];
         if ctx.variants {
             dims.extend([0, nd.max(1)]);
+        }
+        if kind == 3 {
+            // sizes from the dim's size: two pieces, one piece, with an empty piece; refused:
+            // a sum off by one
+            let mut out = vec![];
+            for d in dims {
+                let n = wrap_dim(d, s.len()).map_or(0, |w| s.get(w).copied().unwrap_or(0)) as i64;
+                let mut lists = vec![vec![n / 2, n - n / 2]];
+                if ctx.variants {
+                    lists.extend([vec![n], vec![0, n, 0], vec![n + 1]]);
+                }
+                for l in lists {
+                    out.push(Sample::new(vec![x.clone()], params(vec![d], vec![], l)));
+                }
+            }
+            return out;
         }
         let args: Vec<i64> = match kind {
             2 => vec![0],
@@ -212,7 +274,11 @@ fn ref_piece(c: &RefCtx, a: &[RefArg], kind: u8, last: bool) -> Result<RefOut, S
     let t = a[0].t();
     let d = wrap(c.params.dims[0], t.shape.len())?;
     let n = t.shape[d];
-    let ps = pieces(kind, n, c.params.ints[0].max(0) as usize)?;
+    let ps = if kind == 3 {
+        sized_pieces(n, &c.params.sizes)?
+    } else {
+        pieces(kind, n, c.params.ints[0].max(0) as usize)?
+    };
     let Some(&(start, len)) = (if last { ps.last() } else { ps.first() }) else {
         return Err("no pieces: the piece asked for does not exist".into());
     };
@@ -729,43 +795,51 @@ fn op(name: &'static str, n: usize) -> OpInfo {
         .dtypes(ALL)
 }
 
+fn usz(p: &Params) -> Vec<usize> {
+    p.sizes.iter().map(|&s| s.max(0) as usize).collect()
+}
+
 pub fn ops() -> Vec<OpInfo> {
     let dim = |p: &Params| p.dims[0];
     let mut v = vec![
         op("cat", 3)
+            .promotion(true)
             .sampler(cat_sampler)
             .reference(ref_cat)
             .functional(move |a, p| Tensor::cat(&three(a), dim(p)))
             .out(move |a, p, o| Tensor::cat_out(&three(a), dim(p), o)),
         op("stack", 3)
+            .promotion(true)
             .sampler(stack_sampler)
             .reference(ref_stack)
             .functional(move |a, p| Tensor::stack(&three(a), dim(p)))
             .out(move |a, p, o| Tensor::stack_out(&three(a), dim(p), o)),
     ];
-    for (base, kind) in [("split", 0u8), ("chunk", 1), ("unbind", 2)] {
+    for kind in [0u8, 1, 2, 3] {
         for last in [false, true] {
             let name: &'static str = match (kind, last) {
                 (0, false) => "split.first",
                 (0, true) => "split.last",
                 (1, false) => "chunk.first",
                 (1, true) => "chunk.last",
-                (_, false) => "unbind.first",
-                (_, true) => "unbind.last",
+                (2, false) => "unbind.first",
+                (2, true) => "unbind.last",
+                (_, false) => "split_with_sizes.first",
+                (_, true) => "split_with_sizes.last",
             };
-            let _ = base;
             v.push(
                 op(name, 1)
                     .sampler(split_sampler(kind))
                     .reference(move |c, a| ref_piece(c, a, kind, last))
                     .functional(move |a, p| {
                         let x = a[0].t();
-                        let n = p.ints[0].max(0) as usize;
+                        let n = p.ints.first().copied().unwrap_or(0).max(0) as usize;
                         piece(
                             match kind {
                                 0 => x.split(n, dim(p)),
                                 1 => x.chunk(n, dim(p)),
-                                _ => x.unbind(dim(p)),
+                                2 => x.unbind(dim(p)),
+                                _ => x.split_with_sizes(&usz(p), dim(p)),
                             },
                             last,
                         )
@@ -773,12 +847,6 @@ pub fn ops() -> Vec<OpInfo> {
             );
         }
     }
-    let usz = |p: &Params| {
-        p.sizes
-            .iter()
-            .map(|&s| s.max(0) as usize)
-            .collect::<Vec<_>>()
-    };
     v.extend([
         op("repeat", 1)
             .sampler(sizes_sampler(0))

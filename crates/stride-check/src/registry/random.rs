@@ -1,5 +1,5 @@
 //! Random ops: `rand randn randint randperm bernoulli_scalar dropout_mask dropout_mask_bool`
-//! (creation), `rand_like randn_like bernoulli` (an input in every layout), `uniform_
+//! (creation), `rand_like randn_like bernoulli multinomial` (an input in every layout), `uniform_
 //! normal_ bernoulli_` (written through `self` in every layout).
 //!
 //! No exact reference exists for random values, so these entries check what is promised
@@ -108,6 +108,49 @@ fn dev(p: &Params) -> Device {
 }
 fn dt(p: &Params) -> DType {
     p.dtype.unwrap_or(DType::F32)
+}
+
+fn multinomial_sampler(ctx: &mut SampleCtx) -> Vec<Sample> {
+    let seed = ctx.rng.below(1 << 20) as i64;
+    let s = &ctx.shape;
+    let k = s.last().copied().unwrap_or(3).clamp(1, 64);
+    let rows = if s.len() >= 2 {
+        s[s.len() - 2].min(16)
+    } else {
+        2
+    };
+    let mut shapes = vec![vec![rows, k]];
+    if ctx.variants {
+        shapes.extend([vec![k], vec![2, 2, k], vec![rows, 0]]);
+    }
+    let mut out = vec![];
+    for sh in shapes {
+        // every row keeps at least half of its categories non-zero
+        let w: Vec<f64> = (0..numel(&sh))
+            .map(|i| {
+                if i % 2 == 1 && ctx.rng.coin() {
+                    0.0
+                } else {
+                    crate::host::store(ctx.rng.range_f64(0.1, 2.0), ctx.dtype)
+                }
+            })
+            .collect();
+        let kk = sh.last().copied().unwrap_or(0) as i64;
+        let mut ns = vec![(kk.min(3).max(1), 1), ((kk / 2).max(1), 0)];
+        if ctx.variants {
+            ns.push((kk + 1, 0)); // more than the non-zero categories: refused
+        }
+        for (n, repl) in ns {
+            out.push(Sample::new(
+                vec![Sample::tensor(ctx.dtype, sh.clone(), w.clone())],
+                Params {
+                    ints: vec![seed, n, repl],
+                    ..Params::default()
+                },
+            ));
+        }
+    }
+    out
 }
 
 fn sc(p: &Params, i: usize) -> f64 {
@@ -308,6 +351,40 @@ pub fn ops() -> Vec<OpInfo> {
                 Ok(r)
             })
             .functional(|a, p| a[0].t().bernoulli(Some(&gen(p)))),
+        // multinomial: the base shape's last two sizes as [rows, k] (1-D with variants);
+        // some zero weights; n samples with and without replacement (ints = [seed, n, repl])
+        OpInfo::new("multinomial", Family::Random)
+            .args(vec![ArgSpec::tensor("self", probs)])
+            .dtypes(FLOATS)
+            .rule(DTypeRule::Custom(|_| DType::I64))
+            .sampler(multinomial_sampler)
+            .reference(|c, a: &[RefArg]| {
+                let p = c.params;
+                let (n, repl) = (p.ints[1] as usize, p.ints[2] != 0);
+                let t = a[0].t();
+                let r = read(fresh(t)?.multinomial(n, repl, Some(&gen(p))))?;
+                let k = t.shape.last().copied().unwrap_or(0);
+                for (row, s) in r.values.chunks(n.max(1)).enumerate() {
+                    let w = &t.values[row * k..(row + 1) * k];
+                    for (j, &i) in s.iter().enumerate() {
+                        let i = i as usize;
+                        if i >= k || w[i] == 0.0 {
+                            panic!(
+                                "multinomial: row {row} drew category {i} of weight {:?}",
+                                w.get(i)
+                            );
+                        }
+                        if !repl && s[..j].contains(&(i as f64)) {
+                            panic!("multinomial: row {row} drew {i} twice without replacement");
+                        }
+                    }
+                }
+                Ok(r)
+            })
+            .functional(|a, p| {
+                a[0].t()
+                    .multinomial(p.ints[1] as usize, p.ints[2] != 0, Some(&gen(p)))
+            }),
         OpInfo::new("uniform_", Family::Random)
             .args(vec![ArgSpec::tensor("self", Domain::any())])
             .dtypes(FLOATS)
