@@ -7,6 +7,7 @@
 
 use crate::host::{store, wrap_int};
 use crate::registry::Params;
+use std::cmp::Ordering;
 use stride_core::{DType, Scalar};
 
 /// One tensor operand as the reference sees it.
@@ -332,6 +333,152 @@ pub fn preserve_strides(shape: &[usize], strides: &[usize]) -> Vec<usize> {
         }
     }
     out
+}
+
+// ----- index and sort references (plain loops in logical order) ----------------------------
+
+/// A 0-d shape as `[1]` (how the scatter/gather rules see it).
+pub fn nz(shape: &[usize]) -> Vec<usize> {
+    if shape.is_empty() {
+        vec![1]
+    } else {
+        shape.to_vec()
+    }
+}
+
+/// Checks an index against a size: in `0..n`, or `-n..n` when `wrap`.
+pub fn check_index(i: i64, n: usize, wrap: bool, what: &str) -> Result<usize, String> {
+    let n = n as i64;
+    let j = if wrap && i < 0 { i + n } else { i };
+    if j < 0 || j >= n {
+        return Err(format!(
+            "{what} index {i} is out of range for size {n} and must be refused"
+        ));
+    }
+    Ok(j as usize)
+}
+
+/// `x[(:,)*d, idx]` with `idx` of any shape (the gathers along one dim).
+pub fn gather_along(
+    x: &RefTensor,
+    d: usize,
+    idx: &RefTensor,
+    wrap: bool,
+) -> Result<RefOut, String> {
+    let xs = nz(&x.shape);
+    let iv = idx_values(idx);
+    let pos: Vec<usize> = iv
+        .iter()
+        .map(|&i| check_index(i, xs[d], wrap, "the"))
+        .collect::<Result<_, _>>()?;
+    let mut os = xs[..d].to_vec();
+    os.extend_from_slice(&idx.shape);
+    os.extend_from_slice(&xs[d + 1..]);
+    let k = idx.shape.len();
+    let mut c = vec![0; os.len()];
+    let vals = (0..numel(&os))
+        .map(|lin| {
+            unravel(lin, &os, &mut c);
+            let mut cx = c[..d].to_vec();
+            cx.push(pos[ravel(&c[d..d + k], &idx.shape)]);
+            cx.extend_from_slice(&c[d + k..]);
+            x.values[ravel(&cx, &xs)]
+        })
+        .collect();
+    Ok(RefOut::new(os, vals))
+}
+
+/// How a scatter combines a destination's value with a source value.
+#[derive(Clone, Copy, PartialEq)]
+pub enum Comb {
+    Assign,
+    Add,
+    Prod,
+    Amax,
+    Amin,
+}
+
+/// One step of a scatter in dtype `d` (floats round after every step, integers wrap).
+pub fn step(comb: Comb, acc: f64, v: f64, d: DType) -> f64 {
+    let r = match comb {
+        Comb::Assign => v,
+        Comb::Add if d.is_float() => acc + v,
+        Comb::Add => wrap_int(acc as i128 + v as i128, d) as f64,
+        Comb::Prod if d.is_float() => acc * v,
+        Comb::Prod => wrap_int(acc as i128 * v as i128, d) as f64,
+        Comb::Amax | Comb::Amin if acc.is_nan() || v.is_nan() => f64::NAN,
+        Comb::Amax => acc.max(v),
+        Comb::Amin => acc.min(v),
+    };
+    store(r, d)
+}
+
+/// The scatter reference: for every position `p` of `positions` (row-major), destination
+/// `p` with `p[d] = index(p)` combines `value(p)`. Returns the new values and how many
+/// sources hit each destination.
+#[allow(clippy::too_many_arguments)]
+pub fn scatter_ref(
+    base: &RefTensor,
+    d: usize,
+    positions: &[usize],
+    index: impl Fn(&[usize]) -> i64,
+    value: impl Fn(&[usize]) -> f64,
+    comb: Comb,
+    include_self: bool,
+    wrap: bool,
+) -> Result<(Vec<f64>, Vec<usize>), String> {
+    let xs = nz(&base.shape);
+    let mut out = base.values.clone();
+    let mut hits = vec![0usize; out.len()];
+    let mut c = vec![0; positions.len()];
+    // validate every index first (nothing may be written on failure)
+    let mut targets = Vec::with_capacity(numel(positions));
+    for lin in 0..numel(positions) {
+        unravel(lin, positions, &mut c);
+        let j = check_index(index(&c), xs[d], wrap, "the")?;
+        let mut q = c.clone();
+        q[d] = j;
+        targets.push((ravel(&q, &xs), value(&c)));
+    }
+    for (t, v) in targets {
+        if hits[t] == 0 && !include_self && comb != Comb::Assign {
+            out[t] = v;
+        } else {
+            out[t] = step(comb, out[t], v, base.dtype);
+        }
+        hits[t] += 1;
+    }
+    Ok((out, hits))
+}
+
+/// stride's total order: NaN largest, `-0 == 0`.
+pub fn total_cmp(a: f64, b: f64) -> Ordering {
+    match (a.is_nan(), b.is_nan()) {
+        (true, true) => Ordering::Equal,
+        (true, false) => Ordering::Greater,
+        (false, true) => Ordering::Less,
+        _ => a.partial_cmp(&b).unwrap_or(Ordering::Equal),
+    }
+}
+
+/// The stable order of a line: positions sorted by value (descending: larger first, ties
+/// still by position).
+pub fn stable_order(v: &[f64], descending: bool) -> Vec<usize> {
+    let mut p: Vec<usize> = (0..v.len()).collect();
+    p.sort_by(|&a, &b| {
+        let o = total_cmp(v[a], v[b]);
+        if descending {
+            o.reverse()
+        } else {
+            o
+        }
+    });
+    p
+}
+
+/// Index values as i64.
+pub fn idx_values(t: &RefTensor) -> Vec<i64> {
+    t.values.iter().map(|&v| v as i64).collect()
 }
 
 // ----- elementwise driver ---------------------------------------------------------------------

@@ -16,7 +16,10 @@ use super::{
     ArgSpec, DTypeRule, Domain, Family, IntDomain, OpInfo, Params, Sample, SampleArg, SampleCtx,
 };
 use crate::host::{short, store, wrap_int};
-use crate::reference::{numel, ravel, unravel, wrap_dim, RefArg, RefCtx, RefOut, RefTensor};
+use crate::reference::{
+    check_index, gather_along, idx_values, numel, nz, ravel, scatter_ref, unravel, wrap_dim, Comb,
+    RefArg, RefCtx, RefOut, RefTensor,
+};
 use crate::tol::Tol;
 use stride_core::{DType, Operand, Scalar, ScatterReduce};
 
@@ -110,122 +113,9 @@ fn size_of(shape: &[usize], d: i64) -> Option<usize> {
     wrap_dim(d, shape.len()).map(|w| shape[w])
 }
 
-fn idx_values(t: &RefTensor) -> Vec<i64> {
-    t.values.iter().map(|&v| v as i64).collect()
-}
-
-/// A 0-d shape as `[1]` (how the scatter/gather rules see it).
-fn nz(shape: &[usize]) -> Vec<usize> {
-    if shape.is_empty() {
-        vec![1]
-    } else {
-        shape.to_vec()
-    }
-}
-
-/// Checks an index against a size: in `0..n`, or `-n..n` when `wrap`.
-fn check_index(i: i64, n: usize, wrap: bool, what: &str) -> Result<usize, String> {
-    let n = n as i64;
-    let j = if wrap && i < 0 { i + n } else { i };
-    if j < 0 || j >= n {
-        return Err(format!(
-            "{what} index {i} is out of range for size {n} and must be refused"
-        ));
-    }
-    Ok(j as usize)
-}
-
 fn dim_param(c: &RefCtx, nd: usize) -> Result<usize, String> {
     let d = c.params.dims[0];
     wrap_dim(d, nd).ok_or_else(|| format!("dim {d} out of range must be refused"))
-}
-
-/// `x[(:,)*d, idx]` with `idx` of any shape (the gathers along one dim).
-fn gather_along(x: &RefTensor, d: usize, idx: &RefTensor, wrap: bool) -> Result<RefOut, String> {
-    let xs = nz(&x.shape);
-    let iv = idx_values(idx);
-    let pos: Vec<usize> = iv
-        .iter()
-        .map(|&i| check_index(i, xs[d], wrap, "the"))
-        .collect::<Result<_, _>>()?;
-    let mut os = xs[..d].to_vec();
-    os.extend_from_slice(&idx.shape);
-    os.extend_from_slice(&xs[d + 1..]);
-    let k = idx.shape.len();
-    let mut c = vec![0; os.len()];
-    let vals = (0..numel(&os))
-        .map(|lin| {
-            unravel(lin, &os, &mut c);
-            let mut cx = c[..d].to_vec();
-            cx.push(pos[ravel(&c[d..d + k], &idx.shape)]);
-            cx.extend_from_slice(&c[d + k..]);
-            x.values[ravel(&cx, &xs)]
-        })
-        .collect();
-    Ok(RefOut::new(os, vals))
-}
-
-/// How a scatter combines a destination's value with a source value.
-#[derive(Clone, Copy, PartialEq)]
-enum Comb {
-    Assign,
-    Add,
-    Prod,
-    Amax,
-    Amin,
-}
-
-/// One step of a scatter in dtype `d` (floats round after every step, integers wrap).
-fn step(comb: Comb, acc: f64, v: f64, d: DType) -> f64 {
-    let r = match comb {
-        Comb::Assign => v,
-        Comb::Add if d.is_float() => acc + v,
-        Comb::Add => wrap_int(acc as i128 + v as i128, d) as f64,
-        Comb::Prod if d.is_float() => acc * v,
-        Comb::Prod => wrap_int(acc as i128 * v as i128, d) as f64,
-        Comb::Amax | Comb::Amin if acc.is_nan() || v.is_nan() => f64::NAN,
-        Comb::Amax => acc.max(v),
-        Comb::Amin => acc.min(v),
-    };
-    store(r, d)
-}
-
-/// The scatter reference: for every position `p` of `positions` (row-major), destination
-/// `p` with `p[d] = index(p)` combines `value(p)`. Returns the new values and how many
-/// sources hit each destination.
-#[allow(clippy::too_many_arguments)]
-fn scatter_ref(
-    base: &RefTensor,
-    d: usize,
-    positions: &[usize],
-    index: impl Fn(&[usize]) -> i64,
-    value: impl Fn(&[usize]) -> f64,
-    comb: Comb,
-    include_self: bool,
-    wrap: bool,
-) -> Result<(Vec<f64>, Vec<usize>), String> {
-    let xs = nz(&base.shape);
-    let mut out = base.values.clone();
-    let mut hits = vec![0usize; out.len()];
-    let mut c = vec![0; positions.len()];
-    // validate every index first (nothing may be written on failure)
-    let mut targets = Vec::with_capacity(numel(positions));
-    for lin in 0..numel(positions) {
-        unravel(lin, positions, &mut c);
-        let j = check_index(index(&c), xs[d], wrap, "the")?;
-        let mut q = c.clone();
-        q[d] = j;
-        targets.push((ravel(&q, &xs), value(&c)));
-    }
-    for (t, v) in targets {
-        if hits[t] == 0 && !include_self && comb != Comb::Assign {
-            out[t] = v;
-        } else {
-            out[t] = step(comb, out[t], v, base.dtype);
-        }
-        hits[t] += 1;
-    }
-    Ok((out, hits))
 }
 
 /// Shapes for gather/scatter: `pos` must have `x`'s rank and be no larger off `d` (and no

@@ -136,7 +136,7 @@ fn multinomial_sampler(ctx: &mut SampleCtx) -> Vec<Sample> {
             })
             .collect();
         let kk = sh.last().copied().unwrap_or(0) as i64;
-        let mut ns = vec![(kk.min(3).max(1), 1), ((kk / 2).max(1), 0)];
+        let mut ns = vec![(kk.clamp(1, 3), 1), ((kk / 2).max(1), 0)];
         if ctx.variants {
             ns.push((kk + 1, 0)); // more than the non-zero categories: refused
         }

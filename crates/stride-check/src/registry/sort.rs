@@ -10,34 +10,11 @@
 use super::dtypes::{ALL, FLOATS, INTS};
 use super::{ArgSpec, DTypeRule, Domain, Family, OpInfo, Params, Sample, SampleArg, SampleCtx};
 use crate::host::store;
-use crate::reference::{numel, wrap_dim, RefArg, RefCtx, RefOut, RefTensor};
+use crate::reference::{
+    numel, stable_order, total_cmp, wrap_dim, RefArg, RefCtx, RefOut, RefTensor,
+};
 use std::cmp::Ordering;
 use stride_core::{DType, Scalar, Tensor};
-
-/// stride's total order: NaN largest, `-0 == 0`.
-pub fn total_cmp(a: f64, b: f64) -> Ordering {
-    match (a.is_nan(), b.is_nan()) {
-        (true, true) => Ordering::Equal,
-        (true, false) => Ordering::Greater,
-        (false, true) => Ordering::Less,
-        _ => a.partial_cmp(&b).unwrap_or(Ordering::Equal),
-    }
-}
-
-/// The stable order of a line: positions sorted by value (descending: larger first, ties
-/// still by position).
-pub fn stable_order(v: &[f64], descending: bool) -> Vec<usize> {
-    let mut p: Vec<usize> = (0..v.len()).collect();
-    p.sort_by(|&a, &b| {
-        let o = total_cmp(v[a], v[b]);
-        if descending {
-            o.reverse()
-        } else {
-            o
-        }
-    });
-    p
-}
 
 /// Applies `f` to every line along `d` of `t` (0-d: one line of one element); `f` returns
 /// `len` values per line; the result has `t`'s shape with dim `d` of size `len`.
