@@ -308,3 +308,41 @@ fn index_operand_strides_ignored_is_caught() {
         }
     }
 }
+
+/// A two-result op (`max_dim_out(values, indices)`) whose indices go through a contiguous
+/// temporary that is dropped when the indices output is strided: caught through the
+/// `max_dim.indices` entry in every strided output layout, as unwritten (poisoned) indices.
+#[test]
+fn dropped_write_of_a_second_result_is_caught() {
+    let op = entry("max_dim.indices").out(|a, p, o| {
+        let x = a[0].t();
+        let vals = Tensor::zeros(o.shape().to_vec(), x.dtype(), &o.device())?;
+        if o.is_contiguous() {
+            return Ok(x.max_dim_out(p.dims[0], p.keepdim, &vals, o)?.1);
+        }
+        let tmp = o.contiguous()?;
+        x.max_dim_out(p.dims[0], p.keepdim, &vals, &tmp)?; // the indices die with tmp
+        Ok(o.clone())
+    });
+    let report = run(&op);
+    assert!(!report.ok(), "the bug went unnoticed");
+    for (k, f) in report.failures() {
+        assert_eq!(k.form, Form::Out, "{f}");
+        assert!(
+            matches!(
+                f.reason,
+                Reason::Unwritten { .. } | Reason::MissingError { .. }
+            ),
+            "{f}"
+        );
+    }
+    for layout in ["transposed", "stepped"] {
+        assert!(
+            report
+                .failures()
+                .iter()
+                .any(|(k, f)| k.layout == layout && matches!(f.reason, Reason::Unwritten { .. })),
+            "not caught with a {layout} indices output"
+        );
+    }
+}
