@@ -141,3 +141,27 @@ fn searchsorted_in_empty_rows_is_zero() -> stride_core::Result<()> {
     assert_eq!(flat.searchsorted(&v, false)?.to_vec::<i64>()?, vec![0; 9]);
     Ok(())
 }
+
+/// `scatter_reduce(.., Mean, ..)` counted the contributions in self's dtype: with more than
+/// 127 sources per destination the i8 count wrapped (to 0, then clamped to 1) and the bf16
+/// count stopped at 256, so the "mean" was off by up to 512×.
+#[test]
+fn scatter_reduce_mean_counts_many_contributions() -> stride_core::Result<()> {
+    use stride_core::ScatterReduce;
+    // self = x, n zero sources on one destination, include_self: the mean is x / (n + 1)
+    for (dtype, x, n, want) in [
+        (DType::I8, 100.0, 200, 0.0),          // count 201 wrapped to -55: -2
+        (DType::U8, 200.0, 299, 0.0),          // count 300 wrapped to 44: 4
+        (DType::BF16, 4.0, 511, 4.0 / 512.0),  // count stuck at 256: 2×
+        (DType::F16, 8.0, 4095, 8.0 / 4096.0), // count stuck at 2048: 2×
+        (DType::F32, 3.0, 5, 0.5),
+    ] {
+        let idx = Tensor::zeros([n], DType::I64, &CPU)?;
+        let s = Tensor::full([1], x, dtype, &CPU)?;
+        let src = Tensor::zeros([n], dtype, &CPU)?;
+        let r = s.scatter_reduce(0, &idx, &src, ScatterReduce::Mean, true)?;
+        assert_eq!(r.dtype(), dtype);
+        assert_eq!(r.to_f64_vec()?, vec![want], "{dtype}");
+    }
+    Ok(())
+}

@@ -635,14 +635,16 @@ impl Tensor {
         // validates everything (a failure writes nothing)
         self.scatter_op_(op, dim, index, src, sop, include_self)?;
         if reduce == ScatterReduce::Mean {
-            // divide by the number of contributions (PyTorch's composition)
+            // divide by the number of contributions (PyTorch's composition), counted in i64:
+            // a count in self's dtype wraps (i8, u8) or stops growing (f16 at 2048, bf16 at
+            // 256) once enough sources hit one destination
             let count = Tensor::full(
                 self.shape(),
                 include_self as i64,
-                self.dtype(),
+                DType::I64,
                 &self.device(),
             )?;
-            let one = Tensor::scalar(1i64, self.dtype(), &self.device())?;
+            let one = Tensor::scalar(1i64, DType::I64, &self.device())?;
             count.scatter_value_op(op, dim, index, Operand::Tensor(&one), sop)?;
             count.clamp_min_(1i64)?;
             if self.dtype().is_float() {
