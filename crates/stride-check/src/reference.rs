@@ -7,6 +7,7 @@
 
 use crate::host::{store, wrap_int};
 use crate::registry::Params;
+use std::cmp::Ordering;
 use stride_core::{DType, Scalar};
 
 /// One tensor operand as the reference sees it.
@@ -46,10 +47,15 @@ pub struct RefOut {
     pub shape: Vec<usize>,
     /// Exact (f64) values in row-major order; the runner rounds them to the result dtype.
     pub values: Vec<f64>,
-    /// Whether the functional result must share storage with operand 0 (views) or must not.
+    /// Whether the functional result must share storage with operand `shares_operand` (0
+    /// unless [`RefOut::view_of`] says otherwise: views) or must not share with any operand.
     pub shares_input: bool,
+    pub shares_operand: usize,
     /// Strides the result must have (dims of size > 1 only), when the op defines them.
     pub strides: Option<Vec<usize>>,
+    /// Multiplies the entry's tolerance for this case (reductions and matrix products: a
+    /// function of the reduction length, so long sums get proportionally more room).
+    pub tol_scale: f64,
 }
 
 impl RefOut {
@@ -58,12 +64,25 @@ impl RefOut {
             shape,
             values,
             shares_input: false,
+            shares_operand: 0,
             strides: None,
+            tol_scale: 1.0,
         }
+    }
+    /// Scales the tolerance of this case by `k` (see [`RefOut::tol_scale`]).
+    pub fn tol_scaled(mut self, k: f64) -> RefOut {
+        self.tol_scale = k.max(1.0);
+        self
     }
     /// Marks the result as a view of operand 0.
     pub fn view(mut self, shares: bool) -> RefOut {
         self.shares_input = shares;
+        self
+    }
+    /// Marks the result as a view of operand `i` (`meshgrid`'s outputs view their inputs).
+    pub fn view_of(mut self, i: usize) -> RefOut {
+        self.shares_input = true;
+        self.shares_operand = i;
         self
     }
     pub fn with_strides(mut self, strides: Vec<usize>) -> RefOut {
@@ -316,6 +335,152 @@ pub fn preserve_strides(shape: &[usize], strides: &[usize]) -> Vec<usize> {
     out
 }
 
+// ----- index and sort references (plain loops in logical order) ----------------------------
+
+/// A 0-d shape as `[1]` (how the scatter/gather rules see it).
+pub fn nz(shape: &[usize]) -> Vec<usize> {
+    if shape.is_empty() {
+        vec![1]
+    } else {
+        shape.to_vec()
+    }
+}
+
+/// Checks an index against a size: in `0..n`, or `-n..n` when `wrap`.
+pub fn check_index(i: i64, n: usize, wrap: bool, what: &str) -> Result<usize, String> {
+    let n = n as i64;
+    let j = if wrap && i < 0 { i + n } else { i };
+    if j < 0 || j >= n {
+        return Err(format!(
+            "{what} index {i} is out of range for size {n} and must be refused"
+        ));
+    }
+    Ok(j as usize)
+}
+
+/// `x[(:,)*d, idx]` with `idx` of any shape (the gathers along one dim).
+pub fn gather_along(
+    x: &RefTensor,
+    d: usize,
+    idx: &RefTensor,
+    wrap: bool,
+) -> Result<RefOut, String> {
+    let xs = nz(&x.shape);
+    let iv = idx_values(idx);
+    let pos: Vec<usize> = iv
+        .iter()
+        .map(|&i| check_index(i, xs[d], wrap, "the"))
+        .collect::<Result<_, _>>()?;
+    let mut os = xs[..d].to_vec();
+    os.extend_from_slice(&idx.shape);
+    os.extend_from_slice(&xs[d + 1..]);
+    let k = idx.shape.len();
+    let mut c = vec![0; os.len()];
+    let vals = (0..numel(&os))
+        .map(|lin| {
+            unravel(lin, &os, &mut c);
+            let mut cx = c[..d].to_vec();
+            cx.push(pos[ravel(&c[d..d + k], &idx.shape)]);
+            cx.extend_from_slice(&c[d + k..]);
+            x.values[ravel(&cx, &xs)]
+        })
+        .collect();
+    Ok(RefOut::new(os, vals))
+}
+
+/// How a scatter combines a destination's value with a source value.
+#[derive(Clone, Copy, PartialEq)]
+pub enum Comb {
+    Assign,
+    Add,
+    Prod,
+    Amax,
+    Amin,
+}
+
+/// One step of a scatter in dtype `d` (floats round after every step, integers wrap).
+pub fn step(comb: Comb, acc: f64, v: f64, d: DType) -> f64 {
+    let r = match comb {
+        Comb::Assign => v,
+        Comb::Add if d.is_float() => acc + v,
+        Comb::Add => wrap_int(acc as i128 + v as i128, d) as f64,
+        Comb::Prod if d.is_float() => acc * v,
+        Comb::Prod => wrap_int(acc as i128 * v as i128, d) as f64,
+        Comb::Amax | Comb::Amin if acc.is_nan() || v.is_nan() => f64::NAN,
+        Comb::Amax => acc.max(v),
+        Comb::Amin => acc.min(v),
+    };
+    store(r, d)
+}
+
+/// The scatter reference: for every position `p` of `positions` (row-major), destination
+/// `p` with `p[d] = index(p)` combines `value(p)`. Returns the new values and how many
+/// sources hit each destination.
+#[allow(clippy::too_many_arguments)]
+pub fn scatter_ref(
+    base: &RefTensor,
+    d: usize,
+    positions: &[usize],
+    index: impl Fn(&[usize]) -> i64,
+    value: impl Fn(&[usize]) -> f64,
+    comb: Comb,
+    include_self: bool,
+    wrap: bool,
+) -> Result<(Vec<f64>, Vec<usize>), String> {
+    let xs = nz(&base.shape);
+    let mut out = base.values.clone();
+    let mut hits = vec![0usize; out.len()];
+    let mut c = vec![0; positions.len()];
+    // validate every index first (nothing may be written on failure)
+    let mut targets = Vec::with_capacity(numel(positions));
+    for lin in 0..numel(positions) {
+        unravel(lin, positions, &mut c);
+        let j = check_index(index(&c), xs[d], wrap, "the")?;
+        let mut q = c.clone();
+        q[d] = j;
+        targets.push((ravel(&q, &xs), value(&c)));
+    }
+    for (t, v) in targets {
+        if hits[t] == 0 && !include_self && comb != Comb::Assign {
+            out[t] = v;
+        } else {
+            out[t] = step(comb, out[t], v, base.dtype);
+        }
+        hits[t] += 1;
+    }
+    Ok((out, hits))
+}
+
+/// stride's total order: NaN largest, `-0 == 0`.
+pub fn total_cmp(a: f64, b: f64) -> Ordering {
+    match (a.is_nan(), b.is_nan()) {
+        (true, true) => Ordering::Equal,
+        (true, false) => Ordering::Greater,
+        (false, true) => Ordering::Less,
+        _ => a.partial_cmp(&b).unwrap_or(Ordering::Equal),
+    }
+}
+
+/// The stable order of a line: positions sorted by value (descending: larger first, ties
+/// still by position).
+pub fn stable_order(v: &[f64], descending: bool) -> Vec<usize> {
+    let mut p: Vec<usize> = (0..v.len()).collect();
+    p.sort_by(|&a, &b| {
+        let o = total_cmp(v[a], v[b]);
+        if descending {
+            o.reverse()
+        } else {
+            o
+        }
+    });
+    p
+}
+
+/// Index values as i64.
+pub fn idx_values(t: &RefTensor) -> Vec<i64> {
+    t.values.iter().map(|&v| v as i64).collect()
+}
+
 // ----- elementwise driver ---------------------------------------------------------------------
 
 /// The value of a host scalar once cast to the compute dtype (stride casts scalars to the
@@ -423,13 +588,16 @@ pub fn reduce(
 ) -> Result<RefOut, String> {
     let nd = t.shape.len();
     let mut reduced = vec![dims.is_empty(); nd];
+    let mut seen = vec![false; nd.max(1)];
     for &d in dims {
         let w = wrap_dim(d, nd)
             .ok_or_else(|| format!("dim {d} is out of range for {nd} dims and must be refused"))?;
+        // a 0-d tensor accepts dim 0 / -1 once (PyTorch: naming it twice is an error too)
+        if seen[w] {
+            return Err(format!("dim {d} repeated in {dims:?} must be refused"));
+        }
+        seen[w] = true;
         if nd > 0 {
-            if reduced[w] {
-                return Err(format!("dim {d} repeated in {dims:?} must be refused"));
-            }
             reduced[w] = true;
         }
     }

@@ -677,6 +677,16 @@ pub fn run_case(
         Form::Out if out_alias => built[0].as_ref().unwrap().tensor.dtype(),
         Form::Out => sample.out_dtype.unwrap_or(exp.result),
     };
+    if form != Form::Functional
+        && must_fail.is_none()
+        && op.exact_dest_dtype
+        && exp.result != dest_dtype
+    {
+        must_fail = Some(format!(
+            "{} writes only into a {} destination, not {}",
+            op.name, exp.result, dest_dtype
+        ));
+    }
     if form != Form::Functional && must_fail.is_none() && !can_cast(exp.result, dest_dtype) {
         must_fail = Some(format!(
             "a {} result can't be written into a {} tensor",
@@ -858,7 +868,7 @@ pub fn run_case(
                 return Err(Reason::NotDestination);
             }
         } else {
-            let first = built.first().and_then(|b| b.as_ref());
+            let first = built.get(reference.shares_operand).and_then(|b| b.as_ref());
             if reference.shares_input {
                 if !first.is_some_and(|b| result.shares_storage_with(&b.tensor)) {
                     return Err(Reason::Aliasing {
@@ -916,7 +926,8 @@ pub fn run_case(
             (op.tol)(dest_dtype)
         } else {
             Tol::EXACT
-        };
+        }
+        .scaled(reference.tol_scale);
         let stale: Option<Vec<f64>> = match form {
             Form::Out => out_built.as_ref().map(|b| b.values.clone()),
             Form::InPlace => built[0].as_ref().map(|b| b.values.clone()),

@@ -273,3 +273,76 @@ fn an_unavailable_device_is_reported() {
     assert!(e.contains("cuda:0"), "{e}");
     assert!(report.table().contains("can't run"));
 }
+
+/// An index kernel that reads its index operand as if it were contiguous (the strides of
+/// the index ignored) is caught exactly where the index is strided: stepped, and expanded
+/// (stride 0, a broadcast index) — in every index dtype.
+#[test]
+fn index_operand_strides_ignored_is_caught() {
+    let op = entry("index_select").functional(|a, p| {
+        let idx = a[1].t();
+        let flat = if idx.dim() == 1 {
+            idx.as_strided(idx.shape(), &[1], idx.storage_offset())?
+        } else {
+            idx.clone()
+        };
+        a[0].t().index_select(p.dims[0], &flat)
+    });
+    let report = run(&op);
+    assert!(!report.ok(), "the bug went unnoticed");
+    for (k, f) in report.failures() {
+        assert!(
+            k.layout == "stepped" || k.layout == "expanded",
+            "row {k:?} failed, but its index is contiguous: {f}"
+        );
+    }
+    for layout in ["stepped", "expanded"] {
+        for idx in ["i64", "i32", "u32"] {
+            assert!(
+                report
+                    .failures()
+                    .iter()
+                    .any(|(k, _)| k.layout == layout && k.dtype.ends_with(&format!("/{idx}"))),
+                "not caught with a {layout} {idx} index"
+            );
+        }
+    }
+}
+
+/// A two-result op (`max_dim_out(values, indices)`) whose indices go through a contiguous
+/// temporary that is dropped when the indices output is strided: caught through the
+/// `max_dim.indices` entry in every strided output layout, as unwritten (poisoned) indices.
+#[test]
+fn dropped_write_of_a_second_result_is_caught() {
+    let op = entry("max_dim.indices").out(|a, p, o| {
+        let x = a[0].t();
+        let vals = Tensor::zeros(o.shape().to_vec(), x.dtype(), &o.device())?;
+        if o.is_contiguous() {
+            return Ok(x.max_dim_out(p.dims[0], p.keepdim, &vals, o)?.1);
+        }
+        let tmp = o.contiguous()?;
+        x.max_dim_out(p.dims[0], p.keepdim, &vals, &tmp)?; // the indices die with tmp
+        Ok(o.clone())
+    });
+    let report = run(&op);
+    assert!(!report.ok(), "the bug went unnoticed");
+    for (k, f) in report.failures() {
+        assert_eq!(k.form, Form::Out, "{f}");
+        assert!(
+            matches!(
+                f.reason,
+                Reason::Unwritten { .. } | Reason::MissingError { .. }
+            ),
+            "{f}"
+        );
+    }
+    for layout in ["transposed", "stepped"] {
+        assert!(
+            report
+                .failures()
+                .iter()
+                .any(|(k, f)| k.layout == layout && matches!(f.reason, Reason::Unwritten { .. })),
+            "not caught with a {layout} indices output"
+        );
+    }
+}

@@ -35,6 +35,20 @@ fn sampled_matrix_passes_on_cpu() {
             kind.name()
         );
     }
+    // index operands ran in every index dtype and every layout (expanded: stride 0), also
+    // for in-place destinations
+    for idx in ["i64", "i32", "u32"] {
+        for kind in LayoutKind::ALL {
+            assert!(
+                report.rows.keys().any(|k| k.op == "scatter_add"
+                    && k.form == stride_check::Form::InPlace
+                    && k.layout == kind.name()
+                    && k.dtype.ends_with(&format!("/{idx}"))),
+                "scatter_add_ never ran with a {idx} index in layout {}",
+                kind.name()
+            );
+        }
+    }
     for extra in ["aliased", "mixed", "rejects"] {
         assert!(
             report.rows.keys().any(|k| k.layout == extra),

@@ -89,3 +89,100 @@ fn interleaved_but_non_overlapping_outputs_are_accepted() -> stride_core::Result
     assert_eq!(buf.to_vec::<f64>()?, v);
     Ok(())
 }
+
+/// An out-of-range index passed silently when another dim of the indexed tensor was empty
+/// (`zeros([3, 0, 2]).index_select(2, [5])`): the primitives validate indices through the
+/// positions they visit, and there were none. Every index op must refuse a bad index
+/// whatever the other dims (PyTorch does for `index_select`/`embedding`/`index_add`), and
+/// leave `self` unchanged.
+#[test]
+fn out_of_range_index_is_refused_when_other_dims_are_empty() -> stride_core::Result<()> {
+    let x = Tensor::zeros([3, 0, 2], DType::F32, &CPU)?;
+    for idx in [
+        Tensor::from_vec(vec![0i64, 5], [2])?,
+        Tensor::from_vec(vec![2i32], [1])?,
+        Tensor::from_vec(vec![7u32], [1])?,
+    ] {
+        assert!(x.index_select(2, &idx).is_err());
+        assert!(x.index(2, &idx).is_err());
+        let src = Tensor::zeros([3, 0, idx.numel()], DType::F32, &CPU)?;
+        assert!(x.index_add_(2, &idx, &src, 1.0).is_err());
+        assert!(x.index_copy_(2, &idx, &src).is_err());
+        assert!(x.index_fill_(2, &idx, 1.0).is_err());
+    }
+    // in range is fine (and wrapping ops accept negatives)
+    let ok = Tensor::from_vec(vec![1i64, 0], [2])?;
+    assert_eq!(x.index_select(2, &ok)?.shape(), &[3, 0, 2]);
+    assert!(x
+        .index_fill_(2, &Tensor::from_vec(vec![-2i64], [1])?, 1.0)
+        .is_ok());
+    let w = Tensor::zeros([0, 0], DType::F32, &CPU)?;
+    assert!(w.embedding(&Tensor::from_vec(vec![0i64], [1])?).is_err());
+    Ok(())
+}
+
+/// `searchsorted` with empty sorted rows (`[.., 0]`) in a non-contiguous layout failed with an
+/// "internal error (please report)": the sequence's strides were laid over the values' shape
+/// and reached past its storage. No element is below any value: the result is all zeros.
+#[test]
+fn searchsorted_in_empty_rows_is_zero() -> stride_core::Result<()> {
+    let seq = Tensor::zeros([3, 0], DType::F32, &CPU)?;
+    // the layout the registry's "stepped" kind gives an empty [3, 0]: strides [2, 2] over 3
+    let stepped = Tensor::zeros([3], DType::F32, &CPU)?.as_strided(&[3, 0], &[2, 2], 0)?;
+    let v = Tensor::from_vec(vec![1.0f32; 9], [3, 3])?;
+    for s in [&seq, &stepped] {
+        for right in [false, true] {
+            let r = s.searchsorted(&v, right)?;
+            assert_eq!(r.shape(), &[3, 3]);
+            assert_eq!(r.to_vec::<i64>()?, vec![0; 9]);
+        }
+    }
+    let flat = Tensor::zeros([0], DType::F32, &CPU)?;
+    assert_eq!(flat.searchsorted(&v, false)?.to_vec::<i64>()?, vec![0; 9]);
+    Ok(())
+}
+
+/// `scatter_reduce(.., Mean, ..)` counted the contributions in self's dtype: with more than
+/// 127 sources per destination the i8 count wrapped (to 0, then clamped to 1) and the bf16
+/// count stopped at 256, so the "mean" was off by up to 512×.
+#[test]
+fn scatter_reduce_mean_counts_many_contributions() -> stride_core::Result<()> {
+    use stride_core::ScatterReduce;
+    // self = x, n zero sources on one destination, include_self: the mean is x / (n + 1)
+    for (dtype, x, n, want) in [
+        (DType::I8, 100.0, 200, 0.0),          // count 201 wrapped to -55: -2
+        (DType::U8, 200.0, 299, 0.0),          // count 300 wrapped to 44: 4
+        (DType::BF16, 4.0, 511, 4.0 / 512.0),  // count stuck at 256: 2×
+        (DType::F16, 8.0, 4095, 8.0 / 4096.0), // count stuck at 2048: 2×
+        (DType::F32, 3.0, 5, 0.5),
+    ] {
+        let idx = Tensor::zeros([n], DType::I64, &CPU)?;
+        let s = Tensor::full([1], x, dtype, &CPU)?;
+        let src = Tensor::zeros([n], dtype, &CPU)?;
+        let r = s.scatter_reduce(0, &idx, &src, ScatterReduce::Mean, true)?;
+        assert_eq!(r.dtype(), dtype);
+        assert_eq!(r.to_f64_vec()?, vec![want], "{dtype}");
+    }
+    Ok(())
+}
+
+/// f16 matrix products with an operand of stride 0 along k (an expanded vector) lost gemm's
+/// f32 accumulation: the dot product of two expanded f16 vectors of 2112 elements came out
+/// 15 % high (30.53 for 26.64). They now go through f32, as bf16 does.
+#[test]
+fn f16_product_of_broadcast_vectors_accumulates_in_f32() -> stride_core::Result<()> {
+    let n = 2112;
+    let a = Tensor::full([n], 0.1123, DType::F16, &CPU)?;
+    let e = Tensor::full([1], 0.1123, DType::F16, &CPU)?.expand(&[n as i64])?;
+    let x = f64::from(half::f16::from_f64(0.1123));
+    let want = x * x * n as f64;
+    for (p, q) in [(&a, &a), (&e, &e), (&a, &e), (&e, &a)] {
+        for got in [
+            p.dot(q)?.to_f64_vec()?[0],
+            p.matmul(&q.unsqueeze(1)?)?.to_f64_vec()?[0],
+        ] {
+            assert!((got - want).abs() <= 0.05, "got {got}, want {want}");
+        }
+    }
+    Ok(())
+}

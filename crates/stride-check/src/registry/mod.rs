@@ -8,6 +8,13 @@
 //! | [`copy`] | `to_dtype` (every pair), `contiguous`, `clone`, `clone.contiguous` |
 //! | [`creation`] | `zeros` … `eye`, `*_like` in both memory formats |
 //! | [`views`] | `transpose` … `reshape` |
+//! | [`index`] | `index_select gather take index embedding index_mask masked_select nonzero masked_fill masked_scatter scatter scatter_value scatter_add scatter_reduce index_add index_copy index_fill` |
+//! | [`join`] | `cat stack` (+`_out`), `split/chunk/unbind/split_with_sizes` (`.first`, `.last`), `repeat tile repeat_interleave(.tensor) flip roll tril triu pad`, `meshgrid.0/1/2` |
+//! | [`matmul`] | `matmul mm bmm dot outer` |
+//! | [`sort`] | `sort argsort topk kthvalue` (values, `.indices`), `unique` (`.inverse`, `.counts`), `searchsorted bincount histc` |
+//! | [`random`] | `rand randn randint randperm bernoulli_scalar dropout_mask(_bool) rand_like randn_like bernoulli multinomial uniform_ normal_ bernoulli_` (determinism, layout independence, properties) |
+//! | [`einsum`] | `einsum.1`, `einsum.2` over a table of equations |
+//! | [`reduce`] | `sum` … `logsumexp` over dim lists, `max_dim`/`argmax`/`median_dim` (values, `.indices`), `cumsum`/`cumprod`, `softmax`/`log_softmax` |
 //!
 //! Find an op's entry with [`find`] (or grep for `"name"` in this folder). An entry
 //! ([`OpInfo`]) says: the operands ([`ArgSpec`]: tensor or scalar, dtype, value domain), the
@@ -18,6 +25,13 @@
 pub mod binary;
 pub mod copy;
 pub mod creation;
+pub mod einsum;
+pub mod index;
+pub mod join;
+pub mod matmul;
+pub mod random;
+pub mod reduce;
+pub mod sort;
 pub mod ternary;
 pub mod unary;
 pub mod views;
@@ -42,6 +56,11 @@ pub enum Family {
     View,
     Reduction,
     Matmul,
+    Index,
+    Sort,
+    Join,
+    Random,
+    Einsum,
 }
 
 /// The ways an op can be called.
@@ -529,6 +548,9 @@ pub struct OpInfo {
     pub out: Option<OutFn>,
     /// Run the mixed-dtype cases (every dtype pair, 0-d operands, scalar kinds, out dtypes).
     pub promotion: bool,
+    /// In-place and `_out` destinations must have exactly the result dtype (the values and
+    /// indices of `max_dim_out`, PyTorch's rule); any other destination dtype must be refused.
+    pub exact_dest_dtype: bool,
 }
 
 impl fmt::Debug for OpInfo {
@@ -573,6 +595,7 @@ impl OpInfo {
             inplace: None,
             out: None,
             promotion: false,
+            exact_dest_dtype: false,
         }
     }
     pub fn args(mut self, args: Vec<ArgSpec>) -> Self {
@@ -593,6 +616,11 @@ impl OpInfo {
     }
     pub fn promotion(mut self, p: bool) -> Self {
         self.promotion = p;
+        self
+    }
+    /// Destinations must have exactly the result dtype (see [`OpInfo::exact_dest_dtype`]).
+    pub fn exact_dest_dtype(mut self) -> Self {
+        self.exact_dest_dtype = true;
         self
     }
     pub fn sampler(
@@ -908,6 +936,13 @@ pub fn all() -> &'static [OpInfo] {
         v.extend(copy::ops());
         v.extend(creation::ops());
         v.extend(views::ops());
+        v.extend(reduce::ops());
+        v.extend(matmul::ops());
+        v.extend(index::ops());
+        v.extend(sort::ops());
+        v.extend(join::ops());
+        v.extend(random::ops());
+        v.extend(einsum::ops());
         v
     })
 }

@@ -137,6 +137,32 @@ fn nonempty_dims(t: &Tensor) -> (Vec<usize>, Vec<usize>) {
     }
 }
 
+/// Checks every value of `index` against `at`. The primitives validate an index through the
+/// positions they visit; when another dim of the operand is empty they visit none, and an
+/// out-of-range index would pass silently (`x[3, 0, 2].index_select(2, [5])`), so the
+/// frontends call this when the positions are empty. PyTorch refuses these too.
+fn check_index_values(index: &Tensor, at: &IndexDim) -> Result<()> {
+    if index.numel() == 0 {
+        return Ok(());
+    }
+    let Some((lo, hi)) = prim::extrema(index.view_ref())? else {
+        return Ok(());
+    };
+    let size = at.size as i64;
+    let min = if at.wrap { -size } else { 0 };
+    if lo.to_i64() >= min && hi.to_i64() < size {
+        return Ok(());
+    }
+    // an error path: read the index to name its first bad value in logical order
+    let bad = index
+        .to_dtype(DType::I64)?
+        .to_vec::<i64>()?
+        .into_iter()
+        .find(|&i| i < min || i >= size)
+        .unwrap_or(lo.to_i64());
+    Err(at.out_of_range(bad))
+}
+
 /// A copy of `t` if it shares memory with `dst` (an in-place op then reads `t` as it was).
 fn unalias(t: &Tensor, dst: &Tensor) -> Result<Tensor> {
     if t.shares_storage_with(dst) {
@@ -218,6 +244,9 @@ fn gather_along(
         stride: xt[d],
         wrap,
     };
+    if shape.contains(&0) {
+        check_index_values(idx, &at)?;
+    }
     let out = Tensor::alloc_contiguous(&shape, x.dtype(), &x.device())?;
     prim::gather(view(x, &src_l), view(idx, &idx_l), at, out.view_ref())?;
     let name = match op {
@@ -455,6 +484,9 @@ fn scatter_into(
         stride: xt[d],
         wrap,
     };
+    if idx_l.shape().contains(&0) {
+        check_index_values(index, &at)?;
+    }
     prim::scatter(
         view(dst, &dst_l),
         view(index, idx_l),
@@ -678,14 +710,16 @@ impl Tensor {
         // validates everything (a failure writes nothing)
         self.scatter_op_(op, dim, index, src, sop, include_self)?;
         if reduce == ScatterReduce::Mean {
-            // divide by the number of contributions (PyTorch's composition)
+            // divide by the number of contributions (PyTorch's composition), counted in i64:
+            // a count in self's dtype wraps (i8, u8) or stops growing (f16 at 2048, bf16 at
+            // 256) once enough sources hit one destination
             let count = Tensor::full(
                 self.shape(),
                 include_self as i64,
-                self.dtype(),
+                DType::I64,
                 &self.device(),
             )?;
-            let one = Tensor::scalar(1i64, self.dtype(), &self.device())?;
+            let one = Tensor::scalar(1i64, DType::I64, &self.device())?;
             count.scatter_value_op(op, dim, index, Operand::Tensor(&one), sop)?;
             count.clamp_min_(1i64)?;
             if self.dtype().is_float() {

@@ -251,6 +251,11 @@ impl Tensor {
             });
         }
         let common = result_type(&[Operand::Tensor(self), Operand::Tensor(values)]);
+        if self.numel() == 0 {
+            // empty sequences: no element is below any value (and the sequence's strides
+            // address nothing, so no view over the values' shape may be built from them)
+            return Tensor::zeros(values.shape(), DType::I64, &values.device());
+        }
         let (seq, vals) = (self.to_dtype(common)?, values.to_dtype(common)?);
         let nd = vals.dim();
         let seq_strides: Vec<usize> = if seq.dim() == 1 {
