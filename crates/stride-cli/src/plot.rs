@@ -2,8 +2,9 @@
 //!
 //! plotters is built without its default features, so no system font library (fontconfig,
 //! freetype) is needed: text goes through `ab_glyph`, with a TrueType font read at run time
-//! from `$STRIDE_PLOT_FONT` or a few usual system locations. Where none is found the curve is
-//! drawn without text (axes frame, curve, plateau line), never an error.
+//! from `$STRIDE_PLOT_FONT` or a few usual system locations. Where none is found (or
+//! `STRIDE_PLOT_FONT` is set but empty) the curve is drawn without text (frame, curve, plateau
+//! line), never an error.
 
 use plotters::prelude::*;
 use plotters::style::{register_font, FontStyle};
@@ -27,6 +28,9 @@ fn have_font() -> bool {
     static FOUND: OnceLock<bool> = OnceLock::new();
     *FOUND.get_or_init(|| {
         let env = std::env::var("STRIDE_PLOT_FONT").ok();
+        if env.as_deref() == Some("") {
+            return false; // explicitly no text
+        }
         let paths = env
             .iter()
             .map(String::as_str)

@@ -82,6 +82,26 @@ fn json_metrics_and_a_png_loss_curve() {
 }
 
 #[test]
+fn a_png_without_any_font() {
+    let dir = scratch("nofont");
+    let png = dir.join("loss.png");
+    let args: Vec<&str> = TINY
+        .iter()
+        .chain(&["--steps", "5", "--json", "--plot", png.to_str().unwrap()])
+        .copied()
+        .collect();
+    let o = Command::new(env!("CARGO_BIN_EXE_stride"))
+        .args(&args)
+        .env("STRIDE_PLOT_FONT", "")
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let bytes = std::fs::read(&png).expect("the plot was written");
+    assert_eq!(&bytes[..8], b"\x89PNG\r\n\x1a\n");
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
 fn human_summary() {
     let o = stride(&[TINY, &["--steps", "20", "--no-plot"]].concat());
     let out = text(&o.stdout);

@@ -258,4 +258,3 @@ impl Storage {
         self.0.data.write().unwrap_or_else(|e| e.into_inner())
     }
 }
-

@@ -2,7 +2,7 @@
 //! and `clone`, which say so). Each records its backward when autograd is on.
 
 use crate::autograd::formulas::views::{
-    forbid_as_strided, record_copy, record_view, ViewFn, ViewGrad,
+    record_as_strided, record_copy, record_view, ViewFn, ViewGrad,
 };
 use crate::backend;
 use crate::creation::MemoryFormat;
@@ -184,11 +184,13 @@ impl Tensor {
         })
     }
     /// A view with explicit shape, strides and storage offset, checked against the storage.
-    /// Not differentiable (an error while recording).
+    /// Differentiable as PyTorch's: the gradient is scatter-added into the storage positions
+    /// the view reads (overlapping views accumulate), then read back through `self`'s layout.
     pub fn as_strided(&self, shape: &[usize], strides: &[usize], offset: usize) -> Result<Tensor> {
         let l = Layout::as_strided(shape, strides, offset, self.storage().len())?;
-        forbid_as_strided(self)?;
-        Ok(self.with_layout(l))
+        let out = self.with_layout(l);
+        record_as_strided(self, &out)?;
+        Ok(out)
     }
 
     /// `self` if already contiguous, else a contiguous copy.

@@ -11,7 +11,6 @@
 //!   safetensors file) that resume on the same loss curve, bit for bit.
 
 pub mod sae;
-mod st_shim;
 pub mod synthetic;
 pub mod train; // TEMPORARY until stride_nn::safetensors lands
 

@@ -371,7 +371,7 @@ impl SaeTrainer {
                     .join(","),
             );
         }
-        crate::st_shim::save(
+        stride_nn::safetensors::save(
             tensors.iter().map(|(k, t)| (k.as_str(), t)),
             Some(&meta),
             path,
@@ -381,7 +381,7 @@ impl SaeTrainer {
     /// The configuration saved in a checkpoint (without loading its tensors' values into a
     /// model).
     pub fn checkpoint_config(path: impl AsRef<Path>, device: Device) -> Result<TrainConfig> {
-        let f = crate::st_shim::load_file(path)?;
+        let f = stride_nn::safetensors::load_file(path)?;
         config_from_meta(&f.metadata, device)
     }
 
@@ -390,7 +390,7 @@ impl SaeTrainer {
     /// have. Also restores the default generator's state.
     pub fn resume(path: impl AsRef<Path>, device: Device) -> Result<SaeTrainer> {
         let path = path.as_ref();
-        let f = crate::st_shim::load_file(path)?;
+        let f = stride_nn::safetensors::load_file(path)?;
         let meta = &f.metadata;
         let config = config_from_meta(meta, device)?;
         let mut t = SaeTrainer::new(config)?;

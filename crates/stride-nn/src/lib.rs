@@ -9,6 +9,7 @@
 //!   [`Sequential`], activations, [`mlp`];
 //! - [`loss`]: mse, l1, smooth_l1, cross_entropy, nll, binary_cross_entropy(_with_logits);
 //! - [`init`]: uniform/normal/constant, kaiming and xavier, trunc_normal, orthogonal;
+//! - [`safetensors`]: reading and writing the safetensors format (state dicts, checkpoints);
 //! - [`optim`]: SGD, Adam, AdamW with PyTorch's exact update order, parameter groups, state
 //!   dicts, LR schedulers, gradient clipping, and the **update-health check** that reports a
 //!   parameter with a gradient that did not move.
@@ -41,6 +42,7 @@ mod layers;
 pub mod loss;
 mod module;
 pub mod optim;
+pub mod safetensors;
 
 pub use layers::{
     finfo_eps, mlp, Activation, Dropout, Embedding, Factory, Gelu, GeluTanh, Identity, LayerNorm,

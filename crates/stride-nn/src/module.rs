@@ -502,6 +502,18 @@ impl StateDict {
                 .collect::<Result<_>>()?,
         })
     }
+    /// Writes the state dict to a safetensors file (loadable by PyTorch's
+    /// `safetensors.torch.load_file`), tensors in any layout saved as their values.
+    pub fn save_safetensors(&self, path: impl AsRef<std::path::Path>) -> Result<()> {
+        crate::safetensors::save(self.iter(), None, path)
+    }
+    /// Reads a state dict from a safetensors file (e.g. one written by PyTorch's
+    /// `safetensors.torch.save_file(model.state_dict(), path)`); keys in the file's order
+    /// (sorted by name, as the format stores them). Load it into a module with
+    /// [`Module::load_state_dict`].
+    pub fn load_safetensors(path: impl AsRef<std::path::Path>) -> Result<StateDict> {
+        Ok(crate::safetensors::load(path)?.into_iter().collect())
+    }
 }
 impl std::fmt::Debug for StateDict {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

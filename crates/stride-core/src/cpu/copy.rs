@@ -1,10 +1,10 @@
 //! Strided copy (with dtype cast) and fill — through the output's layout, always.
 
 use super::access::Access;
-use super::strided::{Plan, SendPtr, TileOperand, TILE};
+use super::strided::{stage_buf, Plan, SendPtr, TileOperand, PREFETCH_RUNS};
+use super::transpose::transpose_block_4;
 use crate::backend::View;
 use crate::{with_dtype, Element, Result, Scalar};
-use std::mem::MaybeUninit;
 
 /// `dst[i] = cast(src[i])` over `dst`'s shape (`src` already broadcast to it).
 pub(crate) fn copy_cast(src: View, dst: View) -> Result<()> {
@@ -15,6 +15,8 @@ pub(crate) fn copy_cast(src: View, dst: View) -> Result<()> {
     Ok(())
 }
 
+/// A copy within one dtype moves bits (NaN payloads included, as PyTorch's `copy_`); across
+/// dtypes each element goes through [`Element::cast`].
 unsafe fn copy_typed<S: Element, D: Element>(src: &View, dst: &View, s: *mut S, d: *mut D) {
     let l = dst.layout;
     let plan = Plan::new(
@@ -25,9 +27,19 @@ unsafe fn copy_typed<S: Element, D: Element>(src: &View, dst: &View, s: *mut S, 
     if plan.numel() == 0 {
         return;
     }
+    let same = S::DTYPE == D::DTYPE;
     let (sp, dp) = (SendPtr(s), SendPtr(d));
     let run = |dp: *mut D, sp: *mut S, [dso, sso]: [isize; 2], len: usize| {
-        if dso == 1 && sso == 1 {
+        if same {
+            let sp = sp as *mut D;
+            if dso == 1 && sso == 1 {
+                std::ptr::copy_nonoverlapping(sp, dp, len);
+            } else {
+                for i in 0..len as isize {
+                    *dp.offset(i * dso) = *sp.offset(i * sso);
+                }
+            }
+        } else if dso == 1 && sso == 1 {
             for i in 0..len {
                 *dp.add(i) = (*sp.add(i)).cast::<D>();
             }
@@ -43,17 +55,32 @@ unsafe fn copy_typed<S: Element, D: Element>(src: &View, dst: &View, s: *mut S, 
         }
     };
     // A transposing copy (the source strides across the output's contiguous dim) goes tile by
-    // tile, each source block read along its own contiguous dim (see `Tiling`).
+    // tile, the source read along its own contiguous dim (see `Tiling`); 4-byte elements of one
+    // dtype move 8×8 through registers, straight into the output.
     if let Some(t) = plan.tiling() {
-        plan.par_tiles(&t, |org, rows, cols| {
-            let mut buf = [const { MaybeUninit::<S>::uninit() }; TILE * TILE];
+        let direct = same
+            && std::mem::size_of::<S>() == 4
+            && t.staged[1]
+            && t.rows[1] == 1
+            && t.cols[0] == 1;
+        let buf = || stage_buf::<S>(!direct && t.staged[1]);
+        plan.par_tiles(&t, buf, |buf, org, rows, cols| {
+            if direct {
+                let (s, d) = (
+                    sp.get().offset(org[1]) as *const u32,
+                    dp.get().offset(org[0]) as *mut u32,
+                );
+                return transpose_block_4(s, t.cols[1], d, t.rows[0], rows, cols);
+            }
             let o = TileOperand {
                 base: dp.get().offset(org[0]),
                 row: t.rows[0],
                 col: t.cols[0],
+                staged: false,
             };
-            let i = TileOperand::new(&t, 1, sp.get(), org, rows, cols, &mut buf);
+            let i = TileOperand::new(&t, 1, sp.get(), org, rows, cols, buf);
             for r in 0..rows {
+                o.prefetch(r + PREFETCH_RUNS, cols);
                 run(o.run(r), i.run(r), [o.col, i.col], cols);
             }
         });

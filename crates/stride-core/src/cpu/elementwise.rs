@@ -4,19 +4,11 @@
 
 use super::access::Access;
 use super::math::{self, FloatElem, IntElem, Real};
-use super::strided::{Plan, SendPtr, TileOperand, Tiling, TILE};
+use super::strided::{stage_buf, Plan, SendPtr, TileOperand, Tiling, PREFETCH_RUNS};
 use crate::backend::{BinaryOp, TernaryOp, UnaryOp, View};
 use crate::{DType, Element, Error, Result, Scalar};
 use half::{bf16, f16};
 use num_traits::{Float, One, Zero};
-use std::mem::MaybeUninit;
-
-/// An uninitialised staging buffer for one operand of a tile (see [`Tiling`]).
-macro_rules! tile_buf {
-    ($T:ty) => {
-        [const { MaybeUninit::<$T>::uninit() }; TILE * TILE]
-    };
-}
 
 /// The output of a tile: written in place, never staged.
 fn out_of<O, const N: usize>(t: &Tiling<N>, po: SendPtr<O>, org: [isize; N]) -> TileOperand<O> {
@@ -24,6 +16,7 @@ fn out_of<O, const N: usize>(t: &Tiling<N>, po: SendPtr<O>, org: [isize; N]) -> 
         base: po.get().wrapping_offset(org[0]),
         row: t.rows[0],
         col: t.cols[0],
+        staged: false,
     }
 }
 
@@ -54,14 +47,19 @@ unsafe fn map1<A: Copy, O: Copy>(
         }
     };
     if let Some(t) = plan.tiling() {
-        plan.par_tiles(&t, |org, rows, cols| {
-            let mut ba = tile_buf!(A);
-            let o = out_of(&t, po, org);
-            let a = TileOperand::new(&t, 1, pa.get(), org, rows, cols, &mut ba);
-            for r in 0..rows {
-                run(o.run(r), a.run(r), [o.col, a.col], cols);
-            }
-        });
+        plan.par_tiles(
+            &t,
+            || stage_buf::<A>(t.staged[1]),
+            |ba, org, rows, cols| {
+                let o = out_of(&t, po, org);
+                let a = TileOperand::new(&t, 1, pa.get(), org, rows, cols, ba);
+                for r in 0..rows {
+                    o.prefetch(r + PREFETCH_RUNS, cols);
+                    a.prefetch(r + PREFETCH_RUNS, cols);
+                    run(o.run(r), a.run(r), [o.col, a.col], cols);
+                }
+            },
+        );
     } else {
         let st = plan.inner_strides();
         plan.par_runs(|off, len| run(po.get().offset(off[0]), pa.get().offset(off[1]), st, len));
@@ -113,12 +111,15 @@ unsafe fn map2<A: Copy, B: Copy, O: Copy>(
         }
     };
     if let Some(t) = plan.tiling() {
-        plan.par_tiles(&t, |org, rows, cols| {
-            let (mut ba, mut bb) = (tile_buf!(A), tile_buf!(B));
+        let bufs = || (stage_buf::<A>(t.staged[1]), stage_buf::<B>(t.staged[2]));
+        plan.par_tiles(&t, bufs, |(ba, bb), org, rows, cols| {
             let o = out_of(&t, po, org);
-            let a = TileOperand::new(&t, 1, pa.get(), org, rows, cols, &mut ba);
-            let b = TileOperand::new(&t, 2, pb.get(), org, rows, cols, &mut bb);
+            let a = TileOperand::new(&t, 1, pa.get(), org, rows, cols, ba);
+            let b = TileOperand::new(&t, 2, pb.get(), org, rows, cols, bb);
             for r in 0..rows {
+                o.prefetch(r + PREFETCH_RUNS, cols);
+                a.prefetch(r + PREFETCH_RUNS, cols);
+                b.prefetch(r + PREFETCH_RUNS, cols);
                 run(o.run(r), a.run(r), b.run(r), [o.col, a.col, b.col], cols);
             }
         });
@@ -179,13 +180,24 @@ unsafe fn map3<A: Copy, B: Copy, C: Copy, O: Copy>(
         }
     };
     if let Some(t) = plan.tiling() {
-        plan.par_tiles(&t, |org, rows, cols| {
-            let (mut ba, mut bb, mut bc) = (tile_buf!(A), tile_buf!(B), tile_buf!(C));
+        let bufs = || {
+            let s = t.staged;
+            (
+                stage_buf::<A>(s[1]),
+                stage_buf::<B>(s[2]),
+                stage_buf::<C>(s[3]),
+            )
+        };
+        plan.par_tiles(&t, bufs, |(ba, bb, bc), org, rows, cols| {
             let o = out_of(&t, po, org);
-            let a = TileOperand::new(&t, 1, pa.get(), org, rows, cols, &mut ba);
-            let b = TileOperand::new(&t, 2, pb.get(), org, rows, cols, &mut bb);
-            let c = TileOperand::new(&t, 3, pc.get(), org, rows, cols, &mut bc);
+            let a = TileOperand::new(&t, 1, pa.get(), org, rows, cols, ba);
+            let b = TileOperand::new(&t, 2, pb.get(), org, rows, cols, bb);
+            let c = TileOperand::new(&t, 3, pc.get(), org, rows, cols, bc);
             for r in 0..rows {
+                o.prefetch(r + PREFETCH_RUNS, cols);
+                a.prefetch(r + PREFETCH_RUNS, cols);
+                b.prefetch(r + PREFETCH_RUNS, cols);
+                c.prefetch(r + PREFETCH_RUNS, cols);
                 run(
                     o.run(r),
                     a.run(r),

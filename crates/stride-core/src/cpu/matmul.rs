@@ -223,10 +223,20 @@ fn run<T: GemmElem>(a: &View, b: &View, dst: &View, dims: Dims, batch: Batch) ->
     let work = dims.m.saturating_mul(dims.n).saturating_mul(dims.k);
     let threshold = gemm::get_threading_threshold();
     if threads > 1 && work >= threshold {
-        // big products: one at a time, each on every thread (gemm decides how to split)
-        offsets
-            .iter()
-            .for_each(|o| one(o, Parallelism::Rayon(threads)));
+        // big products: one at a time, each on every thread (gemm decides how to split). gemm
+        // forks and joins several times per product; from a thread outside the pool each of
+        // those is a cross-thread handoff (measured: 256³ took twice as long), so the whole
+        // batch moves onto a pool thread once.
+        let all = || {
+            offsets
+                .iter()
+                .for_each(|o| one(o, Parallelism::Rayon(threads)))
+        };
+        if rayon::current_thread_index().is_some() {
+            all()
+        } else {
+            rayon::scope(|s| s.spawn(|_| all()))
+        }
     } else if threads > 1 && offsets.len() > 1 && work.saturating_mul(offsets.len()) >= threshold {
         // many small products: the batch in parallel
         use rayon::prelude::*;

@@ -9,6 +9,7 @@
 //! - [`matmul`]: batched matrix products through `gemm`, any strides.
 //! - [`reduce`]: reductions over dims (sum, max, argmax, …); [`cumulative`]: scans.
 //! - [`pages`]: huge-page advice for large buffers.
+//! - [`transpose`]: 8×8 register transposes for tiles of 4-byte elements.
 
 pub(crate) mod access;
 pub(crate) mod copy;
@@ -23,3 +24,4 @@ pub(crate) mod random;
 pub(crate) mod reduce;
 pub(crate) mod sort;
 pub(crate) mod strided;
+pub(crate) mod transpose;

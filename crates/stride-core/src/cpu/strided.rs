@@ -169,7 +169,7 @@ impl<const N: usize> Plan<N> {
     /// they are reused), whatever the tile size.
     pub fn tiling(&self) -> Option<Tiling<N>> {
         let nd = self.shape.len();
-        if nd < 2 || self.shape[nd - 1] < TILE / 2 {
+        if nd < 2 || self.shape[nd - 1] < TILE_COLS / 2 {
             return None;
         }
         let inner = nd - 1;
@@ -203,19 +203,27 @@ impl<const N: usize> Plan<N> {
         })
     }
 
-    /// Calls `f(origin, rows, cols)` for every tile of `tiling` — `rows` ≤ [`TILE`] steps
-    /// along the tile dim and `cols` ≤ [`TILE`] along the innermost dim, starting at the
+    /// Calls `f(origin, rows, cols)` for every tile of `tiling` — `rows` ≤ [`TILE_ROWS`] steps
+    /// along the tile dim and `cols` ≤ [`TILE_COLS`] along the innermost dim, starting at the
     /// per-operand offsets `origin` — covering every position exactly once, in parallel when
     /// the plan is large.
-    pub fn par_tiles(&self, tiling: &Tiling<N>, f: impl Fn([isize; N], usize, usize) + Sync) {
+    ///
+    /// `scratch` makes the per-task state (the staging buffers), once per parallel task, not
+    /// per tile.
+    pub fn par_tiles<S>(
+        &self,
+        tiling: &Tiling<N>,
+        scratch: impl Fn() -> S + Sync,
+        f: impl Fn(&mut S, [isize; N], usize, usize) + Sync,
+    ) {
         let nd = self.shape.len();
         let (inner, t) = (nd - 1, tiling.dim);
         let outer: Vec<usize> = (0..inner).filter(|&d| d != t).collect();
         let n_outer: usize = outer.iter().map(|&d| self.shape[d]).product();
         let (nt, ni) = (self.shape[t], self.shape[inner]);
-        let (bt, bi) = (nt.div_ceil(TILE), ni.div_ceil(TILE));
+        let (bt, bi) = (nt.div_ceil(TILE_ROWS), ni.div_ceil(TILE_COLS));
         let tasks = n_outer * bt * bi;
-        let tile = |task: usize| {
+        let tile = |sc: &mut S, task: usize| {
             // tiles along the innermost dim are neighbours in the task order
             let (ib, tb, mut o) = (task % bi, (task / bi) % bt, task / (bi * bt));
             let mut off = self.offsets;
@@ -226,23 +234,25 @@ impl<const N: usize> Plan<N> {
                     off[k] += i * self.strides[k][d];
                 }
             }
-            let (t0, i0) = (tb * TILE, ib * TILE);
+            let (t0, i0) = (tb * TILE_ROWS, ib * TILE_COLS);
             for k in 0..N {
                 off[k] += i0 as isize * self.strides[k][inner] + t0 as isize * self.strides[k][t];
             }
-            f(off, TILE.min(nt - t0), TILE.min(ni - i0));
+            f(sc, off, TILE_ROWS.min(nt - t0), TILE_COLS.min(ni - i0));
         };
         let threads = rayon::current_num_threads();
         if self.numel < 2 * PAR_GRAIN || threads < 2 || tasks < 2 {
-            (0..tasks).for_each(tile);
+            let mut sc = scratch();
+            (0..tasks).for_each(|k| tile(&mut sc, k));
             return;
         }
         let chunks = tasks.min(threads * 8);
         let per = tasks.div_ceil(chunks);
         use rayon::prelude::*;
-        (0..chunks)
-            .into_par_iter()
-            .for_each(|c| (c * per..((c + 1) * per).min(tasks)).for_each(tile));
+        (0..chunks).into_par_iter().for_each(|c| {
+            let mut sc = scratch();
+            (c * per..((c + 1) * per).min(tasks)).for_each(|k| tile(&mut sc, k))
+        });
     }
 }
 
@@ -261,10 +271,30 @@ pub(crate) struct Tiling<const N: usize> {
     pub staged: [bool; N],
 }
 
-/// Side of the square tiles of [`Plan::par_tiles`].
-pub(crate) const TILE: usize = 32;
+/// Runs per tile of [`Plan::par_tiles`]: the length of the stretch a staged operand is read
+/// along its own contiguous dim. Long stretches (512 bytes of f32) matter most: reading many
+/// short pieces of many rows is what makes naive transposes slow.
+pub(crate) const TILE_ROWS: usize = 256;
+/// Elements per run of a tile (along the output's contiguous dim).
+pub(crate) const TILE_COLS: usize = 64;
+/// How many runs ahead [`TileOperand::prefetch`] asks for.
+pub(crate) const PREFETCH_RUNS: usize = 4;
+/// Elements of a staging buffer: one tile.
+pub(crate) const TILE_ELEMS: usize = TILE_ROWS * TILE_COLS;
 /// An input's innermost stride (in elements) from which a tiled walk pays.
 const TILE_MIN_STRIDE: isize = 8;
+
+/// A staging buffer for one operand of a tile, if it is `staged` (on the heap: a tile of f64
+/// is 128 KiB, too much for the stack of a small thread).
+pub(crate) fn stage_buf<T>(staged: bool) -> Vec<std::mem::MaybeUninit<T>> {
+    if !staged {
+        return Vec::new();
+    }
+    let mut v = Vec::with_capacity(TILE_ELEMS);
+    // SAFETY: MaybeUninit elements need no initialisation
+    unsafe { v.set_len(TILE_ELEMS) };
+    v
+}
 
 /// One operand of a tile as a kernel reads it: its first run, the stride between runs and
 /// the stride along a run.
@@ -272,6 +302,8 @@ pub(crate) struct TileOperand<T> {
     pub base: *mut T,
     pub row: isize,
     pub col: isize,
+    /// Read from a staging buffer (already in cache).
+    pub staged: bool,
 }
 
 impl<T: Copy> TileOperand<T> {
@@ -288,7 +320,7 @@ impl<T: Copy> TileOperand<T> {
         origin: [isize; N],
         rows: usize,
         cols: usize,
-        buf: &mut [std::mem::MaybeUninit<T>; TILE * TILE],
+        buf: &mut [std::mem::MaybeUninit<T>],
     ) -> TileOperand<T> {
         let p = base.offset(origin[k]);
         if !tiling.staged[k] {
@@ -296,14 +328,17 @@ impl<T: Copy> TileOperand<T> {
                 base: p,
                 row: tiling.rows[k],
                 col: tiling.cols[k],
+                staged: false,
             };
         }
+        assert!(buf.len() >= TILE_ELEMS, "a staging buffer holds a tile");
         let b = buf.as_mut_ptr() as *mut T;
         stage(p, tiling.rows[k], tiling.cols[k], rows, cols, b);
         TileOperand {
             base: b,
-            row: TILE as isize,
+            row: TILE_COLS as isize,
             col: 1,
+            staged: true,
         }
     }
     /// The first element of run `r`.
@@ -311,10 +346,30 @@ impl<T: Copy> TileOperand<T> {
     pub unsafe fn run(&self, r: usize) -> *mut T {
         self.base.offset(r as isize * self.row)
     }
+    /// Asks for run `r` (of `cols` elements) to be brought into cache, when it is a contiguous
+    /// stretch of memory (not staged). Runs of a tile are short pieces of many rows, which the
+    /// hardware prefetcher doesn't follow; a few runs ahead hides the memory latency. A hint
+    /// only: it never faults and changes no data.
+    #[inline(always)]
+    pub fn prefetch(&self, r: usize, cols: usize) {
+        #[cfg(target_arch = "x86_64")]
+        if self.col == 1 && !self.staged {
+            use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+            let p = self.base.wrapping_offset(r as isize * self.row) as *const i8;
+            let bytes = cols * std::mem::size_of::<T>();
+            for off in (0..bytes).step_by(64) {
+                // SAFETY: prefetching is a hint; it is defined for any address
+                unsafe { _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(off)) };
+            }
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = (r, cols);
+    }
 }
 
-/// `buf[r·TILE + c] = src[r·row + c·col]` for a `rows × cols` block, reading `src` along
-/// rows (where a staged operand is contiguous), so each of its cache lines is used whole.
+/// `buf[r·TILE_COLS + c] = src[r·row + c·col]` for a `rows × cols` block, reading `src`
+/// along rows (where a staged operand is contiguous), so each of its cache lines is used
+/// whole. 4-byte elements contiguous along rows go 8×8 through registers.
 #[inline(always)]
 unsafe fn stage<T: Copy>(
     src: *const T,
@@ -324,10 +379,22 @@ unsafe fn stage<T: Copy>(
     cols: usize,
     buf: *mut T,
 ) {
+    if std::mem::size_of::<T>() == 4 && row == 1 {
+        // a staging move is a bitwise copy, so any 4-byte type can go as u32
+        let b = buf as *mut u32;
+        return super::transpose::transpose_block_4(
+            src as *const u32,
+            col,
+            b,
+            TILE_COLS as isize,
+            rows,
+            cols,
+        );
+    }
     for c in 0..cols {
         let s = src.offset(c as isize * col);
         for r in 0..rows {
-            *buf.add(r * TILE + c) = *s.offset(r as isize * row);
+            *buf.add(r * TILE_COLS + c) = *s.offset(r as isize * row);
         }
     }
 }
@@ -376,16 +443,20 @@ mod tests {
     fn visit_tiles<const N: usize>(p: &Plan<N>) -> Vec<[isize; N]> {
         let t = p.tiling().expect("tiled");
         let v = std::sync::Mutex::new(vec![]);
-        p.par_tiles(&t, |org, rows, cols| {
-            let mut v = v.lock().unwrap();
-            for r in 0..rows as isize {
-                for c in 0..cols as isize {
-                    v.push(std::array::from_fn(|k| {
-                        org[k] + r * t.rows[k] + c * t.cols[k]
-                    }));
+        p.par_tiles(
+            &t,
+            || (),
+            |_, org, rows, cols| {
+                let mut v = v.lock().unwrap();
+                for r in 0..rows as isize {
+                    for c in 0..cols as isize {
+                        v.push(std::array::from_fn(|k| {
+                            org[k] + r * t.rows[k] + c * t.cols[k]
+                        }));
+                    }
                 }
-            }
-        });
+            },
+        );
         let mut v = v.into_inner().unwrap();
         v.sort();
         v
@@ -423,7 +494,7 @@ mod tests {
     fn staging_transposes_a_block() {
         // a 3x2 block of a column-major 4x4 matrix, read along its contiguous dim
         let src: Vec<i32> = (0..16).collect();
-        let mut buf = [std::mem::MaybeUninit::<i32>::uninit(); TILE * TILE];
+        let mut buf = stage_buf::<i32>(true);
         let t = Tiling {
             dim: 0,
             rows: [1, 1],
@@ -432,7 +503,7 @@ mod tests {
         };
         let op =
             unsafe { TileOperand::new(&t, 1, src.as_ptr() as *mut i32, [0, 5], 3, 2, &mut buf) };
-        assert_eq!((op.row, op.col), (TILE as isize, 1));
+        assert_eq!((op.row, op.col), (TILE_COLS as isize, 1));
         let got: Vec<i32> = (0..3)
             .flat_map(|r| (0..2).map(move |c| (r, c)))
             .map(|(r, c)| unsafe { *op.run(r).add(c) })

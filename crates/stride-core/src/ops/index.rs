@@ -26,6 +26,8 @@
 //!   cast to `self`'s dtype, as `fill` does.
 
 use super::output::check_out;
+use crate::autograd::formulas::index::{self as grad, untracked, Scatter};
+use crate::autograd::record::in_place;
 use crate::backend::index::{self as prim, IndexDim, ScatterOp, INDEX_DTYPES};
 use crate::backend::{TernaryOp, View};
 use crate::cpu::index::bad_index_dtype;
@@ -218,6 +220,13 @@ fn gather_along(
     };
     let out = Tensor::alloc_contiguous(&shape, x.dtype(), &x.device())?;
     prim::gather(view(x, &src_l), view(idx, &idx_l), at, out.view_ref())?;
+    let name = match op {
+        "index_select" => "IndexSelectBackward",
+        "take" => "TakeBackward",
+        "embedding" => "EmbeddingBackward",
+        _ => "IndexBackward",
+    };
+    grad::record_gather_along(name, x, d, idx, wrap, &out)?;
     Ok(out)
 }
 
@@ -286,6 +295,7 @@ impl Tensor {
             at,
             view(&out, &out_l),
         )?;
+        grad::record_gather(self, d, index, &out)?;
         Ok(out)
     }
 
@@ -528,13 +538,26 @@ impl Tensor {
     /// wins (PyTorch: undefined); `src` or `index` sharing memory with `self` are read as they
     /// were before the op (PyTorch: an error); indices may be i64, i32 or u32.
     pub fn scatter_(&self, dim: i64, index: &Tensor, src: &Tensor) -> Result<Tensor> {
-        self.scatter_op_("scatter_", dim, index, src, ScatterOp::Assign, true)?;
-        Ok(self.clone())
+        in_place(
+            "scatter_",
+            self,
+            &[src],
+            || {
+                self.scatter_op_("scatter_", dim, index, src, ScatterOp::Assign, true)?;
+                Ok(self.clone())
+            },
+            |orig| orig.scatter(dim, index, src),
+        )
     }
     /// Out-of-place [`Tensor::scatter_`].
     pub fn scatter(&self, dim: i64, index: &Tensor, src: &Tensor) -> Result<Tensor> {
-        let out = self.clone_tensor()?;
-        out.scatter_op_("scatter", dim, index, src, ScatterOp::Assign, true)?;
+        let out = untracked(|| {
+            let out = self.clone_tensor()?;
+            out.scatter_op_("scatter", dim, index, src, ScatterOp::Assign, true)?;
+            Ok(out)
+        })?;
+        let d = wrap_dim("scatter", dim, self.dim())?;
+        grad::record_scatter(Scatter::Assign, self, d, index, src, &out)?;
         Ok(out)
     }
     /// PyTorch's `scatter_(dim, index, value)`: writes a scalar (or 0-d tensor) value at the
@@ -545,8 +568,17 @@ impl Tensor {
         index: &Tensor,
         value: impl Into<Operand<'a>>,
     ) -> Result<Tensor> {
-        self.scatter_value_op("scatter_", dim, index, value.into(), ScatterOp::Assign)?;
-        Ok(self.clone())
+        let value = value.into();
+        in_place(
+            "scatter_",
+            self,
+            &operand_tensors(&value),
+            || {
+                self.scatter_value_op("scatter_", dim, index, value, ScatterOp::Assign)?;
+                Ok(self.clone())
+            },
+            |orig| orig.scatter_value(dim, index, value),
+        )
     }
     /// Out-of-place [`Tensor::scatter_value_`].
     pub fn scatter_value<'a>(
@@ -555,8 +587,21 @@ impl Tensor {
         index: &Tensor,
         value: impl Into<Operand<'a>>,
     ) -> Result<Tensor> {
-        let out = self.clone_tensor()?;
-        out.scatter_value_op("scatter", dim, index, value.into(), ScatterOp::Assign)?;
+        let value = value.into();
+        let out = untracked(|| {
+            let out = self.clone_tensor()?;
+            out.scatter_value_op("scatter", dim, index, value, ScatterOp::Assign)?;
+            Ok(out)
+        })?;
+        let d = wrap_dim("scatter", dim, self.dim())? as i64;
+        let idx = index.clone();
+        grad::record_fill(
+            "ScatterBackward",
+            self,
+            operand_tensors(&value).first().copied(),
+            &out,
+            move |g| g.scatter_value(d, &idx, 0.0),
+        )?;
         Ok(out)
     }
     /// PyTorch's `scatter_add_`: `self[p with p[dim] = index[p]] += src[p]`. Duplicates
@@ -568,13 +613,26 @@ impl Tensor {
         let add = ScatterOp::Add {
             alpha: Scalar::Int(1),
         };
-        self.scatter_op_("scatter_add_", dim, index, src, add, true)?;
-        Ok(self.clone())
+        in_place(
+            "scatter_add_",
+            self,
+            &[src],
+            || {
+                self.scatter_op_("scatter_add_", dim, index, src, add, true)?;
+                Ok(self.clone())
+            },
+            |orig| orig.scatter_add(dim, index, src),
+        )
     }
     /// Out-of-place [`Tensor::scatter_add_`].
     pub fn scatter_add(&self, dim: i64, index: &Tensor, src: &Tensor) -> Result<Tensor> {
-        let out = self.clone_tensor()?;
-        out.scatter_add_(dim, index, src)?;
+        let out = untracked(|| {
+            let out = self.clone_tensor()?;
+            out.scatter_add_(dim, index, src)?;
+            Ok(out)
+        })?;
+        let d = wrap_dim("scatter_add", dim, self.dim())?;
+        grad::record_scatter(Scatter::Add, self, d, index, src, &out)?;
         Ok(out)
     }
     /// PyTorch's `scatter_reduce_(dim, index, src, reduce, include_self)`. With
@@ -584,6 +642,23 @@ impl Tensor {
     ///
     /// Deviation from PyTorch: bool tensors are not supported (convert with `to_dtype`).
     pub fn scatter_reduce_(
+        &self,
+        dim: i64,
+        index: &Tensor,
+        src: &Tensor,
+        reduce: ScatterReduce,
+        include_self: bool,
+    ) -> Result<Tensor> {
+        in_place(
+            "scatter_reduce_",
+            self,
+            &[src],
+            || self.scatter_reduce_raw(dim, index, src, reduce, include_self),
+            |orig| orig.scatter_reduce(dim, index, src, reduce, include_self),
+        )
+    }
+
+    fn scatter_reduce_raw(
         &self,
         dim: i64,
         index: &Tensor,
@@ -630,8 +705,14 @@ impl Tensor {
         reduce: ScatterReduce,
         include_self: bool,
     ) -> Result<Tensor> {
-        let out = self.clone_tensor()?;
-        out.scatter_reduce_(dim, index, src, reduce, include_self)?;
+        let out = untracked(|| {
+            let out = self.clone_tensor()?;
+            out.scatter_reduce_raw(dim, index, src, reduce, include_self)?;
+            Ok(out)
+        })?;
+        let d = wrap_dim("scatter_reduce", dim, self.dim())?;
+        let kind = Scatter::Reduce(reduce, include_self);
+        grad::record_scatter(kind, self, d, index, src, &out)?;
         Ok(out)
     }
 
@@ -711,8 +792,16 @@ impl Tensor {
                 ),
             ));
         }
-        self.index_source_op(op, dim, index, source, ScatterOp::Add { alpha })?;
-        Ok(self.clone())
+        in_place(
+            op,
+            self,
+            &[source],
+            || {
+                self.index_source_op(op, dim, index, source, ScatterOp::Add { alpha })?;
+                Ok(self.clone())
+            },
+            |orig| orig.index_add(dim, index, source, alpha),
+        )
     }
     /// Out-of-place [`Tensor::index_add_`].
     pub fn index_add(
@@ -722,20 +811,39 @@ impl Tensor {
         source: &Tensor,
         alpha: impl Into<Scalar>,
     ) -> Result<Tensor> {
-        let out = self.clone_tensor()?;
-        out.index_add_(dim, index, source, alpha)?;
+        let alpha = alpha.into();
+        let out = untracked(|| {
+            let out = self.clone_tensor()?;
+            out.index_add_(dim, index, source, alpha)?;
+            Ok(out)
+        })?;
+        let d = wrap_dim("index_add", dim, self.dim())?;
+        grad::record_index_source(false, self, d, index, source, alpha.to_f64(), &out)?;
         Ok(out)
     }
     /// PyTorch's `index_copy_(dim, index, source)`: `self[.., index[i], ..] =
     /// source[.., i, ..]`; with duplicate indices the last wins (PyTorch: undefined).
     pub fn index_copy_(&self, dim: i64, index: &Tensor, source: &Tensor) -> Result<Tensor> {
-        self.index_source_op("index_copy_", dim, index, source, ScatterOp::Assign)?;
-        Ok(self.clone())
+        in_place(
+            "index_copy_",
+            self,
+            &[source],
+            || {
+                self.index_source_op("index_copy_", dim, index, source, ScatterOp::Assign)?;
+                Ok(self.clone())
+            },
+            |orig| orig.index_copy(dim, index, source),
+        )
     }
     /// Out-of-place [`Tensor::index_copy_`].
     pub fn index_copy(&self, dim: i64, index: &Tensor, source: &Tensor) -> Result<Tensor> {
-        let out = self.clone_tensor()?;
-        out.index_copy_(dim, index, source)?;
+        let out = untracked(|| {
+            let out = self.clone_tensor()?;
+            out.index_copy_(dim, index, source)?;
+            Ok(out)
+        })?;
+        let d = wrap_dim("index_copy", dim, self.dim())?;
+        grad::record_index_source(true, self, d, index, source, 1.0, &out)?;
         Ok(out)
     }
 
@@ -765,12 +873,23 @@ impl Tensor {
         index: &Tensor,
         value: impl Into<Operand<'a>>,
     ) -> Result<Tensor> {
+        let value = value.into();
+        in_place(
+            "index_fill_",
+            self,
+            &operand_tensors(&value),
+            || self.index_fill_raw(dim, index, value),
+            |orig| orig.index_fill(dim, index, value),
+        )
+    }
+
+    fn index_fill_raw(&self, dim: i64, index: &Tensor, value: Operand) -> Result<Tensor> {
         let op = "index_fill_";
         let d = wrap_dim(op, dim, self.dim())?;
         check_index_dtype(op, index)?;
         check_devices(op, self, &[index])?;
         let (n, _) = vector_index(op, index)?;
-        let v = value_tensor(op, value.into(), self.dtype(), self.device())?;
+        let v = value_tensor(op, value, self.dtype(), self.device())?;
         let index = unalias(index, self)?;
         let mut positions = nonempty_dims(self).0;
         positions[d] = n;
@@ -801,8 +920,21 @@ impl Tensor {
         index: &Tensor,
         value: impl Into<Operand<'a>>,
     ) -> Result<Tensor> {
-        let out = self.clone_tensor()?;
-        out.index_fill_(dim, index, value)?;
+        let value = value.into();
+        let out = untracked(|| {
+            let out = self.clone_tensor()?;
+            out.index_fill_raw(dim, index, value)?;
+            Ok(out)
+        })?;
+        let d = wrap_dim("index_fill", dim, self.dim())? as i64;
+        let idx = index.clone();
+        grad::record_fill(
+            "IndexFillBackward",
+            self,
+            operand_tensors(&value).first().copied(),
+            &out,
+            move |g| g.index_fill(d, &idx, 0.0),
+        )?;
         Ok(out)
     }
 }
@@ -819,7 +951,19 @@ impl Tensor {
         check_mask(op, mask)?;
         check_devices(op, self, &[mask])?;
         mask.layout().broadcast_to(op, self.shape())?;
-        let v = value_tensor(op, value.into(), self.dtype(), self.device())?;
+        let value = value.into();
+        in_place(
+            op,
+            self,
+            &operand_tensors(&value),
+            || self.masked_fill_raw(mask, value),
+            |orig| orig.masked_fill(mask, value),
+        )
+    }
+
+    fn masked_fill_raw(&self, mask: &Tensor, value: Operand) -> Result<Tensor> {
+        let op = "masked_fill_";
+        let v = value_tensor(op, value, self.dtype(), self.device())?;
         ternary(
             TernaryOp::Where,
             Operand::Tensor(mask),
@@ -861,6 +1005,7 @@ impl Tensor {
         let n = prim::count_nonzero(view(mask, &ml))?;
         let out = Tensor::alloc_contiguous(&[n], self.dtype(), &self.device())?;
         prim::masked_select(view(self, &xl), view(mask, &ml), out.view_ref())?;
+        grad::record_masked_select(self, mask, &out)?;
         Ok(out)
     }
 
@@ -868,6 +1013,16 @@ impl Tensor {
     /// is true, in logical order, take `source`'s elements in logical order. `source` needs
     /// at least as many elements as `mask` has true values, and `self`'s dtype.
     pub fn masked_scatter_(&self, mask: &Tensor, source: &Tensor) -> Result<Tensor> {
+        in_place(
+            "masked_scatter_",
+            self,
+            &[source],
+            || self.masked_scatter_raw(mask, source),
+            |orig| orig.masked_scatter(mask, source),
+        )
+    }
+
+    fn masked_scatter_raw(&self, mask: &Tensor, source: &Tensor) -> Result<Tensor> {
         let op = "masked_scatter_";
         check_mask(op, mask)?;
         check_devices(op, self, &[mask, source])?;
@@ -885,10 +1040,13 @@ impl Tensor {
         let op = "masked_scatter";
         check_mask(op, mask)?;
         let shape = broadcast_shapes(op, self.shape(), mask.shape())?;
-        let out = self
-            .broadcast_to(shape.as_slice())?
-            .clone_with(crate::MemoryFormat::Contiguous)?;
-        out.masked_scatter_(mask, source)?;
+        let out = untracked(|| {
+            let out = self
+                .broadcast_to(shape.as_slice())?
+                .clone_with(crate::MemoryFormat::Contiguous)?;
+            out.masked_scatter_raw(mask, source)
+        })?;
+        grad::record_masked_scatter(self, mask, source, &out)?;
         Ok(out)
     }
 
@@ -899,5 +1057,13 @@ impl Tensor {
         let out = Tensor::alloc_contiguous(&[n, self.dim()], DType::I64, &self.device())?;
         prim::nonzero(self.view_ref(), out.view_ref())?;
         Ok(out)
+    }
+}
+
+/// The tensor of an operand, if it is one (for `in_place`'s list of inputs).
+fn operand_tensors<'a>(v: &Operand<'a>) -> Vec<&'a Tensor> {
+    match v {
+        Operand::Tensor(t) => vec![*t],
+        Operand::Scalar(_) => vec![],
     }
 }

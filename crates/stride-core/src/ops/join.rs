@@ -9,6 +9,9 @@
 
 use super::elementwise::ternary;
 use super::output::{alloc_result, check_out, write_result, Dest};
+use crate::autograd::formulas::index::untracked;
+use crate::autograd::formulas::join as grad;
+use crate::autograd::record::{forbid_out, in_place, needs_grad};
 use crate::backend::{self, TernaryOp, View};
 use crate::promote::{result_type, Operand};
 use crate::shape::{checked_numel, wrap_dim, wrap_dims};
@@ -194,20 +197,36 @@ fn cat_plan(op: &'static str, tensors: &[&Tensor], dim: i64) -> Result<CatPlan> 
 }
 
 fn cat_impl(op: &'static str, tensors: &[&Tensor], dim: i64, dest: Dest) -> Result<Tensor> {
+    let new = matches!(dest, Dest::New);
+    if !new {
+        forbid_out(op, tensors)?;
+    }
     let p = cat_plan(op, tensors, dim)?;
     let views: Vec<View> = tensors.iter().map(|t| t.view_ref()).collect();
-    write_result(op, dest, &views, &p.shape, p.dtype, p.device, None, |dst| {
+    let out = write_result(op, dest, &views, &p.shape, p.dtype, p.device, None, |dst| {
         for &(i, start) in &p.parts {
             let t = tensors[i];
             let l = narrow(dst.layout, p.dim, start, t.shape()[p.dim])?;
             backend::copy_cast(t.view_ref(), region(dst, &l))?;
         }
         Ok(())
-    })
+    })?;
+    if new {
+        let name = if op == "stack" {
+            "StackBackward"
+        } else {
+            "CatBackward"
+        };
+        grad::record_cat(name, tensors, p.dim, &p.parts, &out)?;
+    }
+    Ok(out)
 }
 
 fn stack_impl(tensors: &[&Tensor], dim: i64, dest: Dest) -> Result<Tensor> {
     let op = "stack";
+    if matches!(dest, Dest::Into(_)) {
+        forbid_out(op, tensors)?;
+    }
     if tensors.is_empty() {
         return Err(Error::invalid(op, "expects a non-empty list of tensors"));
     }
@@ -263,7 +282,27 @@ fn zero_of(dtype: DType) -> Scalar {
     }
 }
 
-fn tri(op: &'static str, x: &Tensor, diagonal: i64, lower: bool, in_place: bool) -> Result<Tensor> {
+fn tri(op: &'static str, x: &Tensor, diagonal: i64, lower: bool, inplace: bool) -> Result<Tensor> {
+    if inplace {
+        // the mask is `where`'s first operand: rebase `x`'s history explicitly
+        return in_place(
+            op,
+            x,
+            &[],
+            || tri_raw(op, x, diagonal, lower, true),
+            |orig| tri_raw(op, orig, diagonal, lower, false),
+        );
+    }
+    tri_raw(op, x, diagonal, lower, false)
+}
+
+fn tri_raw(
+    op: &'static str,
+    x: &Tensor,
+    diagonal: i64,
+    lower: bool,
+    in_place: bool,
+) -> Result<Tensor> {
     if in_place {
         // checked here so the error names this op, before anything is written
         check_out(op, x, x.shape(), x.dtype(), x.device())?;
@@ -443,6 +482,7 @@ impl Tensor {
         let src = Layout::new(src_shape.clone(), src_strides, self.storage_offset());
         let dst = Layout::contiguous(&src_shape);
         backend::copy_cast(src_view(self, &src), region(out.view_ref(), &dst))?;
+        grad::record_repeat(self, repeats, &out)?;
         Ok(out)
     }
     /// NumPy's `tile`: like [`Tensor::repeat`], but a shorter `reps` is padded with leading 1s.
@@ -471,6 +511,7 @@ impl Tensor {
         let src = Layout::new(shape.clone(), strides, x.storage_offset());
         let dst = Layout::contiguous(&shape);
         backend::copy_cast(src_view(&x, &src), region(out.view_ref(), &dst))?;
+        grad::record_repeat_interleave(&x, d, repeats, &out)?;
         Ok(out)
     }
     /// Element `j` along `dim` repeated `repeats[j]` times; `repeats` is an integer tensor with
@@ -533,6 +574,14 @@ impl Tensor {
             }
             pos += r;
         }
+        if needs_grad(&[&x]) {
+            let map: Vec<i64> = reps
+                .iter()
+                .enumerate()
+                .flat_map(|(j, &r)| std::iter::repeat_n(j as i64, r as usize))
+                .collect();
+            grad::record_index_map("RepeatInterleaveBackward", &x, vec![(d, map)], &out)?;
+        }
         Ok(out)
     }
     /// The tensor and dim `repeat_interleave` works on (flattened when `dim` is `None`).
@@ -552,6 +601,7 @@ impl Tensor {
         let ds = wrap_dims("flip", dims, self.dim())?;
         let out = alloc_result(self.shape(), self.dtype(), &self.device(), Some(self))?;
         backend::flip(self.view_ref(), &ds, out.view_ref())?;
+        grad::record_flip(self, ds.iter().map(|&d| d as i64).collect(), &out)?;
         Ok(out)
     }
     /// Rolls elements by `shifts[k]` along `dims[k]` (element `i` moves to `i + shift`,
@@ -607,6 +657,7 @@ impl Tensor {
             }
             backend::copy_cast(src_view(self, &src), region(out.view_ref(), &dst))?;
         }
+        grad::record_roll(self, shifts, dims, &out)?;
         Ok(out)
     }
 
@@ -642,6 +693,32 @@ impl Tensor {
     /// # Ok::<(), stride_core::Error>(())
     /// ```
     pub fn pad(&self, pad: &[i64], mode: PadMode) -> Result<Tensor> {
+        let out = untracked(|| self.pad_impl(pad, mode))?;
+        if needs_grad(&[self]) {
+            if let PadMode::Constant(_) = mode {
+                grad::record_constant_pad(self, pad, &out)?;
+            } else {
+                let nd = self.dim();
+                let mut steps = vec![];
+                for k in 0..pad.len() / 2 {
+                    let d = nd - 1 - k;
+                    let (l, r) = (pad[2 * k] as usize, pad[2 * k + 1] as usize);
+                    if l > 0 || r > 0 {
+                        steps.push((d, grad::pad_map(mode, self.shape()[d], l, r)));
+                    }
+                }
+                let name = match mode {
+                    PadMode::Reflect => "ReflectionPadBackward",
+                    PadMode::Replicate => "ReplicationPadBackward",
+                    _ => "CircularPadBackward",
+                };
+                grad::record_index_map(name, self, steps, &out)?;
+            }
+        }
+        Ok(out)
+    }
+
+    fn pad_impl(&self, pad: &[i64], mode: PadMode) -> Result<Tensor> {
         let op = "pad";
         let nd = self.dim();
         if !pad.len().is_multiple_of(2) {
@@ -810,14 +887,16 @@ impl Tensor {
             pos.swap(0, 1);
         }
         checked_numel(op, &shape)?;
-        Ok(tensors
+        tensors
             .iter()
             .enumerate()
             .map(|(i, t)| {
                 let mut strides = vec![0; shape.len()];
                 strides[pos[i]] = if t.dim() == 1 { t.stride()[0] } else { 0 };
-                t.with_layout(Layout::new(shape.clone(), strides, t.storage_offset()))
+                let out = t.with_layout(Layout::new(shape.clone(), strides, t.storage_offset()));
+                grad::record_meshgrid(t, pos[i], &out)?;
+                Ok(out)
             })
-            .collect())
+            .collect()
     }
 }

@@ -16,6 +16,7 @@
 //! - `searchsorted` compares with the same order, so NaNs in the sequence act as the largest
 //!   values (PyTorch's binary search misorders them).
 
+use crate::autograd::formulas::index::{record_value_selection, untracked};
 use crate::backend::sort::{self as prim, SortedRows};
 use crate::ops::index::check_devices;
 use crate::promote::result_type;
@@ -59,12 +60,13 @@ impl Tensor {
             values.view_ref(),
             indices.view_ref(),
         )?;
+        record_value_selection("SortBackward", self, d, &values, &indices)?;
         Ok((values, indices))
     }
 
     /// The indices that sort `self` along `dim` (the second result of [`Tensor::sort`]).
     pub fn argsort(&self, dim: i64, descending: bool, stable: bool) -> Result<Tensor> {
-        Ok(self.sort(dim, descending, stable)?.1)
+        untracked(|| Ok(self.sort(dim, descending, stable)?.1))
     }
 
     /// The `k` largest (or smallest) elements along `dim` and their indices, in sorted order;
@@ -101,11 +103,13 @@ impl Tensor {
             values.view_ref(),
             indices.view_ref(),
         )?;
+        record_value_selection("TopkBackward", self, d, &values, &indices)?;
         Ok((values, indices))
     }
 
     fn kth_impl(
         &self,
+        name: &'static str,
         k0: usize,
         d: usize,
         keepdim: bool,
@@ -122,6 +126,7 @@ impl Tensor {
             values.view_ref(),
             indices.view_ref(),
         )?;
+        record_value_selection(name, self, d, &values, &indices)?;
         if keepdim || self.dim() == 0 {
             Ok((values, indices))
         } else {
@@ -141,7 +146,7 @@ impl Tensor {
                 format!("k ({k}) is out of range for dim {d} of size {n}; k counts from 1"),
             ));
         }
-        self.kth_impl(k - 1, d, keepdim, false)
+        self.kth_impl("KthvalueBackward", k - 1, d, keepdim, false)
     }
 
     /// The lower median of all elements as a 0-d tensor (PyTorch's `median()`): element
@@ -163,7 +168,7 @@ impl Tensor {
             ));
         }
         let flat = self.reshape(&[-1])?;
-        let (v, _) = flat.kth_impl((n - 1) / 2, 0, false, true)?;
+        let (v, _) = flat.kth_impl("MedianBackward", (n - 1) / 2, 0, false, true)?;
         v.reshape(&[])
     }
 
@@ -182,7 +187,7 @@ impl Tensor {
                 ),
             ));
         }
-        self.kth_impl((n - 1) / 2, d, keepdim, true)
+        self.kth_impl("MedianBackward", (n - 1) / 2, d, keepdim, true)
     }
 
     /// The distinct elements of `self` (flattened), sorted, as `torch.unique(x, sorted,
@@ -195,6 +200,7 @@ impl Tensor {
         return_inverse: bool,
         return_counts: bool,
     ) -> Result<(Tensor, Option<Tensor>, Option<Tensor>)> {
+        let _not_differentiable = crate::autograd::no_grad();
         let _ = sorted;
         let flat = self.reshape(&[-1])?;
         let (sv, perm) = flat.sort(0, false, true)?;
@@ -224,6 +230,7 @@ impl Tensor {
     /// `self` is 1-D (searched for every value) or has `values`' leading dims (one sequence
     /// per row). The two are compared in their promoted dtype.
     pub fn searchsorted(&self, values: &Tensor, right: bool) -> Result<Tensor> {
+        let _not_differentiable = crate::autograd::no_grad();
         let op = "searchsorted";
         check_devices(op, self, &[values])?;
         if self.dim() == 0 {
@@ -273,6 +280,7 @@ impl Tensor {
     /// (1-D, `self`'s length) their sums are f32 for f32 weights and f64 otherwise (as
     /// PyTorch). Sums accumulate in input order.
     pub fn bincount(&self, weights: Option<&Tensor>, minlength: usize) -> Result<Tensor> {
+        let _not_differentiable = crate::autograd::no_grad();
         let op = "bincount";
         if self.dim() != 1 || !self.dtype().is_int() {
             return Err(Error::invalid(
@@ -333,6 +341,7 @@ impl Tensor {
     /// equal too); elements outside the range and NaNs are ignored; `max` falls into the last
     /// bin. Counts are exact (accumulated as integers, then cast).
     pub fn histc(&self, bins: usize, min: f64, max: f64) -> Result<Tensor> {
+        let _not_differentiable = crate::autograd::no_grad();
         let op = "histc";
         if !self.dtype().is_float() {
             return Err(Error::UnsupportedDType {

@@ -33,12 +33,13 @@ pub(crate) fn record_matmul(
             } else {
                 b2.clone()
             };
+            // (b's dim first: for dot the gradient is 0-d)
             let mut gm = g.clone();
-            if a2.dim() == 1 {
-                gm = gm.unsqueeze(-2)?;
-            }
             if b2.dim() == 1 {
                 gm = gm.unsqueeze(-1)?;
+            }
+            if a2.dim() == 1 {
+                gm = gm.unsqueeze(-2)?;
             }
             let ga = if a2.requires_grad() {
                 let r = gm.matmul(&bm.transpose(-1, -2)?)?;

@@ -2,6 +2,8 @@
 //! themselves differentiable (`create_graph`). One file per op family, mirroring `ops/`.
 
 pub(crate) mod elementwise;
+pub(crate) mod index;
+pub(crate) mod join;
 pub(crate) mod matmul;
 pub(crate) mod reduce;
 pub(crate) mod views;

@@ -72,7 +72,21 @@ pub(crate) fn record_reduction(red: Red, x: &Tensor, dims: &[i64], out: &Tensor)
     let dims_i: Vec<i64> = dims.iter().map(|&d| d as i64).collect();
     record(name, &[x], &[out], &saved, move |g| {
         let g = expand_back(&g[0], &shape, &dims)?;
-        let y = || expand_back(&outs, &shape, &dims);
+        // the output, recomputed from the input when the backward is itself recorded
+        // (create_graph), so that second derivatives flow through it too
+        let y = || {
+            let out = if crate::autograd::is_grad_enabled() && xs.requires_grad() {
+                match red {
+                    Red::Std(c) => xs.std(&dims_i, c, true)?,
+                    Red::Norm(p) => xs.norm(p, &dims_i, true)?,
+                    Red::LogSumExp => xs.logsumexp(&dims_i, true)?,
+                    _ => outs.clone(),
+                }
+            } else {
+                outs.clone()
+            };
+            expand_back(&out, &shape, &dims)
+        };
         let r = match red {
             Red::Sum => g.contiguous()?,
             Red::Mean => g.div(n as f64)?,

@@ -7,7 +7,7 @@
 
 use super::sum_to_shape;
 use crate::autograd::record::{mark_view, needs_grad, record};
-use crate::{Error, Result, Tensor};
+use crate::{Result, Tensor};
 use std::sync::Arc;
 
 /// A view op re-applied to another tensor of the input's shape.
@@ -70,14 +70,71 @@ pub(crate) fn record_copy(name: &'static str, x: &Tensor, out: &Tensor) -> Resul
     record(name, &[x], &[out], &[], |g| Ok(vec![Some(g[0].clone())]))
 }
 
-/// as_strided addresses the storage, not the input's logical elements; its backward needs a
-/// scatter-add into storage positions that stride does not implement yet — refuse loudly.
-pub(crate) fn forbid_as_strided(x: &Tensor) -> Result<()> {
-    if needs_grad(&[x]) {
-        return Err(Error::invalid(
-            "as_strided",
-            "as_strided is not differentiable in stride yet; use the specific view ops (slice, narrow, expand, …) or detach() the input",
-        ));
+/// Records `out = x.as_strided(shape, strides, offset)` — PyTorch's `as_strided_backward`:
+/// `as_strided` addresses `x`'s storage, so the gradient is scatter-added into a zero buffer
+/// over the storage positions that `x` or the result touch (overlapping results accumulate),
+/// then read back through `x`'s own layout. Where `x`'s elements overlap (an expanded `x`),
+/// each storage position's gradient is shared evenly among the elements that alias it, as
+/// PyTorch does. Positions the result reads outside `x`'s elements get no gradient.
+pub(crate) fn record_as_strided(x: &Tensor, out: &Tensor) -> Result<()> {
+    if !needs_grad(&[x]) {
+        return Ok(());
     }
+    let in_pos = positions(x.layout());
+    let out_pos = positions(out.layout());
+    let lo = in_pos.iter().chain(&out_pos).copied().min().unwrap_or(0);
+    let hi = in_pos
+        .iter()
+        .chain(&out_pos)
+        .copied()
+        .max()
+        .map_or(0, |h| h + 1);
+    let rel = |p: &[usize]| -> Vec<i64> { p.iter().map(|&q| (q - lo) as i64).collect() };
+    let (in_rel, out_rel) = (rel(&in_pos), rel(&out_pos));
+    let shape: Vec<i64> = x.shape().iter().map(|&s| s as i64).collect();
+    let device = x.device();
+    let in_overlaps = {
+        let mut s = in_pos.clone();
+        s.sort_unstable();
+        s.windows(2).any(|w| w[0] == w[1])
+    };
+    record("AsStridedBackward", &[x], &[out], &[], move |g| {
+        let g = &g[0];
+        let n = hi - lo;
+        let idx = |v: &[i64]| -> Result<Tensor> {
+            Tensor::from_vec(v.to_vec(), [v.len()])?.to_device(&device)
+        };
+        let (ii, oi) = (idx(&in_rel)?, idx(&out_rel)?);
+        let buf =
+            Tensor::zeros([n], g.dtype(), &g.device())?.index_add(0, &oi, &g.reshape(&[-1])?, 1)?;
+        let buf = if in_overlaps {
+            let ones = Tensor::ones([in_rel.len()], g.dtype(), &g.device())?;
+            let count = Tensor::zeros([n], g.dtype(), &g.device())?.index_add(0, &ii, &ones, 1)?;
+            buf.div(&count.clamp_min(1.0)?)?
+        } else {
+            buf
+        };
+        Ok(vec![Some(buf.index_select(0, &ii)?.reshape(&shape)?)])
+    })?;
+    mark_view(out);
     Ok(())
+}
+
+/// The storage position of every element of `l`, in logical order.
+fn positions(l: &crate::Layout) -> Vec<usize> {
+    let (shape, strides) = (l.shape(), l.strides());
+    let n: usize = shape.iter().product();
+    let mut out = Vec::with_capacity(n);
+    let mut idx = vec![0usize; shape.len()];
+    for _ in 0..n {
+        out.push(l.offset() + idx.iter().zip(strides).map(|(i, s)| i * s).sum::<usize>());
+        for k in (0..shape.len()).rev() {
+            idx[k] += 1;
+            if idx[k] < shape[k] {
+                break;
+            }
+            idx[k] = 0;
+        }
+    }
+    out
 }
