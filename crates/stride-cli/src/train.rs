@@ -30,12 +30,12 @@ pub struct TrainArgs {
 enum Model {
     /// The TopK sparse autoencoder with a tied (transposed, non-contiguous) encoder, trained
     /// with Adam on synthetic sparse features in superposition.
-    Sae(SaeArgs),
+    Sae(Box<SaeArgs>),
 }
 
 pub fn run(a: TrainArgs) -> Result<(), String> {
     match a.model {
-        Model::Sae(a) => sae(a),
+        Model::Sae(a) => sae(*a),
     }
 }
 

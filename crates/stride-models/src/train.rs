@@ -234,7 +234,7 @@ impl SaeTrainer {
         self.opt.zero_grad()?;
         let (loss, acts) = self.model.loss(&x)?;
         loss.backward()?;
-        let check = self.config.health_every > 0 && step % self.config.health_every == 0;
+        let check = self.config.health_every > 0 && step.is_multiple_of(self.config.health_every);
         self.opt.set_health_check(check);
         self.opt.step()?;
         let health = if check {
