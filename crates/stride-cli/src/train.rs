@@ -5,7 +5,7 @@
 //! ```text
 //! stride train sae [--dims 64] [--latents 512] [--k 16] [--features 256] [--feature-prob 0.02]
 //!                  [--steps 3000] [--lr 1e-3] [--batch 256] [--seed 0] [--device cpu]
-//!                  [--dtype f32|f64|bf16|f16] [--contiguous-encoder] [--health-every 100]
+//!                  [--dtype f32|f64|bf16] [--contiguous-encoder] [--health-every 100]
 //!                  [--json] [--plot sae_loss.png | --no-plot] [--save PATH] [--resume PATH]
 //! ```
 //!
@@ -72,7 +72,7 @@ pub struct SaeArgs {
     /// `cpu`, `cuda` or `cuda:N`.
     #[arg(long, default_value = "cpu")]
     device: String,
-    /// f32, f64, bf16 or f16 [default: f32].
+    /// f32, f64 or bf16 [default: f32] (f16 underflows in Adam: refused).
     #[arg(long)]
     dtype: Option<String>,
     /// Initialise the encoder weight as a contiguous copy of the decoder's transpose (instead
@@ -108,10 +108,14 @@ pub struct SaeArgs {
 
 fn parse_dtype(s: &str) -> Result<DType, String> {
     match DType::parse(s) {
+        // measured: at step 0 the squared gradients and Adam's eps (1e-8) underflow to 0 in
+        // float16, the update divides by zero and the health check reports every parameter
+        // non-finite (PyTorch's pure-f16 Adam does the same)
+        Some(DType::F16) => Err(
+            "--dtype f16 can't train this model: Adam's eps (1e-8) and the squared gradients underflow to 0 in float16, so the first update divides by zero; use bf16 (same width, f32's range), f32 or f64".into(),
+        ),
         Some(d) if d.is_float() => Ok(d),
-        _ => Err(format!(
-            "unsupported --dtype {s:?}; use f32, f64, bf16 or f16"
-        )),
+        _ => Err(format!("unsupported --dtype {s:?}; use f32, f64 or bf16")),
     }
 }
 

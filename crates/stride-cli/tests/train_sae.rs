@@ -182,6 +182,8 @@ fn bad_flags_are_clear_errors() {
     assert!(e.contains("unknown device"), "{e}");
     let e = err(&["train", "sae", "--dtype", "i32"]);
     assert!(e.contains("unsupported --dtype"), "{e}");
+    let e = err(&["train", "sae", "--dtype", "f16"]);
+    assert!(e.contains("underflow"), "{e}");
     let e = err(&["train", "sae", "--k", "600"]);
     assert!(e.contains("k must be between 1"), "{e}");
     let e = err(&["train", "sae", "--lr", "0"]);
