@@ -2,12 +2,15 @@
 //!
 //! - `stride check [--device cpu|cuda[:N]] [--json] [--full] [--op NAME]` — run the op
 //!   conformance matrix here (exits non-zero on any failure);
-//! - `stride bench cpu` — benchmarks beside their floors and NumPy.
+//! - `stride bench cpu` — benchmarks beside their floors and NumPy;
+//! - `stride train sae [...]` — train the TopK sparse autoencoder (see `train.rs`).
 
 use clap::{Parser, Subcommand};
 
 mod bench;
 mod check;
+mod plot;
+mod train;
 
 #[derive(Parser)]
 #[command(
@@ -26,6 +29,8 @@ enum Command {
     Check(check::CheckArgs),
     /// Benchmarks, each figure beside its floor and a peer measured in the same run.
     Bench(bench::BenchArgs),
+    /// Train a model (`stride train sae`).
+    Train(train::TrainArgs),
 }
 
 fn main() {
@@ -33,6 +38,7 @@ fn main() {
     let result = match cli.command {
         Command::Check(a) => check::run(a),
         Command::Bench(a) => bench::run(a),
+        Command::Train(a) => train::run(a),
     };
     if let Err(e) = result {
         eprintln!("error: {e}");

@@ -51,6 +51,12 @@ pub mod optim {
     pub use stride_nn::optim::*;
 }
 
+/// Complete models (the TopK sparse autoencoder, its synthetic data and training loop): see
+/// [`stride_models`].
+pub mod models {
+    pub use stride_models::*;
+}
+
 /// The common imports: `use stride::prelude::*;`
 pub mod prelude {
     pub use crate::{nn, optim};
