@@ -8,7 +8,8 @@
 //!
 //! - Tensors are written in logical (row-major) order whatever their strides; a transposed or
 //!   sliced tensor is saved as its values, as PyTorch's `save_file` does after `.contiguous()`.
-//! - Loading validates the whole file before returning anything: a truncated or malformed file,
+//! - [`load_file`] memory-maps the file. Loading validates the whole file before returning
+//!   anything: a truncated or malformed file,
 //!   an unsupported dtype (`F8_*`, `I16`, `U16`, `U64`, …) or a bool byte other than 0/1 is an
 //!   error naming the problem, and nothing is loaded.
 //! - [`save`] writes to a temporary file next to the target and renames it, so an interrupted
@@ -272,16 +273,29 @@ pub fn deserialize(bytes: &[u8]) -> Result<SafetensorsFile> {
     Ok(SafetensorsFile { tensors, metadata })
 }
 
-/// Reads the safetensors file at `path`: tensors and metadata.
+/// Reads the safetensors file at `path`: tensors and metadata. The file is memory-mapped and
+/// each tensor is copied out of the map once (no intermediate buffer of the whole file).
 pub fn load_file(path: impl AsRef<Path>) -> Result<SafetensorsFile> {
     let path = path.as_ref();
-    let bytes = std::fs::read(path).map_err(|e| {
+    let io = |e: std::io::Error| {
         invalid(
             "safetensors::load",
             format!("cannot read {}: {e}", path.display()),
         )
-    })?;
-    deserialize(&bytes).map_err(|e| match e {
+    };
+    let file = std::fs::File::open(path).map_err(io)?;
+    let len = file.metadata().map_err(io)?.len();
+    let parsed = if len == 0 {
+        deserialize(&[])
+    } else {
+        // SAFETY: the map is read-only and dropped at the end of this function, after every
+        // tensor has been copied out of it. (As with any mapped file, another process
+        // truncating it meanwhile would be a fault; checkpoints are written by rename, so a
+        // file being read is never rewritten in place by stride.)
+        let map = unsafe { memmap2::Mmap::map(&file) }.map_err(io)?;
+        deserialize(&map)
+    };
+    parsed.map_err(|e| match e {
         Error::Invalid { op, msg } => Error::Invalid {
             op,
             msg: format!("{}: {msg}", path.display()),

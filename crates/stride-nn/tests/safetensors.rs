@@ -221,3 +221,17 @@ fn state_dict_round_trips_through_a_file() {
         same(t, b.state_dict().get(k).unwrap());
     }
 }
+
+#[test]
+fn empty_and_truncated_files_on_disk_are_errors() {
+    let dir = std::env::temp_dir().join(format!("stride-st-bad-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let good = valid_file();
+    for (name, bytes) in [("empty", &good[..0]), ("cut", &good[..good.len() / 2])] {
+        let p = dir.join(format!("{name}.safetensors"));
+        std::fs::write(&p, bytes).unwrap();
+        let e = st::load_file(&p).unwrap_err().to_string();
+        assert!(e.contains(&format!("{name}.safetensors")), "{e}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
