@@ -133,3 +133,29 @@ pub(crate) fn forbid_out(op: &'static str, inputs: &[&Tensor]) -> Result<()> {
     }
     Ok(())
 }
+
+/// Runs a frontend's kernel `f` without recording, then records the result with `rec` (one
+/// node, formula from `autograd::formulas`): the shape of every recorded functional op.
+pub(crate) fn recorded(
+    f: impl FnOnce() -> Result<Tensor>,
+    rec: impl FnOnce(&Tensor) -> Result<()>,
+) -> Result<Tensor> {
+    let out = {
+        let _g = super::mode::no_grad();
+        f()?
+    };
+    rec(&out)?;
+    Ok(out)
+}
+
+/// An `_out` form: refused when an input needs a gradient ([`forbid_out`]), else run without
+/// recording.
+pub(crate) fn unrecorded_out(
+    op: &'static str,
+    inputs: &[&Tensor],
+    f: impl FnOnce() -> Result<Tensor>,
+) -> Result<Tensor> {
+    forbid_out(op, inputs)?;
+    let _g = super::mode::no_grad();
+    f()
+}

@@ -343,26 +343,5 @@ impl Tensor {
 
 // ----- autograd: the kernels above run without recording; the functional forms record one
 // node with the formula from `autograd::formulas`, `_out` forms refuse to record.
-
-fn recorded(
-    f: impl FnOnce() -> Result<Tensor>,
-    rec: impl FnOnce(&Tensor) -> Result<()>,
-) -> Result<Tensor> {
-    let out = {
-        let _g = crate::autograd::no_grad();
-        f()?
-    };
-    rec(&out)?;
-    Ok(out)
-}
-
-fn unrecorded_out(
-    op: &'static str,
-    inputs: &[&Tensor],
-    f: impl FnOnce() -> Result<Tensor>,
-) -> Result<Tensor> {
-    crate::autograd::record::forbid_out(op, inputs)?;
-    let _g = crate::autograd::no_grad();
-    f()
-}
 use crate::autograd::formulas::matmul::record_matmul;
+use crate::autograd::record::{recorded, unrecorded_out};
