@@ -3,10 +3,8 @@
 //! dtype), any strides; the tolerance grows with the inner size `k` (√k).
 
 use super::dtypes::{ALL, FLOATS};
-use super::{
-    matmul_sampler, ArgSpec, Domain, Family, OpInfo, Params, Sample, SampleArg, SampleCtx,
-};
-use crate::reference::{self, numel, RefArg, RefOut};
+use super::{matmul_sampler, tensor_pairs, ArgSpec, Domain, Family, OpInfo, Sample, SampleCtx};
+use crate::reference::{self, RefArg, RefOut};
 use crate::tol::Tol;
 
 /// `reference::matmul`, its tolerance scaled by √k.
@@ -33,29 +31,7 @@ fn pairs_sampler(
             l => (s[l - 2], s[l - 1]),
         };
         let k = [1, 7, 33, s.first().copied().unwrap_or(1)][ctx.rng.below(4)];
-        let d = ctx.dtype;
-        make(m, n, k, ctx.variants)
-            .into_iter()
-            .map(|(a, b)| {
-                let va = domain.values(d, numel(&a), &mut ctx.rng, ctx.tame);
-                let vb = domain.values(d, numel(&b), &mut ctx.rng, ctx.tame);
-                Sample::new(
-                    vec![
-                        SampleArg::Tensor {
-                            dtype: d,
-                            shape: a,
-                            values: va,
-                        },
-                        SampleArg::Tensor {
-                            dtype: d,
-                            shape: b,
-                            values: vb,
-                        },
-                    ],
-                    Params::default(),
-                )
-            })
-            .collect()
+        tensor_pairs(make(m, n, k, ctx.variants), &domain, ctx)
     }
 }
 

@@ -885,30 +885,31 @@ pub fn matmul_sampler(
             pairs.push((vec![k], vec![k]));
             pairs.push((vec![m, k], vec![k + 1, n]));
         }
-        let d = ctx.dtype;
-        pairs
-            .into_iter()
-            .map(|(a, b)| {
-                let va = domain.values(d, numel(&a), &mut ctx.rng, ctx.tame);
-                let vb = domain.values(d, numel(&b), &mut ctx.rng, ctx.tame);
-                Sample::new(
-                    vec![
-                        SampleArg::Tensor {
-                            dtype: d,
-                            shape: a,
-                            values: va,
-                        },
-                        SampleArg::Tensor {
-                            dtype: d,
-                            shape: b,
-                            values: vb,
-                        },
-                    ],
-                    Params::default(),
-                )
-            })
-            .collect()
+        tensor_pairs(pairs, &domain, ctx)
     }
+}
+
+/// One sample per pair of operand shapes: two tensors of the case's dtype with values from
+/// `domain` (the operands of the matrix-product samplers).
+pub fn tensor_pairs(
+    pairs: Vec<(Vec<usize>, Vec<usize>)>,
+    domain: &Domain,
+    ctx: &mut SampleCtx,
+) -> Vec<Sample> {
+    let d = ctx.dtype;
+    pairs
+        .into_iter()
+        .map(|(a, b)| {
+            let va = domain.values(d, numel(&a), &mut ctx.rng, ctx.tame);
+            let vb = domain.values(d, numel(&b), &mut ctx.rng, ctx.tame);
+            let arg = |shape, values| SampleArg::Tensor {
+                dtype: d,
+                shape,
+                values,
+            };
+            Sample::new(vec![arg(a, va), arg(b, vb)], Params::default())
+        })
+        .collect()
 }
 
 /// No parameters.
