@@ -70,6 +70,17 @@ pub(crate) fn record_copy(name: &'static str, x: &Tensor, out: &Tensor) -> Resul
     record(name, &[x], &[out], &[], |g| Ok(vec![Some(g[0].clone())]))
 }
 
+/// Records a device transfer: the gradient goes back to `x`'s device.
+pub(crate) fn record_to_device(x: &Tensor, out: &Tensor) -> Result<()> {
+    if !out.dtype().is_float() {
+        return Ok(());
+    }
+    let device = x.device();
+    record("ToCopyBackward", &[x], &[out], &[], move |g| {
+        Ok(vec![Some(g[0].to_device(&device)?)])
+    })
+}
+
 /// Records `out = x.as_strided(shape, strides, offset)` — PyTorch's `as_strided_backward`:
 /// `as_strided` addresses `x`'s storage, so the gradient is scatter-added into a zero buffer
 /// over the storage positions that `x` or the result touch (overlapping results accumulate),
