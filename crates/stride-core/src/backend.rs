@@ -418,10 +418,7 @@ pub(crate) fn random(dist: RandomDist, seed: u64, offset: u64, dst: View) -> Res
 pub(crate) fn matmul(a: View, b: View, dst: View) -> Result<()> {
     match device_of(&[dst]) {
         Device::Cpu => crate::cpu::matmul::matmul(a, b, dst),
-        d => Err(Error::NotImplemented {
-            op: "matmul",
-            device: d,
-        }),
+        Device::Cuda(_) => crate::cuda::matmul::matmul(a, b, dst),
     }
 }
 

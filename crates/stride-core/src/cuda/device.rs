@@ -24,6 +24,8 @@ pub(crate) struct CudaDevice {
     /// Loaded modules by name (`unary_f32`, …) and their functions by (module, kernel).
     modules: Mutex<HashMap<String, Arc<CudaModule>>>,
     functions: Mutex<HashMap<(String, &'static str), CudaFunction>>,
+    /// The cuBLAS handle, created on the first matrix product.
+    pub blas: Mutex<Option<super::matmul::Blas>>,
     /// Host waits on this device (see [`crate::cuda::sync_count`]).
     pub syncs: AtomicU64,
     pub launches: AtomicU64,
@@ -123,6 +125,7 @@ fn create(ordinal: usize) -> Result<CudaDevice> {
         alloc: Mutex::new(Allocator::default()),
         modules: Mutex::new(HashMap::new()),
         functions: Mutex::new(HashMap::new()),
+        blas: Mutex::new(None),
         syncs: AtomicU64::new(0),
         launches: AtomicU64::new(0),
     })

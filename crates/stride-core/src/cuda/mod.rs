@@ -9,6 +9,7 @@
 //! - [`launch`]: operands → kernel arguments (the CPU engine's merged geometry) and launching;
 //! - [`elementwise`]: copy/cast, fill, unary, binary, ternary;
 //! - [`reduce`]: reductions over dims, arg reductions, scans;
+//! - [`matmul`]: batched matrix products through cuBLAS, any strides;
 //! - [`transfer`]: `to_device` both ways.
 //!
 //! Work is queued asynchronously on one stream per device; the host waits only where it must
@@ -36,11 +37,13 @@ pub(crate) mod compile;
 pub(crate) mod device;
 pub(crate) mod elementwise;
 pub(crate) mod launch;
+pub(crate) mod matmul;
 pub(crate) mod reduce;
 pub(crate) mod source;
 pub(crate) mod transfer;
 
 pub use buffer::CudaBuffer;
+pub use matmul::{allow_tf32, set_allow_tf32};
 
 use crate::storage::Storage;
 use crate::{DType, Device, MemoryStats, Result};
