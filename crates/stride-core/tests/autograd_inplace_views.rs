@@ -4,7 +4,7 @@
 //! regenerated, and the errors PyTorch raises — each leaving its operands unchanged.
 
 use stride_core::autograd::{self, gradcheck, gradgradcheck, BackwardOptions, GradcheckOptions};
-use stride_core::{DType, Device, Error, Result, Tensor};
+use stride_core::{DType, Device, Error, Generator, Result, Tensor};
 
 const CPU: Device = Device::Cpu;
 const END: i64 = i64::MAX;
@@ -633,5 +633,37 @@ fn everything_runs_under_no_grad() -> Result<()> {
     a.chunk(3, 1)?[0].add_(1.0)?;
     assert!(a.grad_fn().is_none() && x.is_leaf());
     assert_eq!(x.diagonal(0, 0, 1)?.to_f64_vec()?, vec![1.0; 3]);
+    Ok(())
+}
+
+#[test]
+fn random_fills_are_constants_to_autograd() -> Result<()> {
+    // PyTorch: uniform_ through a view rebases the base onto a constant: no gradient flows
+    // back through the drawn elements; the values are those drawn without recording
+    let x = leaf(&[3, 4], 1);
+    let a = x.mul(1.0)?;
+    a.t()?
+        .select(0, 1)?
+        .uniform_(-1.0, 1.0, Some(&Generator::new(7)))?;
+    assert_eq!(name(&a), "CopySlices");
+    let b = Tensor::zeros([3, 4], DType::F64, &CPU)?;
+    b.t()?
+        .select(0, 1)?
+        .uniform_(-1.0, 1.0, Some(&Generator::new(7)))?;
+    assert_eq!(a.select(1, 1)?.to_f64_vec()?, b.select(1, 1)?.to_f64_vec()?);
+    a.sum()?.backward()?;
+    let expect: Vec<f64> = (0..12)
+        .map(|i| if i % 4 == 1 { 0.0 } else { 1.0 })
+        .collect();
+    assert_eq!(grad(&x), expect);
+
+    // leaves (and views of leaves) that require grad are refused before the generator moves
+    let g = Generator::new(3);
+    let before = g.get_state();
+    refused(&x, &["leaf"], || x.normal_(0.0, 1.0, Some(&g)));
+    refused(&x, &["view of a leaf"], || {
+        x.select(0, 0)?.bernoulli_(0.5, Some(&g))
+    });
+    assert_eq!(g.get_state(), before);
     Ok(())
 }
