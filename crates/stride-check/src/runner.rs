@@ -17,7 +17,8 @@ use crate::host::{guard, poison, read_storage, same, short, store};
 use crate::layouts::{build, plan, Built, LayoutKind, LayoutSpec};
 use crate::promote::can_cast;
 use crate::reference::{
-    broadcast_shapes, numel, positions, unravel, RefArg, RefCtx, RefOut, RefTensor,
+    broadcast_shapes, contiguous_strides, numel, positions, unravel, RefArg, RefCtx, RefOut,
+    RefTensor,
 };
 use crate::registry::{self, Arg, ArgDType, ArgKind, Form, OpInfo, Sample, SampleArg, SampleCtx};
 use crate::report::{Failure, Key, OperandDesc, Reason, Recorder, Report};
@@ -388,7 +389,14 @@ pub fn scenarios(
         })
         .collect();
     let present: Vec<&[usize]> = shapes.iter().flatten().copied().collect();
-    let out_shape = broadcast_shapes(&present).unwrap_or_default();
+    // the `_out` output is planned for the shape it will have (a gather's or a reduction's
+    // differs from its operands'), else a layout kind could be skipped for it
+    let out_shape = match form {
+        Form::Out => reference_shape(op, sample),
+        _ => None,
+    }
+    .or_else(|| broadcast_shapes(&present))
+    .unwrap_or_default();
     // slots: (index: Some(arg) / None = out, shape, is_dest)
     let mut slots: Vec<(Option<usize>, &[usize], bool)> = vec![];
     for (i, s) in shapes.iter().enumerate() {
@@ -482,6 +490,50 @@ pub fn scenarios(
         }
     }
     out
+}
+
+/// The result shape the reference gives for `sample` (operands contiguous), if it gives one.
+fn reference_shape(op: &OpInfo, sample: &Sample) -> Option<Vec<usize>> {
+    let exp = op.expected(sample);
+    let tensors: Vec<Option<RefTensor>> = sample
+        .args
+        .iter()
+        .map(|a| match a {
+            SampleArg::Tensor {
+                dtype,
+                shape,
+                values,
+            } => Some(RefTensor {
+                dtype: *dtype,
+                shape: shape.clone(),
+                values: values.clone(),
+                strides: contiguous_strides(shape),
+                offset: 0,
+                storage: values.clone(),
+            }),
+            SampleArg::Scalar(_) => None,
+        })
+        .collect();
+    let args: Vec<RefArg> = sample
+        .args
+        .iter()
+        .zip(&tensors)
+        .map(|(a, t)| match (a, t) {
+            (_, Some(t)) => RefArg::Tensor(t),
+            (SampleArg::Scalar(s), None) => RefArg::Scalar(*s),
+            _ => unreachable!(),
+        })
+        .collect();
+    let ctx = RefCtx {
+        compute: exp.compute,
+        result: exp.result,
+        arg_compute: exp.arg_compute.clone(),
+        params: &sample.params,
+    };
+    catch_unwind(AssertUnwindSafe(|| (op.reference)(&ctx, &args)))
+        .ok()?
+        .ok()
+        .map(|r| r.shape)
 }
 
 fn spec_for(choice: &LayoutChoice, shape: &[usize]) -> LayoutSpec {
