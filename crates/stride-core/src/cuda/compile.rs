@@ -155,6 +155,7 @@ mod tests {
         }
         let mut all = crate::cuda::source::all_modules();
         all.extend(crate::cuda::reduce::all_modules());
+        all.extend(crate::cuda::random::all_modules());
         use rayon::prelude::*;
         all.par_iter().for_each(|(name, src)| {
             if let Err(e) = super::compile_source(name, src, "sm_90") {

@@ -10,4 +10,11 @@
                                         W* o, const Str so, const u64 bits) { \
         const W v = (W)bits; \
         GRID_LOOP(i, n) { STORE(o, so, i, v); } \
+    } \
+    extern "C" __global__ void k_tiled_##B(const Geo g, const i64 nb, const int tmask, \
+                                         W* o, const Str so, const W* a, const Str sa) { \
+        __shared__ W ta[32][33]; \
+        TILE_LOOP(nb) { TILE_ORIGIN \
+            TILE_STAGE(ta, a, sa, tmask & 2); __syncthreads(); \
+            TILE_EMIT(so, tmask & 1, { o[oi] = ta[r][c]; }); __syncthreads(); } \
     }
