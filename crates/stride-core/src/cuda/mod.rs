@@ -10,11 +10,13 @@
 //! - [`elementwise`]: copy/cast, fill, unary, binary, ternary;
 //! - [`reduce`]: reductions over dims, arg reductions, scans;
 //! - [`matmul`]: batched matrix products through cuBLAS, any strides;
+//! - [`index`]: gather, scatter, the masked scans and extrema; [`sort`]: sort, topk, kth,
+//!   unique, searchsorted, bincount, histc (bit for bit the CPU's results);
 //! - [`transfer`]: `to_device` both ways.
 //!
 //! Work is queued asynchronously on one stream per device; the host waits only where it must
-//! read (`to_vec`, `item`, `Display`, transfers, the integer-division check) and every wait is
-//! counted ([`sync_count`]).
+//! read (`to_vec`, `item`, `Display`, transfers, the integer-division and index-range checks,
+//! counts that size an output) and every wait is counted ([`sync_count`]).
 //!
 //! ```
 //! use stride_core::{cuda, DType, Device, Tensor};
@@ -36,9 +38,11 @@ pub(crate) mod buffer;
 pub(crate) mod compile;
 pub(crate) mod device;
 pub(crate) mod elementwise;
+pub(crate) mod index;
 pub(crate) mod launch;
 pub(crate) mod matmul;
 pub(crate) mod reduce;
+pub(crate) mod sort;
 pub(crate) mod source;
 pub(crate) mod transfer;
 
