@@ -416,14 +416,6 @@ pub(crate) fn matmul(a: View, b: View, dst: View) -> Result<()> {
     }
 }
 
-/// The error of a primitive with no kernel on `d` yet (where the caller does not name the op).
-pub(crate) fn no_backend(d: Device) -> Error {
-    Error::NotImplemented {
-        op: "this op",
-        device: d,
-    }
-}
-
 // ---------------------------------------------------------------------------------------------
 // reductions and cumulative ops
 
