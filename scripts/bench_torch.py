@@ -70,7 +70,7 @@ def main():
     secs["sum_first"] = gpu_time(lambda: r.sum(dim=0))
     del r
     sizes = [256, 512] if quick else [1024, 4096, 8192]
-    names = {torch.float32: "f32", torch.float16: "f16", torch.bfloat16: "bf16"}
+    names = {torch.float32: "float32", torch.float16: "float16", torch.bfloat16: "bfloat16"}
     for dt in [torch.float32, torch.float16, torch.bfloat16]:
         for s in sizes:
             a = torch.randn(s, s, device=dev, generator=g).to(dt)
@@ -90,6 +90,8 @@ def main():
         ts.append((time.perf_counter() - t0) / calls)
     ts.sort()
     secs["tiny_add_"] = ts[2]
+    for key, latents in [("sae_step", 512), ("sae_step_16x", 512 * 16)]:
+        secs[key] = sae_step_time(torch, dev, latents, quick)
     fc = subprocess.run([sys.executable, os.path.abspath(__file__), "--first-call"],
                         capture_output=True, text=True)
     try:
@@ -98,6 +100,44 @@ def main():
         first = {"error": fc.stderr[-500:]}
     print(json.dumps({"available": True, "torch": torch.__version__, "seconds": secs,
                       "first_call": first}))
+
+
+def sae_step_time(torch, dev, latents, quick, dims=64, k=16, batch=256):
+    """stride's TopK SAE (stride-models/src/sae.rs): the encoder weight a transposed clone of
+    the decoder's (non-contiguous), Adam lr 1e-3; one fixed batch; wall time per step."""
+    g = torch.Generator(device=dev).manual_seed(0)
+    dec = torch.nn.Linear(latents, dims, device=dev)
+    with torch.no_grad():
+        dec.weight /= dec.weight.norm(dim=0, keepdim=True)
+    w_enc = torch.nn.Parameter(dec.weight.detach().t().clone())
+    b_enc = torch.nn.Parameter(torch.zeros(latents, device=dev))
+    opt = torch.optim.Adam([w_enc, b_enc, dec.weight, dec.bias], lr=1e-3)
+    x = torch.randn(batch, dims, device=dev, generator=g)
+
+    def step():
+        opt.zero_grad()
+        pre = torch.nn.functional.linear(x - dec.bias, w_enc, b_enc)
+        with torch.no_grad():
+            idx = pre.topk(k, dim=-1).indices
+            mask = torch.zeros_like(pre).scatter_(-1, idx, 1.0)
+        acts = pre.relu() * mask
+        loss = torch.nn.functional.mse_loss(dec(acts), x)
+        loss.backward()
+        opt.step()
+
+    for _ in range(5):
+        step()
+    torch.cuda.synchronize()
+    runs, steps = (2, 5) if quick else (5, 20)
+    ts = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        for _ in range(steps):
+            step()
+        torch.cuda.synchronize()
+        ts.append((time.perf_counter() - t0) / steps)
+    ts.sort()
+    return ts[len(ts) // 2]
 
 
 def first_call():

@@ -42,8 +42,6 @@ enum Target {
     WithinOfTorch(f64),
     /// Faster than PyTorch.
     FasterThanTorch,
-    /// Reported only.
-    None,
 }
 
 struct Row {
@@ -247,6 +245,22 @@ pub fn run(args: CudaArgs) -> Result<(), String> {
         target: Target::FasterThanTorch,
         host: true,
     });
+    // -- one SAE training step (forward, backward, Adam), default size and 16x its width ----
+    for (id, latents) in [("sae_step", 512usize), ("sae_step_16x", 512 * 16)] {
+        let t = sae_step_time(&dev, latents, q).map_err(e)?;
+        say(&format!("  {id}"));
+        rows.push(Row {
+            id: id.into(),
+            name: format!(
+                "SAE training step, 64 -> {latents} latents, k 16, batch 256 (wall time)"
+            ),
+            seconds: t,
+            bytes: 0.0,
+            flops: 0.0,
+            target: Target::FasterThanTorch,
+            host: true,
+        });
+    }
     // -- first call in a fresh process, cold and warm kernel cache --------------------------
     say("  first call (fresh processes) ...");
     let first = first_calls(d);
@@ -264,14 +278,12 @@ pub fn run(args: CudaArgs) -> Result<(), String> {
             Target::Bandwidth(f) => Some(r.bytes / r.seconds >= f * bw),
             Target::WithinOfTorch(f) => pt.map(|p| r.seconds <= f * p),
             Target::FasterThanTorch => pt.map(|p| r.seconds < p),
-            Target::None => None,
         }
     };
     let describe = |t: Target| match t {
         Target::Bandwidth(f) => format!(">= {:.0}% of copy bandwidth", f * 100.0),
         Target::WithinOfTorch(f) => format!("<= {f:.2}x PyTorch"),
         Target::FasterThanTorch => "faster than PyTorch".into(),
-        Target::None => "-".into(),
     };
     if args.json {
         let v = json!({
@@ -402,6 +414,51 @@ fn fmt_time(s: f64) -> String {
     } else {
         format!("{:.1} us", s * 1e6)
     }
+}
+
+/// Wall seconds per SAE training step (zero_grad, forward, backward, Adam) on one fixed batch,
+/// without host reads, as `scripts/bench_torch.py` times PyTorch's: the median of 5 runs of
+/// 20 steps, each ended by a synchronisation, after 5 warm-up steps.
+fn sae_step_time(dev: &Device, latents: usize, quick: bool) -> SResult<f64> {
+    use stride::models::{SaeConfig, SaeTrainer, TrainConfig};
+    use stride::optim::Optimizer;
+    let config = TrainConfig {
+        sae: SaeConfig {
+            latents,
+            device: *dev,
+            ..SaeConfig::default()
+        },
+        health_every: 0,
+        ..TrainConfig::default()
+    };
+    let batch = config.batch;
+    let mut t = SaeTrainer::new(config)?;
+    let x = t.data().batch(batch)?;
+    let d = match dev {
+        Device::Cuda(i) => *i,
+        Device::Cpu => 0,
+    };
+    let mut step = || -> SResult<()> {
+        t.optimizer_mut().zero_grad()?;
+        let (loss, _) = t.model().loss(&x)?;
+        loss.backward()?;
+        t.optimizer_mut().step()
+    };
+    for _ in 0..5 {
+        step()?;
+    }
+    cuda::synchronize(d)?;
+    let (runs, steps) = if quick { (2, 5) } else { (5, 20) };
+    let mut ts = vec![];
+    for _ in 0..runs {
+        let t0 = Instant::now();
+        for _ in 0..steps {
+            step()?;
+        }
+        cuda::synchronize(d)?;
+        ts.push(t0.elapsed().as_secs_f64() / steps as f64);
+    }
+    Ok(median(ts))
 }
 
 /// Child mode: times the first op of this process (`Device::cuda` creates the context).

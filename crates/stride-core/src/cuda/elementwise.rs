@@ -3,7 +3,7 @@
 //! (family, dtype) module and launches it; the output is always addressed through its layout.
 
 use super::device::CudaDevice;
-use super::launch::{arg, dptr, launch, walk, Walk};
+use super::launch::{arg, dptr, launch, vectorised, walk, Walk};
 use super::source;
 use super::tile;
 use crate::backend::{BinaryOp, TernaryOp, UnaryOp, View};
@@ -59,10 +59,17 @@ pub(crate) fn copy_walk(
         return tile::launch_tiled(dev, &f, op, &t, [po, pa]);
     }
     let [so, sa] = w.strs;
+    let contig = vectorised(
+        w.contig,
+        &[
+            (po, &so, dst_dtype.size_in_bytes()),
+            (pa, &sa, src_dtype.size_in_bytes()),
+        ],
+    );
     let mut args = [
         arg(&w.geo),
         arg(&w.n),
-        arg(&w.contig),
+        arg(&contig),
         arg(&po),
         arg(&so),
         arg(&pa),
@@ -93,10 +100,11 @@ pub(crate) fn fill(dst: View, value: Scalar) -> Result<()> {
     };
     let f = dev.function(module, name, || source::copy_module(b))?;
     let [so] = w.strs;
+    let contig = vectorised(w.contig, &[(po, &so, b)]);
     let mut args = [
         arg(&w.geo),
         arg(&w.n),
-        arg(&w.contig),
+        arg(&contig),
         arg(&po),
         arg(&so),
         arg(&bits),
@@ -121,10 +129,17 @@ pub(crate) fn unary(op: UnaryOp, src: View, dst: View) -> Result<()> {
         return tile::launch_tiled(&dev, &f, op.name(), &t, [po, pa]);
     }
     let [so, sa] = w.strs;
+    let contig = vectorised(
+        w.contig,
+        &[
+            (po, &so, dst.dtype.size_in_bytes()),
+            (pa, &sa, src.dtype.size_in_bytes()),
+        ],
+    );
     let mut args = [
         arg(&w.geo),
         arg(&w.n),
-        arg(&w.contig),
+        arg(&contig),
         arg(&po),
         arg(&so),
         arg(&pa),
@@ -169,10 +184,18 @@ pub(crate) fn binary(op: BinaryOp, a: View, b: View, dst: View) -> Result<()> {
         return tile::launch_tiled(&dev, &f, op.name(), &tl, [po, pa, pb]);
     }
     let [so, sa, sb] = w.strs;
+    let contig = vectorised(
+        w.contig,
+        &[
+            (po, &so, dst.dtype.size_in_bytes()),
+            (pa, &sa, t.size_in_bytes()),
+            (pb, &sb, t.size_in_bytes()),
+        ],
+    );
     let mut args = [
         arg(&w.geo),
         arg(&w.n),
-        arg(&w.contig),
+        arg(&contig),
         arg(&po),
         arg(&so),
         arg(&pa),
@@ -242,10 +265,19 @@ pub(crate) fn ternary(op: TernaryOp, a: View, b: View, c: View, dst: View) -> Re
         _ => (0.0, 0),
     };
     let [so, sa, sb, sc] = w.strs;
+    let contig = vectorised(
+        w.contig,
+        &[
+            (po, &so, t.size_in_bytes()),
+            (pa, &sa, a.dtype.size_in_bytes()),
+            (pb, &sb, t.size_in_bytes()),
+            (pc, &sc, t.size_in_bytes()),
+        ],
+    );
     let mut args = [
         arg(&w.geo),
         arg(&w.n),
-        arg(&w.contig),
+        arg(&contig),
         arg(&po),
         arg(&so),
         arg(&pa),

@@ -198,3 +198,18 @@ fn sync_each_launch() -> bool {
 pub(crate) fn arg<T>(v: &T) -> *mut c_void {
     v as *const T as *mut c_void
 }
+
+/// `contig` upgraded to 2 — the kernels' vectorised dense path — when the operands are one
+/// dense run (`contig == 1`) and each operand's first element (`(base address, strides,
+/// element size)`) is aligned to 4 of its elements, as the 4-element vector accesses need.
+pub(crate) fn vectorised(contig: i32, operands: &[(u64, &Str, usize)]) -> i32 {
+    let aligned = operands.iter().all(|&(p, s, size)| {
+        let addr = p.wrapping_add((s.off as u64).wrapping_mul(size as u64));
+        addr % (4 * size as u64) == 0
+    });
+    if contig == 1 && aligned {
+        2
+    } else {
+        contig
+    }
+}

@@ -96,5 +96,5 @@ pub(crate) fn launch_tiled<const N: usize>(
         args.push(arg(&t.strs[k]));
     }
     let blocks = (t.tiles as u64).min(dev.sm_count as u64 * 16).max(1) as u32;
-    unsafe { launch_cfg(dev, f, op, (blocks, 1, 1), (32, 8, 1), 0, &mut args) }
+    unsafe { launch_cfg(dev, f, op, (blocks, 1, 1), (32, 4, 1), 0, &mut args) }
 }
