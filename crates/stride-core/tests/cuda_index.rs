@@ -468,6 +468,71 @@ fn index_add_copy_fill_match_the_cpu() {
 }
 
 #[test]
+fn scatters_whose_index_varies_along_the_axis_only_match_the_cpu() {
+    // index_add/index_copy/index_fill and expanded indices with long axes: the path that
+    // sorts the axis by destination row
+    let Some(g) = gpu("scatters_whose_index_varies_along_the_axis_only_match_the_cpu") else {
+        return;
+    };
+    let mut rng = Rng(24);
+    let m = 200;
+    for dt in ALL {
+        for idt in INDEX_DTYPES {
+            for d in 0..2usize {
+                let xs = if d == 0 { vec![7usize, 5] } else { vec![5, 7] };
+                let base = finite(dt, 35, &mut rng);
+                let idx: Vec<f64> = (0..m).map(|_| rng.below(7) as f64).collect();
+                let it = tensor(&idx, &[m], idt);
+                let mut ss = xs.clone();
+                ss[d] = m;
+                let mut sv = finite(dt, ss.iter().product(), &mut rng);
+                if dt.is_float() {
+                    sv[3] = f64::NAN;
+                }
+                let src = tensor(&sv, &ss, dt);
+                // the index expanded over the other dim (stride 0)
+                let (ishape, eshape): (Vec<i64>, Vec<i64>) = if d == 0 {
+                    (vec![m as i64, 1], vec![m as i64, 5])
+                } else {
+                    (vec![1, m as i64], vec![5, m as i64])
+                };
+                let ie = it.reshape(&ishape).unwrap();
+                let ieg = on(&it, &g).reshape(&ishape).unwrap();
+                let (ie, ieg) = (ie.expand(&eshape).unwrap(), ieg.expand(&eshape).unwrap());
+                for dl in both_layouts(&base, &xs, dt, &g).into_iter().step_by(2) {
+                    let ctx = format!("{dt} self:{} d{d} {idt}", dl.name);
+                    let di = d as i64;
+                    if dt != DType::Bool {
+                        let a: stride_core::Scalar = if dt.is_float() {
+                            0.75f64.into()
+                        } else {
+                            2i64.into()
+                        };
+                        let r1 = dl.cpu.index_add_(di, &it, &src, a);
+                        let r2 = dl.gpu.index_add_(di, &on(&it, &g), &on(&src, &g), a);
+                        same_outcome(r1, r2, &dl, &format!("index_add_ {ctx}"));
+                    }
+                    let r1 = dl.cpu.index_copy_(di, &it, &src);
+                    let r2 = dl.gpu.index_copy_(di, &on(&it, &g), &on(&src, &g));
+                    same_outcome(r1, r2, &dl, &format!("index_copy_ {ctx}"));
+                    let r1 = dl.cpu.index_fill_(di, &it, 1.0);
+                    let r2 = dl.gpu.index_fill_(di, &on(&it, &g), 1.0);
+                    same_outcome(r1, r2, &dl, &format!("index_fill_ {ctx}"));
+                    for op in scatter_ops() {
+                        if dt == DType::Bool && !matches!(op, Sc::Scatter | Sc::ScatterValue) {
+                            continue;
+                        }
+                        let r1 = run_scatter(op, &dl.cpu, di, &ie, &src);
+                        let r2 = run_scatter(op, &dl.gpu, di, &ieg, &on(&src, &g));
+                        same_outcome(r1, r2, &dl, &format!("{op:?} expanded index {ctx}"));
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[test]
 fn long_scatter_adds_round_in_the_cpus_order() {
     let Some(g) = gpu("long_scatter_adds_round_in_the_cpus_order") else {
         return;
