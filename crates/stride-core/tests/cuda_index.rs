@@ -384,11 +384,15 @@ fn scatters_match_the_cpu_bit_for_bit_through_every_destination_layout() {
             let idx: Vec<f64> = (0..is.iter().product::<usize>())
                 .map(|_| rng.below(xs[d]) as f64)
                 .collect();
-            for op in scatter_ops() {
+            for (oi, op) in scatter_ops().into_iter().enumerate() {
                 if dt == DType::Bool && !matches!(op, Sc::Scatter | Sc::ScatterValue) {
                     continue;
                 }
-                for (li, idt) in INDEX_DTYPES.into_iter().enumerate() {
+                // one index dtype per (op, dtype), rotating, so all three meet every op; the
+                // i32 index is transposed
+                let li = (oi + dt as usize) % 3;
+                {
+                    let idt = INDEX_DTYPES[li];
                     let it = tensor(&idx, &is, idt);
                     let st = tensor(&src, &ss, dt);
                     // the index transposed for one index dtype
@@ -461,6 +465,73 @@ fn index_add_copy_fill_match_the_cpu() {
                     let r1 = dl.cpu.index_fill_(d as i64, &it, 1.0);
                     let r2 = dl.gpu.index_fill_(d as i64, &on(&it, &g), 1.0);
                     same_outcome(r1, r2, &dl, &format!("index_fill_ {ctx}"));
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn scatters_whose_index_varies_along_the_axis_only_match_the_cpu() {
+    // index_add/index_copy/index_fill and expanded indices with long axes: the path that
+    // sorts the axis by destination row
+    let Some(g) = gpu("scatters_whose_index_varies_along_the_axis_only_match_the_cpu") else {
+        return;
+    };
+    let mut rng = Rng(24);
+    let m = 200;
+    for (di, dt) in ALL.into_iter().enumerate() {
+        for d in 0..2usize {
+            // one index dtype per (dtype, dim), rotating
+            let idt = INDEX_DTYPES[(di + d) % 3];
+            {
+                let xs = if d == 0 { vec![7usize, 5] } else { vec![5, 7] };
+                let base = finite(dt, 35, &mut rng);
+                let idx: Vec<f64> = (0..m).map(|_| rng.below(7) as f64).collect();
+                let it = tensor(&idx, &[m], idt);
+                let mut ss = xs.clone();
+                ss[d] = m;
+                let mut sv = finite(dt, ss.iter().product(), &mut rng);
+                if dt.is_float() {
+                    sv[3] = f64::NAN;
+                }
+                let src = tensor(&sv, &ss, dt);
+                // the index expanded over the other dim (stride 0)
+                let (ishape, eshape): (Vec<i64>, Vec<i64>) = if d == 0 {
+                    (vec![m as i64, 1], vec![m as i64, 5])
+                } else {
+                    (vec![1, m as i64], vec![5, m as i64])
+                };
+                let ie = it.reshape(&ishape).unwrap();
+                let ieg = on(&it, &g).reshape(&ishape).unwrap();
+                let (ie, ieg) = (ie.expand(&eshape).unwrap(), ieg.expand(&eshape).unwrap());
+                for dl in both_layouts(&base, &xs, dt, &g).into_iter().step_by(2) {
+                    let ctx = format!("{dt} self:{} d{d} {idt}", dl.name);
+                    let di = d as i64;
+                    if dt != DType::Bool {
+                        let a: stride_core::Scalar = if dt.is_float() {
+                            0.75f64.into()
+                        } else {
+                            2i64.into()
+                        };
+                        let r1 = dl.cpu.index_add_(di, &it, &src, a);
+                        let r2 = dl.gpu.index_add_(di, &on(&it, &g), &on(&src, &g), a);
+                        same_outcome(r1, r2, &dl, &format!("index_add_ {ctx}"));
+                    }
+                    let r1 = dl.cpu.index_copy_(di, &it, &src);
+                    let r2 = dl.gpu.index_copy_(di, &on(&it, &g), &on(&src, &g));
+                    same_outcome(r1, r2, &dl, &format!("index_copy_ {ctx}"));
+                    let r1 = dl.cpu.index_fill_(di, &it, 1.0);
+                    let r2 = dl.gpu.index_fill_(di, &on(&it, &g), 1.0);
+                    same_outcome(r1, r2, &dl, &format!("index_fill_ {ctx}"));
+                    for op in scatter_ops() {
+                        if dt == DType::Bool && !matches!(op, Sc::Scatter | Sc::ScatterValue) {
+                            continue;
+                        }
+                        let r1 = run_scatter(op, &dl.cpu, di, &ie, &src);
+                        let r2 = run_scatter(op, &dl.gpu, di, &ieg, &on(&src, &g));
+                        same_outcome(r1, r2, &dl, &format!("{op:?} expanded index {ctx}"));
+                    }
                 }
             }
         }

@@ -8,8 +8,10 @@
 //! - **Deterministic scatters.** Two positions can only reach one destination if they differ
 //!   along the scatter axis only, so one thread per fiber (every other coordinate) walks the
 //!   axis in order: destinations combine their sources in logical order, rounding as the CPU
-//!   does (one rounding per step in the compute type), and the last assignment wins. No float
-//!   atomics.
+//!   does (one rounding per step in the compute type), and the last assignment wins. When the
+//!   index varies along the axis only (`index_add`, an embedding's backward, 1-D scatters),
+//!   the axis is first sorted by destination (stably), and one thread per (destination row,
+//!   fiber) applies that row's sources in the same order. No float atomics.
 //! - **Masked scans** are stream compactions in logical order (count per chunk, scan, rank
 //!   with warp ballots): `nonzero` and `masked_select` never wait for the GPU (their output
 //!   was sized by `count_nonzero`, which reads its count), `masked_scatter` reads the count
@@ -267,6 +269,10 @@ pub(crate) fn gather(src: View, index: View, at: IndexDim, dst: View) -> Result<
 // ---------------------------------------------------------------------------------------------
 // scatter
 
+/// Axis lengths from which a scatter whose index varies along the axis only sorts the axis by
+/// destination instead of walking it once per fiber.
+const SORTED_SCATTER_MIN: i64 = 64;
+
 /// An element's little-endian bits (the kernels rebuild it with `from_bits`).
 fn bits<T: Copy>(v: T) -> u64 {
     let mut b = [0u8; 8];
@@ -388,6 +394,52 @@ pub(crate) fn scatter(
     let (size, stride, wrap) = (at.size as i64, at.stride as i64, at.wrap as i32);
     let (has_init, init_bits) = (init.is_some() as i32, init.unwrap_or(0));
     let (use_alpha, alpha_bits) = (alpha.is_some() as i32, alpha.unwrap_or(0));
+    // the index varies along the axis only: sort the axis by destination row, then one
+    // thread per (row, fiber) (see k_scatter_sorted)
+    let row_mode = shape
+        .iter()
+        .zip(index.layout.strides())
+        .enumerate()
+        .all(|(d, (&len, &st))| d == ax || len <= 1 || st == 0);
+    if row_mode && n >= SORTED_SCATTER_MIN && n < u32::MAX as i64 {
+        let fk = dev.function(&module, "scatter_keys", || {
+            source::scatter_module(op, t, it).unwrap_or_default()
+        })?;
+        let fs = dev.function(&module, "scatter_sorted", || {
+            source::scatter_module(op, t, it).unwrap_or_default()
+        })?;
+        let keys = CudaBuffer::new(&dev, n as usize * super::sort::SK_BYTES, false)?;
+        let x0 = index.layout.offset() as i64;
+        let mut args = [
+            arg(&n),
+            arg(&px),
+            arg(&x0),
+            arg(&xd),
+            arg(&size),
+            arg(&wrap),
+            arg(&keys.ptr),
+        ];
+        unsafe { launch(&dev, &fk, at.op, n, &mut args)? };
+        let sorted = super::sort::merge_sort(&dev, at.op, keys, 1, n)?;
+        let work = n * m;
+        let mut args = [
+            arg(&g),
+            arg(&m),
+            arg(&sd),
+            arg(&ss),
+            arg(&n),
+            arg(&sa),
+            arg(&pd),
+            arg(&ps),
+            arg(&sorted.ptr),
+            arg(&stride),
+            arg(&has_init),
+            arg(&init_bits),
+            arg(&use_alpha),
+            arg(&alpha_bits),
+        ];
+        return unsafe { launch(&dev, &fs, at.op, work, &mut args) };
+    }
     let mut args = [
         arg(&g),
         arg(&m),

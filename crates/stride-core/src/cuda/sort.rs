@@ -33,7 +33,7 @@ const TILE: usize = 2048;
 /// Threads per block of the shared-memory sorts.
 const SORT_THREADS: u32 = 512;
 /// Bytes of one (key, position) pair (`SK`).
-const SK_BYTES: usize = 16;
+pub(super) const SK_BYTES: usize = 16;
 
 fn dim_len(l: &Layout, dim: usize) -> usize {
     l.shape().get(dim).copied().unwrap_or(1)
@@ -222,7 +222,7 @@ fn sort_rows(
 
 /// Sorts each of the `n_rows` rows of `n` (key, position) pairs in `a` (row after row);
 /// returns the buffer holding the result (`a` or a scratch buffer of its size).
-fn merge_sort(
+pub(super) fn merge_sort(
     dev: &Arc<CudaDevice>,
     op: &'static str,
     a: CudaBuffer,

@@ -76,6 +76,49 @@ extern "C" __global__ void k_scatter(const Geo g, const i64 m, const Str sd, con
         }
     }
 }
+
+// When the index varies along the axis only (index_add, index_copy, embedding backward, a
+// 1-D scatter), every fiber sees the same destination rows: the host sorts the axis positions
+// by destination (k_scatter_keys, then the merge module: stable, by (row, position)), and
+// one thread per (destination row hit, fiber) combines that row's sources in position order —
+// the same sequence as the per-fiber walk, with parallelism over rows too. Threads run over
+// (sorted position j, fiber o); those whose j does not start a row return at once.
+extern "C" __global__ void k_scatter_keys(const i64 n, const I* x, const i64 x0, const i64 xd,
+                                          const i64 size, const int wrap, SK* a) {
+    GRID_LOOP(k, n) {
+        i64 v = (i64)x[x0 + k * xd];
+        if (wrap && v < 0) v += size;
+        SK s;
+        s.key = (u64)v;
+        s.pos = (unsigned int)k;
+        s.pad = 0;
+        a[k] = s;
+    }
+}
+extern "C" __global__ void k_scatter_sorted(const Geo g, const i64 m, const Str sd,
+                                            const Str ss, const i64 n, const i64 sa, T* dst,
+                                            const T* src, const SK* keys, const i64 stride,
+                                            const int has_init, const u64 init_bits,
+                                            const int use_alpha, const u64 alpha_bits) {
+    const T init = from_bits<T>(init_bits);
+    const T alpha = from_bits<T>(alpha_bits);
+    (void)alpha;
+    (void)use_alpha;
+    GRID_LOOP(t, n * m) {
+        const i64 j = t / m, o = t - j * m;
+        const u64 v = keys[j].key;
+        if (j > 0 && keys[j - 1].key == v) continue;
+        i64 d0, s0;
+        at2(g, sd, ss, o, d0, s0);
+        T* p = dst + d0 + (i64)v * stride;
+        T d = has_init ? init : *p;
+        for (i64 q = j; q < n && keys[q].key == v; ++q) {
+            const T s = src[s0 + (i64)keys[q].pos * sa];
+            d = COMBINE(d, s);
+        }
+        *p = d;
+    }
+}
 #endif
 
 #ifdef WANT_EXTREMA

@@ -24,3 +24,34 @@ template <class V> __device__ __forceinline__ V from_bits(u64 b) {
     memcpy(&v, &b, sizeof(V));
     return v;
 }
+
+// Offsets of two operands at linear position i of g.
+__device__ __forceinline__ void at2(const Geo& g, const Str& a, const Str& b, i64 i, i64& oa,
+                                    i64& ob) {
+    i64 xa = a.off, xb = b.off;
+    for (int d = g.ndim - 1; d > 0; --d) {
+        i64 n = g.size[d];
+        i64 q = i / n;
+        i64 r = i - q * n;
+        xa += r * a.st[d];
+        xb += r * b.st[d];
+        i = q;
+    }
+    oa = xa + i * a.st[0];
+    ob = xb + i * b.st[0];
+}
+
+// A sort key with its position (see sort.cu): unique, so any sort of SKs is the stable one.
+struct SK { u64 key; unsigned int pos; unsigned int pad; };
+
+__device__ __forceinline__ bool sk_less(const SK a, const SK b) {
+    return a.key < b.key || (a.key == b.key && a.pos < b.pos);
+}
+// Above every real SK (rows are shorter than 2^32 - 1, so no position is all ones).
+__device__ __forceinline__ SK sk_max() {
+    SK s;
+    s.key = ~0ull;
+    s.pos = 0xffffffffu;
+    s.pad = 0;
+    return s;
+}

@@ -24,19 +24,7 @@ __device__ __forceinline__ u64 fkey(u64 b, const u64 S, const u64 INF) {
     return (b & S) ? (~b & M) : (b | S);
 }
 
-struct SK { u64 key; unsigned int pos; unsigned int pad; };
-
-__device__ __forceinline__ bool sk_less(const SK a, const SK b) {
-    return a.key < b.key || (a.key == b.key && a.pos < b.pos);
-}
-// Above every real SK (rows are shorter than 2^32 - 1, so no position is all ones).
-__device__ __forceinline__ SK sk_max() {
-    SK s;
-    s.key = ~0ull;
-    s.pos = 0xffffffffu;
-    s.pad = 0;
-    return s;
-}
+// SK, sk_less and sk_max are in index_common.cuh.
 
 #define TILE 2048
 #define SORT_THREADS 512
