@@ -440,11 +440,31 @@ pub fn scatter_ref(
         q[d] = j;
         targets.push((ravel(&q, &xs), value(&c)));
     }
+    // integer accumulators are kept exactly: a wrapped i64 product is not exact in f64
+    let dt = base.dtype;
+    let int = !dt.is_float() && dt != DType::Bool;
+    let mut exact: Vec<i128> = if int {
+        out.iter().map(|&v| v as i128).collect()
+    } else {
+        vec![]
+    };
     for (t, v) in targets {
-        if hits[t] == 0 && !include_self && comb != Comb::Assign {
+        let first = hits[t] == 0 && !include_self && comb != Comb::Assign;
+        if int {
+            let (a, v) = (exact[t], v as i128);
+            exact[t] = match comb {
+                _ if first => v,
+                Comb::Assign => v,
+                Comb::Add => wrap_int(a + v, dt),
+                Comb::Prod => wrap_int(a * v, dt),
+                Comb::Amax => a.max(v),
+                Comb::Amin => a.min(v),
+            };
+            out[t] = exact[t] as f64;
+        } else if first {
             out[t] = v;
         } else {
-            out[t] = step(comb, out[t], v, base.dtype);
+            out[t] = step(comb, out[t], v, dt);
         }
         hits[t] += 1;
     }

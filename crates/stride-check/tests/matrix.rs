@@ -56,3 +56,49 @@ fn sampled_matrix_passes_on_cpu() {
         );
     }
 }
+
+/// An `_out` output is planned for the shape it will have, not its operands' broadcast shape:
+/// a gather's output (`index_select`, `embedding`, …) gets every layout kind, transposed
+/// included, although its operands' shapes don't broadcast.
+#[test]
+fn index_out_outputs_get_every_layout_kind() {
+    use stride_check::runner::scenarios;
+    let mut checked = 0;
+    for op in registry::all()
+        .iter()
+        .filter(|o| o.family == stride_check::Family::Index && o.out.is_some())
+    {
+        // (an embedding weight is 2-D)
+        let base = if op.name == "embedding" {
+            vec![4, 6]
+        } else {
+            vec![4, 5, 6]
+        };
+        let mut ctx = stride_check::SampleCtx::new(stride_core::DType::F32, base, 7);
+        let sample = (op.sampler)(&mut ctx).remove(0);
+        for kind in LayoutKind::ALL {
+            // a 1-D output (masked_select) has no transposed/permuted layout, a 2-D one no
+            // permuted; no output here has a size-1 dim
+            let skip = match kind {
+                LayoutKind::Transposed => op.name == "masked_select",
+                LayoutKind::Permuted => ["masked_select", "take"].contains(&op.name),
+                LayoutKind::UnitStrides => true,
+                _ => false,
+            };
+            if skip {
+                continue;
+            }
+            let planned = scenarios(op, stride_check::Form::Out, &sample, kind, true)
+                .iter()
+                .any(|(a, _)| a.out == Some(stride_check::LayoutChoice::Kind(kind)));
+            assert!(
+                planned,
+                "{} (out): no output in layout {}",
+                op.name,
+                kind.name()
+            );
+            checked += 1;
+        }
+    }
+    assert!(checked > 60, "{checked}");
+}

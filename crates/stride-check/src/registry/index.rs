@@ -1,7 +1,9 @@
-//! Index ops: gathers (`index_select gather take index embedding index_mask masked_select
-//! nonzero`), scatters (`scatter scatter_value scatter_add scatter_reduce index_add
-//! index_copy index_fill`, each functional and in place) and masked writes (`masked_fill
-//! masked_scatter`, both forms).
+//! Index ops: gathers (`index_select gather take index embedding masked_select`, each
+//! functional and `_out`; `index_mask nonzero`, functional), scatters (`scatter scatter_value
+//! scatter_add scatter_reduce index_add index_copy index_fill`, each functional, in place and
+//! `_out`) and masked writes (`masked_fill masked_scatter`, all three forms). `_out`
+//! destinations get every layout kind like any operand (poisoned, guarded), must have exactly
+//! the result's dtype, and on every error — out-of-range indices included — stay unchanged.
 //!
 //! Index operands come from [`index_arg`]: values drawn within the size of the dim they
 //! index (so they depend on another operand's shape), in **every** index dtype (i64, i32,
@@ -760,8 +762,14 @@ fn i64_result(_: &Sample) -> DType {
     DType::I64
 }
 
+/// An index-family entry. Destinations (in place and `_out`) must have exactly the result's
+/// dtype, PyTorch's rule for these ops (`index_select(..., out=)` of another dtype is an
+/// error, not a cast).
 fn op(name: &'static str, args: Vec<ArgSpec>, dtypes: &[DType]) -> OpInfo {
-    OpInfo::new(name, Family::Index).args(args).dtypes(dtypes)
+    OpInfo::new(name, Family::Index)
+        .args(args)
+        .dtypes(dtypes)
+        .exact_dest_dtype()
 }
 
 fn reduce_of(p: &Params) -> ScatterReduce {
@@ -785,7 +793,8 @@ pub fn ops() -> Vec<OpInfo> {
         )
         .sampler(vector_index_sampler(any, false, false))
         .reference(|c, a| ref_index_select(c, a, false))
-        .functional(move |a, p| a[0].t().index_select(dim(p), a[1].t())),
+        .functional(move |a, p| a[0].t().index_select(dim(p), a[1].t()))
+        .out(move |a, p, o| a[0].t().index_select_out(dim(p), a[1].t(), o)),
         op(
             "gather",
             vec![ArgSpec::tensor("self", any), idx("index")],
@@ -793,7 +802,8 @@ pub fn ops() -> Vec<OpInfo> {
         )
         .sampler(positional_sampler(any, false, false, false))
         .reference(ref_gather)
-        .functional(move |a, p| a[0].t().gather(dim(p), a[1].t())),
+        .functional(move |a, p| a[0].t().gather(dim(p), a[1].t()))
+        .out(move |a, p, o| a[0].t().gather_out(dim(p), a[1].t(), o)),
         op(
             "take",
             vec![ArgSpec::tensor("self", any), idx("index")],
@@ -808,7 +818,8 @@ pub fn ops() -> Vec<OpInfo> {
             };
             gather_along(&flat, 0, a[1].t(), true)
         })
-        .functional(|a, _| a[0].t().take(a[1].t())),
+        .functional(|a, _| a[0].t().take(a[1].t()))
+        .out(|a, _, o| a[0].t().take_out(a[1].t(), o)),
         op(
             "index",
             vec![ArgSpec::tensor("self", any), idx("index")],
@@ -823,7 +834,8 @@ pub fn ops() -> Vec<OpInfo> {
             let d = dim_param(c, x.shape.len())?;
             gather_along(x, d, a[1].t(), true)
         })
-        .functional(move |a, p| a[0].t().index(dim(p), a[1].t())),
+        .functional(move |a, p| a[0].t().index(dim(p), a[1].t()))
+        .out(move |a, p, o| a[0].t().index_out(dim(p), a[1].t(), o)),
         op(
             "embedding",
             vec![ArgSpec::tensor("weight", any), idx("indices")],
@@ -837,7 +849,8 @@ pub fn ops() -> Vec<OpInfo> {
             }
             gather_along(w, 0, a[1].t(), false)
         })
-        .functional(|a, _| a[0].t().embedding(a[1].t())),
+        .functional(|a, _| a[0].t().embedding(a[1].t()))
+        .out(|a, _, o| a[0].t().embedding_out(a[1].t(), o)),
         op(
             "index_mask",
             vec![ArgSpec::tensor("self", any), mask_arg],
@@ -853,7 +866,8 @@ pub fn ops() -> Vec<OpInfo> {
         )
         .sampler(mask_sampler(any, 1))
         .reference(|c, a| ref_masked(c, a, 1))
-        .functional(|a, _| a[0].t().masked_select(a[1].t())),
+        .functional(|a, _| a[0].t().masked_select(a[1].t()))
+        .out(|a, _, o| a[0].t().masked_select_out(a[1].t(), o)),
         op("nonzero", vec![ArgSpec::tensor("self", any)], ALL)
             .rule(DTypeRule::Custom(i64_result))
             .sampler(mask_sampler(any, 4))
@@ -867,7 +881,8 @@ pub fn ops() -> Vec<OpInfo> {
         .sampler(mask_sampler(special, 0))
         .reference(|c, a| ref_masked(c, a, 0))
         .functional(move |a, p| a[0].t().masked_fill(a[1].t(), sc(p)))
-        .inplace(move |a, p| a[0].t().masked_fill_(a[1].t(), sc(p))),
+        .inplace(move |a, p| a[0].t().masked_fill_(a[1].t(), sc(p)))
+        .out(move |a, p, o| a[0].t().masked_fill_out(a[1].t(), sc(p), o)),
         op(
             "masked_scatter",
             vec![
@@ -880,7 +895,8 @@ pub fn ops() -> Vec<OpInfo> {
         .sampler(mask_sampler(any, 2))
         .reference(|c, a| ref_masked(c, a, 2))
         .functional(|a, _| a[0].t().masked_scatter(a[1].t(), a[2].t()))
-        .inplace(|a, _| a[0].t().masked_scatter_(a[1].t(), a[2].t())),
+        .inplace(|a, _| a[0].t().masked_scatter_(a[1].t(), a[2].t()))
+        .out(|a, _, o| a[0].t().masked_scatter_out(a[1].t(), a[2].t(), o)),
         op(
             "scatter",
             vec![
@@ -893,7 +909,8 @@ pub fn ops() -> Vec<OpInfo> {
         .sampler(positional_sampler(any, true, false, false))
         .reference(|c, a| ref_scatter(c, a, Some(Comb::Assign), false))
         .functional(move |a, p| a[0].t().scatter(dim(p), a[1].t(), a[2].t()))
-        .inplace(move |a, p| a[0].t().scatter_(dim(p), a[1].t(), a[2].t())),
+        .inplace(move |a, p| a[0].t().scatter_(dim(p), a[1].t(), a[2].t()))
+        .out(move |a, p, o| a[0].t().scatter_out(dim(p), a[1].t(), a[2].t(), o)),
         op(
             "scatter_value",
             vec![ArgSpec::tensor("self", any), idx("index")],
@@ -902,7 +919,8 @@ pub fn ops() -> Vec<OpInfo> {
         .sampler(positional_sampler(any, false, true, false))
         .reference(|c, a| ref_scatter(c, a, Some(Comb::Assign), true))
         .functional(move |a, p| a[0].t().scatter_value(dim(p), a[1].t(), sc(p)))
-        .inplace(move |a, p| a[0].t().scatter_value_(dim(p), a[1].t(), sc(p))),
+        .inplace(move |a, p| a[0].t().scatter_value_(dim(p), a[1].t(), sc(p)))
+        .out(move |a, p, o| a[0].t().scatter_value_out(dim(p), a[1].t(), sc(p), o)),
         op(
             "scatter_add",
             vec![
@@ -916,7 +934,8 @@ pub fn ops() -> Vec<OpInfo> {
         .sampler(positional_sampler(any, true, false, false))
         .reference(|c, a| ref_scatter(c, a, Some(Comb::Add), false))
         .functional(move |a, p| a[0].t().scatter_add(dim(p), a[1].t(), a[2].t()))
-        .inplace(move |a, p| a[0].t().scatter_add_(dim(p), a[1].t(), a[2].t())),
+        .inplace(move |a, p| a[0].t().scatter_add_(dim(p), a[1].t(), a[2].t()))
+        .out(move |a, p, o| a[0].t().scatter_add_out(dim(p), a[1].t(), a[2].t(), o)),
         op(
             "scatter_reduce",
             vec![
@@ -946,6 +965,16 @@ pub fn ops() -> Vec<OpInfo> {
                 reduce_of(p),
                 int_param(p, 1) != 0,
             )
+        })
+        .out(move |a, p, o| {
+            a[0].t().scatter_reduce_out(
+                dim(p),
+                a[1].t(),
+                a[2].t(),
+                reduce_of(p),
+                int_param(p, 1) != 0,
+                o,
+            )
         }),
         op(
             "index_add",
@@ -963,6 +992,10 @@ pub fn ops() -> Vec<OpInfo> {
         .inplace(move |a, p| {
             a[0].t()
                 .index_add_(dim(p), a[1].t(), a[2].t(), p.scalars[0])
+        })
+        .out(move |a, p, o| {
+            a[0].t()
+                .index_add_out(dim(p), a[1].t(), a[2].t(), p.scalars[0], o)
         }),
         op(
             "index_copy",
@@ -976,7 +1009,8 @@ pub fn ops() -> Vec<OpInfo> {
         .sampler(source_sampler(any, false))
         .reference(|c, a| ref_index_source(c, a, 1))
         .functional(move |a, p| a[0].t().index_copy(dim(p), a[1].t(), a[2].t()))
-        .inplace(move |a, p| a[0].t().index_copy_(dim(p), a[1].t(), a[2].t())),
+        .inplace(move |a, p| a[0].t().index_copy_(dim(p), a[1].t(), a[2].t()))
+        .out(move |a, p, o| a[0].t().index_copy_out(dim(p), a[1].t(), a[2].t(), o)),
         op(
             "index_fill",
             vec![ArgSpec::tensor("self", any), idx("index")],
@@ -985,6 +1019,7 @@ pub fn ops() -> Vec<OpInfo> {
         .sampler(vector_index_sampler(any, true, true))
         .reference(|c, a| ref_index_source(c, a, 2))
         .functional(move |a, p| a[0].t().index_fill(dim(p), a[1].t(), sc(p)))
-        .inplace(move |a, p| a[0].t().index_fill_(dim(p), a[1].t(), sc(p))),
+        .inplace(move |a, p| a[0].t().index_fill_(dim(p), a[1].t(), sc(p)))
+        .out(move |a, p, o| a[0].t().index_fill_out(dim(p), a[1].t(), sc(p), o)),
     ]
 }

@@ -8,7 +8,7 @@
 //! | [`copy`] | `to_dtype` (every pair), `contiguous`, `clone`, `clone.contiguous` |
 //! | [`creation`] | `zeros` … `eye`, `*_like` in both memory formats |
 //! | [`views`] | `transpose` … `reshape` |
-//! | [`index`] | `index_select gather take index embedding index_mask masked_select nonzero masked_fill masked_scatter scatter scatter_value scatter_add scatter_reduce index_add index_copy index_fill` |
+//! | [`index`] | `index_select gather take index embedding index_mask masked_select nonzero masked_fill masked_scatter scatter scatter_value scatter_add scatter_reduce index_add index_copy index_fill` (`_out` forms for all but `index_mask nonzero`) |
 //! | [`join`] | `cat stack` (+`_out`), `split/chunk/unbind/split_with_sizes` (`.first`, `.last`), `repeat tile repeat_interleave(.tensor) flip roll tril triu pad`, `meshgrid.0/1/2` |
 //! | [`matmul`] | `matmul mm bmm dot outer` |
 //! | [`sort`] | `sort argsort topk kthvalue` (values, `.indices`), `unique` (`.inverse`, `.counts`), `searchsorted bincount histc` |

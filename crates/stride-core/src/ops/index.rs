@@ -25,11 +25,11 @@
 //! - **Dtypes**: sources must have `self`'s dtype (as PyTorch requires); scalar values are
 //!   cast to `self`'s dtype, as `fill` does.
 
-use super::output::check_out;
+use super::output::{check_out, check_out_exact};
 use crate::autograd::formulas::index::{self as grad, untracked, Scatter};
-use crate::autograd::record::in_place;
+use crate::autograd::record::{in_place, unrecorded_out};
 use crate::backend::index::{self as prim, IndexDim, ScatterOp, INDEX_DTYPES};
-use crate::backend::{TernaryOp, View};
+use crate::backend::{self, TernaryOp, View};
 use crate::cpu::index::bad_index_dtype;
 use crate::ops::elementwise::ternary;
 use crate::ops::output::Dest;
@@ -209,13 +209,57 @@ fn view<'a>(t: &'a Tensor, layout: &'a Layout) -> View<'a> {
 // ---------------------------------------------------------------------------------------------
 // gathers
 
+/// The layout of `t` with a 0-d tensor seen as 1-d of size 1 (see [`nonempty_dims`]).
+fn nonempty_layout(t: &Tensor) -> Layout {
+    let (shape, strides) = nonempty_dims(t);
+    Layout::new(shape, strides, t.storage_offset())
+}
+
+/// Runs a gather-like primitive (`launch` writes every element of the tensor it is given,
+/// through that tensor's layout) so that the result lands in `dest`: a fresh row-major tensor,
+/// or the caller's `out` — checked first (shape, exact dtype, device, no overlapping
+/// elements), written through its layout. An `out` that shares memory with an input is
+/// written through a temporary that is copied back (a gather reads other positions than the
+/// one it writes).
+fn deliver_gather(
+    op: &'static str,
+    dest: Dest,
+    inputs: &[&Tensor],
+    shape: &[usize],
+    dtype: DType,
+    device: Device,
+    launch: impl FnOnce(&Tensor) -> Result<()>,
+) -> Result<Tensor> {
+    match dest {
+        Dest::New => {
+            let out = Tensor::alloc_contiguous(shape, dtype, &device)?;
+            launch(&out)?;
+            Ok(out)
+        }
+        Dest::Into(out) => {
+            check_out_exact(op, out, shape, dtype, device)?;
+            if inputs.iter().any(|t| t.shares_storage_with(out)) {
+                let tmp = Tensor::alloc_contiguous(shape, dtype, &device)?;
+                launch(&tmp)?;
+                backend::copy_cast(tmp.view_ref(), out.view_ref())?;
+            } else {
+                launch(out)?;
+            }
+            out.storage().bump_version();
+            Ok(out.clone())
+        }
+    }
+}
+
 /// `out = x[(:,)*d, idx]`: the output's shape is `x.shape[..d] ++ idx.shape ++ x.shape[d+1..]`.
+/// Records a backward node only for a fresh result (`_out` forms are not differentiable).
 fn gather_along(
     op: &'static str,
     x: &Tensor,
     d: usize,
     idx: &Tensor,
     wrap: bool,
+    dest: Dest,
 ) -> Result<Tensor> {
     check_index_dtype(op, idx)?;
     check_devices(op, x, &[idx])?;
@@ -244,18 +288,25 @@ fn gather_along(
         stride: xt[d],
         wrap,
     };
+    if let Dest::Into(out) = dest {
+        // before the index check, so that a wrong output is named first
+        check_out_exact(op, out, &shape, x.dtype(), x.device())?;
+    }
     if shape.contains(&0) {
         check_index_values(idx, &at)?;
     }
-    let out = Tensor::alloc_contiguous(&shape, x.dtype(), &x.device())?;
-    prim::gather(view(x, &src_l), view(idx, &idx_l), at, out.view_ref())?;
-    let name = match op {
-        "index_select" => "IndexSelectBackward",
-        "take" => "TakeBackward",
-        "embedding" => "EmbeddingBackward",
-        _ => "IndexBackward",
-    };
-    grad::record_gather_along(name, x, d, idx, wrap, &out)?;
+    let out = deliver_gather(op, dest, &[x, idx], &shape, x.dtype(), x.device(), |o| {
+        prim::gather(view(x, &src_l), view(idx, &idx_l), at, o.view_ref())
+    })?;
+    if matches!(dest, Dest::New) {
+        let name = match op {
+            "index_select" => "IndexSelectBackward",
+            "take" => "TakeBackward",
+            "embedding" => "EmbeddingBackward",
+            _ => "IndexBackward",
+        };
+        grad::record_gather_along(name, x, d, idx, wrap, &out)?;
+    }
     Ok(out)
 }
 
@@ -273,6 +324,31 @@ impl Tensor {
     /// # Ok::<(), stride_core::Error>(())
     /// ```
     pub fn index_select(&self, dim: i64, index: &Tensor) -> Result<Tensor> {
+        self.index_select_impl(dim, index, Dest::New)
+    }
+    /// [`Tensor::index_select`] written into `out` (PyTorch's `index_select(..., out=)`):
+    /// `out` must have the result's shape and exactly `self`'s dtype, in any layout whose
+    /// elements don't share memory; it is written through that layout. Everything (indices
+    /// included) is checked before anything is written, so an error leaves `out` unchanged.
+    /// Like every `_out` form, refused while an input requires grad. Returns `out`.
+    ///
+    /// ```
+    /// use stride_core::{DType, Device, Tensor};
+    /// let x = Tensor::from_vec((0..6).map(|v| v as f32).collect::<Vec<_>>(), [3, 2])?;
+    /// let i = Tensor::from_vec(vec![2i64, 0], [2])?;
+    /// // a transposed output: written through its strides
+    /// let out = Tensor::zeros([2, 2], DType::F32, &Device::Cpu)?.t()?;
+    /// x.index_select_out(0, &i, &out)?;
+    /// assert_eq!(out.to_vec::<f32>()?, vec![4., 5., 0., 1.]);
+    /// # Ok::<(), stride_core::Error>(())
+    /// ```
+    pub fn index_select_out(&self, dim: i64, index: &Tensor, out: &Tensor) -> Result<Tensor> {
+        unrecorded_out("index_select", &[self, index], || {
+            self.index_select_impl(dim, index, Dest::Into(out))
+        })
+    }
+
+    fn index_select_impl(&self, dim: i64, index: &Tensor, dest: Dest) -> Result<Tensor> {
         let op = "index_select";
         let d = wrap_dim(op, dim, self.dim())?;
         check_index_dtype(op, index)?;
@@ -285,9 +361,18 @@ impl Tensor {
                     format!("a 0-d tensor can be indexed by exactly 1 index, got {n}"),
                 ));
             }
-            return gather_along(op, &self.reshape(&[1])?, 0, &idx, false)?.reshape(&[]);
+            let x1 = self.reshape(&[1])?;
+            return match dest {
+                Dest::New => gather_along(op, &x1, 0, &idx, false, Dest::New)?.reshape(&[]),
+                Dest::Into(out) => {
+                    check_out_exact(op, out, &[], self.dtype(), self.device())?;
+                    let o1 = out.with_layout(nonempty_layout(out));
+                    gather_along(op, &x1, 0, &idx, false, Dest::Into(&o1))?;
+                    Ok(out.clone())
+                }
+            };
         }
-        gather_along(op, self, d, &idx, false)
+        gather_along(op, self, d, &idx, false, dest)
     }
 
     /// PyTorch's `gather`: `out[p] = self[p with p[dim] = index[p]]`. `index` has `self`'s
@@ -298,6 +383,28 @@ impl Tensor {
     /// layout — an expanded index costs nothing (a run along which it is constant is one row
     /// copy).
     pub fn gather(&self, dim: i64, index: &Tensor) -> Result<Tensor> {
+        self.gather_impl(dim, index, Dest::New)
+    }
+    /// [`Tensor::gather`] written into `out` (`index`'s shape, exactly `self`'s dtype, any
+    /// non-overlapping layout), checked before anything is written (see
+    /// [`Tensor::index_select_out`]). Returns `out`.
+    ///
+    /// ```
+    /// use stride_core::{DType, Device, Tensor};
+    /// let x = Tensor::from_vec(vec![1i64, 2, 3, 4], [2, 2])?;
+    /// let i = Tensor::from_vec(vec![1i64, 0, 0, 0], [2, 2])?;
+    /// let out = Tensor::zeros([2, 2], DType::I64, &Device::Cpu)?;
+    /// x.gather_out(1, &i, &out)?;
+    /// assert_eq!(out.to_vec::<i64>()?, vec![2, 1, 3, 3]);
+    /// # Ok::<(), stride_core::Error>(())
+    /// ```
+    pub fn gather_out(&self, dim: i64, index: &Tensor, out: &Tensor) -> Result<Tensor> {
+        unrecorded_out("gather", &[self, index], || {
+            self.gather_impl(dim, index, Dest::Into(out))
+        })
+    }
+
+    fn gather_impl(&self, dim: i64, index: &Tensor, dest: Dest) -> Result<Tensor> {
         let op = "gather";
         let d = wrap_dim(op, dim, self.dim())?;
         check_index_dtype(op, index)?;
@@ -316,15 +423,22 @@ impl Tensor {
             stride: xt[d],
             wrap: false,
         };
-        let out = Tensor::alloc_contiguous(index.shape(), self.dtype(), &self.device())?;
-        let out_l = Layout::contiguous(&is);
-        prim::gather(
-            view(self, &src_l),
-            view(index, &idx_l),
-            at,
-            view(&out, &out_l),
+        let (dtype, device) = (self.dtype(), self.device());
+        let out = deliver_gather(
+            op,
+            dest,
+            &[self, index],
+            index.shape(),
+            dtype,
+            device,
+            |o| {
+                let out_l = nonempty_layout(o);
+                prim::gather(view(self, &src_l), view(index, &idx_l), at, view(o, &out_l))
+            },
         )?;
-        grad::record_gather(self, d, index, &out)?;
+        if matches!(dest, Dest::New) {
+            grad::record_gather(self, d, index, &out)?;
+        }
         Ok(out)
     }
 
@@ -332,7 +446,31 @@ impl Tensor {
     /// has `index`'s shape). Negative indices count from the end (PyTorch's `take`). A
     /// non-contiguous `self` is flattened by a copy first (as `reshape`).
     pub fn take(&self, index: &Tensor) -> Result<Tensor> {
-        gather_along("take", &self.reshape(&[-1])?, 0, index, true)
+        gather_along("take", &self.reshape(&[-1])?, 0, index, true, Dest::New)
+    }
+    /// [`Tensor::take`] written into `out` (`index`'s shape, exactly `self`'s dtype, any
+    /// non-overlapping layout), checked before anything is written. Returns `out`.
+    ///
+    /// ```
+    /// use stride_core::{DType, Device, Tensor};
+    /// let x = Tensor::from_vec(vec![10i32, 20, 30, 40], [2, 2])?;
+    /// let i = Tensor::from_vec(vec![-1i64, 0, 2], [3])?;
+    /// let out = Tensor::zeros([3], DType::I32, &Device::Cpu)?;
+    /// x.take_out(&i, &out)?;
+    /// assert_eq!(out.to_vec::<i32>()?, vec![40, 10, 30]);
+    /// # Ok::<(), stride_core::Error>(())
+    /// ```
+    pub fn take_out(&self, index: &Tensor, out: &Tensor) -> Result<Tensor> {
+        unrecorded_out("take", &[self, index], || {
+            gather_along(
+                "take",
+                &self.reshape(&[-1])?,
+                0,
+                index,
+                true,
+                Dest::Into(out),
+            )
+        })
     }
 
     /// Advanced indexing with an index tensor on one dim, PyTorch's `x[:, idx]` for `dim = 1`:
@@ -349,6 +487,28 @@ impl Tensor {
     /// # Ok::<(), stride_core::Error>(())
     /// ```
     pub fn index(&self, dim: i64, index: &Tensor) -> Result<Tensor> {
+        self.index_impl(dim, index, Dest::New)
+    }
+    /// [`Tensor::index`] written into `out` (PyTorch's `index.Tensor_out`): the result's
+    /// shape, exactly `self`'s dtype, any non-overlapping layout; checked before anything is
+    /// written. Returns `out`.
+    ///
+    /// ```
+    /// use stride_core::{DType, Device, Tensor};
+    /// let x = Tensor::from_vec(vec![1u8, 2, 3, 4, 5, 6], [2, 3])?;
+    /// let i = Tensor::from_vec(vec![-1i64, 0], [2])?;
+    /// let out = Tensor::zeros([2, 2], DType::U8, &Device::Cpu)?;
+    /// x.index_out(1, &i, &out)?;
+    /// assert_eq!(out.to_vec::<u8>()?, vec![3, 1, 6, 4]);
+    /// # Ok::<(), stride_core::Error>(())
+    /// ```
+    pub fn index_out(&self, dim: i64, index: &Tensor, out: &Tensor) -> Result<Tensor> {
+        unrecorded_out("index", &[self, index], || {
+            self.index_impl(dim, index, Dest::Into(out))
+        })
+    }
+
+    fn index_impl(&self, dim: i64, index: &Tensor, dest: Dest) -> Result<Tensor> {
         let op = "index";
         if self.dim() == 0 {
             return Err(Error::invalid(
@@ -357,13 +517,35 @@ impl Tensor {
             ));
         }
         let d = wrap_dim(op, dim, self.dim())?;
-        gather_along(op, self, d, index, true)
+        gather_along(op, self, d, index, true, dest)
     }
 
     /// Embedding lookup with `self` as the `[num_embeddings, dim]` weight: the rows at
     /// `indices` (any shape), giving `indices.shape ++ [dim]` (PyTorch's
     /// `F.embedding(indices, weight)`). Negative indices are out of range.
     pub fn embedding(&self, indices: &Tensor) -> Result<Tensor> {
+        self.embedding_impl(indices, Dest::New)
+    }
+    /// [`Tensor::embedding`] written into `out` (`indices.shape ++ [dim]`, exactly the
+    /// weight's dtype, any non-overlapping layout), checked before anything is written — the
+    /// lookup of a model's inference loop without an allocation per step. Returns `out`.
+    ///
+    /// ```
+    /// use stride_core::{DType, Device, Tensor};
+    /// let w = Tensor::from_vec(vec![0.0f32, 0.5, 1.0, 1.5, 2.0, 2.5], [3, 2])?;
+    /// let ids = Tensor::from_vec(vec![2u32, 2, 0], [3])?;
+    /// let out = Tensor::zeros([3, 2], DType::F32, &Device::Cpu)?;
+    /// w.embedding_out(&ids, &out)?;
+    /// assert_eq!(out.to_vec::<f32>()?, vec![2.0, 2.5, 2.0, 2.5, 0.0, 0.5]);
+    /// # Ok::<(), stride_core::Error>(())
+    /// ```
+    pub fn embedding_out(&self, indices: &Tensor, out: &Tensor) -> Result<Tensor> {
+        unrecorded_out("embedding", &[self, indices], || {
+            self.embedding_impl(indices, Dest::Into(out))
+        })
+    }
+
+    fn embedding_impl(&self, indices: &Tensor, dest: Dest) -> Result<Tensor> {
         let op = "embedding";
         if self.dim() != 2 {
             return Err(Error::invalid(
@@ -374,7 +556,7 @@ impl Tensor {
                 ),
             ));
         }
-        gather_along(op, self, 0, indices, false)
+        gather_along(op, self, 0, indices, false, dest)
     }
 
     /// Boolean-mask indexing, PyTorch's `x[mask]`: `mask`'s shape must equal `self`'s leading
@@ -397,7 +579,7 @@ impl Tensor {
         let positions = mask.reshape(&[-1])?.nonzero()?.reshape(&[-1])?;
         let mut shape = vec![rows as i64];
         shape.extend(self.shape()[k..].iter().map(|&s| s as i64));
-        gather_along(op, &self.reshape(&shape)?, 0, &positions, false)
+        gather_along(op, &self.reshape(&shape)?, 0, &positions, false, Dest::New)
     }
 }
 
@@ -456,9 +638,24 @@ fn check_positions(
 
 // ---------------------------------------------------------------------------------------------
 // scatters
+//
+// Every scatter has three forms. The in-place form (`scatter_`) writes through `self`; the
+// functional form (`scatter`) runs the in-place kernel on a clone of `self`; the `_out` form
+// runs it on `out` with `base = Some(self)`: after every check (indices included) `self` is
+// copied into `out`, then the scatter writes through `out`'s layout — so an error leaves `out`
+// unchanged, and the only extra pass is the copy PyTorch's `out=` overloads make too.
+
+/// `base` copied into `dst` through `dst`'s layout (nothing to do when `base` is `dst`).
+fn copy_base(op: &'static str, base: &Tensor, dst: &Tensor) -> Result<()> {
+    if base.storage().same(dst.storage()) && base.layout() == dst.layout() {
+        return Ok(());
+    }
+    super::output::copy_into(op, base, dst)
+}
 
 /// One scatter into `dst` (written through its layout): `index` and `src` laid out over the
-/// positions' shape, axis `d`.
+/// positions' shape, axis `d`. With `base` (the `_out` forms), `base` is copied into `dst`
+/// once everything has been checked, just before the scatter.
 #[allow(clippy::too_many_arguments)]
 fn scatter_into(
     op: &'static str,
@@ -471,8 +668,17 @@ fn scatter_into(
     sop: ScatterOp,
     include_self: bool,
     wrap: bool,
+    base: Option<&Tensor>,
 ) -> Result<()> {
     check_out(op, dst, dst.shape(), dst.dtype(), dst.device())?;
+    if sop != ScatterOp::Assign && dst.dtype() == DType::Bool {
+        // the primitive refuses this too, but only after `base` would have been copied
+        return Err(Error::UnsupportedDType {
+            op,
+            dtype: DType::Bool,
+            hint: "; reducing scatters take numeric tensors (convert with to_dtype)".into(),
+        });
+    }
     let (xs, xt) = nonempty_dims(dst);
     let mut strides = xt.clone();
     strides[d] = 0;
@@ -484,7 +690,12 @@ fn scatter_into(
         stride: xt[d],
         wrap,
     };
-    if idx_l.shape().contains(&0) {
+    if let Some(b) = base {
+        // the primitive checks the indices before its first write, but the copy of `base`
+        // comes before the primitive: check them all here (one pass over the index)
+        check_index_values(index, &at)?;
+        copy_base(op, b, dst)?;
+    } else if idx_l.shape().contains(&0) {
         check_index_values(index, &at)?;
     }
     prim::scatter(
@@ -560,7 +771,53 @@ fn index_source_check(
     Ok((d, unalias(index, dst)?, ss))
 }
 
+/// `index_add`'s alpha: a float alpha for an integer tensor is an error (as PyTorch).
+fn check_alpha(op: &'static str, dtype: DType, alpha: Scalar) -> Result<()> {
+    if !dtype.is_float() && matches!(alpha, Scalar::Float(_)) {
+        return Err(Error::invalid(
+            op,
+            format!(
+                "alpha must be an integer for a {dtype} tensor, got {}",
+                alpha.to_f64()
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// The `ScatterOp` of a `scatter_reduce` reduction (`mean` sums, then divides).
+fn reduce_op(reduce: ScatterReduce) -> ScatterOp {
+    match reduce {
+        ScatterReduce::Sum | ScatterReduce::Mean => ScatterOp::Add {
+            alpha: Scalar::Int(1),
+        },
+        ScatterReduce::Prod => ScatterOp::Prod,
+        ScatterReduce::Amax => ScatterOp::Amax,
+        ScatterReduce::Amin => ScatterOp::Amin,
+    }
+}
+
 impl Tensor {
+    /// The shared frame of the scatter-family `_out` forms: refused under recording, `out`
+    /// checked (`self`'s shape, exactly `self`'s dtype, device, no overlapping elements), then
+    /// `run` (the in-place kernel on `out` with `base = self`). Returns `out`.
+    fn scatter_family_out(
+        &self,
+        op: &'static str,
+        out: &Tensor,
+        others: &[&Tensor],
+        run: impl FnOnce() -> Result<()>,
+    ) -> Result<Tensor> {
+        let mut inputs = vec![self];
+        inputs.extend_from_slice(others);
+        unrecorded_out(op, &inputs, || {
+            check_devices(op, self, others)?;
+            check_out_exact(op, out, self.shape(), self.dtype(), self.device())?;
+            run()?;
+            Ok(out.clone())
+        })
+    }
+
     /// PyTorch's `scatter_(dim, index, src)`: `self[p with p[dim] = index[p]] = src[p]` for
     /// every position `p` of `index`, written through `self`'s layout. `index` has `self`'s
     /// number of dims and is no larger than `src` (nor than `self` off `dim`). All indices
@@ -575,7 +832,7 @@ impl Tensor {
             self,
             &[src],
             || {
-                self.scatter_op_("scatter_", dim, index, src, ScatterOp::Assign, true)?;
+                self.scatter_op_("scatter_", dim, index, src, ScatterOp::Assign, true, None)?;
                 Ok(self.clone())
             },
             |orig| orig.scatter(dim, index, src),
@@ -585,12 +842,41 @@ impl Tensor {
     pub fn scatter(&self, dim: i64, index: &Tensor, src: &Tensor) -> Result<Tensor> {
         let out = untracked(|| {
             let out = self.clone_tensor()?;
-            out.scatter_op_("scatter", dim, index, src, ScatterOp::Assign, true)?;
+            out.scatter_op_("scatter", dim, index, src, ScatterOp::Assign, true, None)?;
             Ok(out)
         })?;
         let d = wrap_dim("scatter", dim, self.dim())?;
         grad::record_scatter(Scatter::Assign, self, d, index, src, &out)?;
         Ok(out)
+    }
+    /// [`Tensor::scatter`] written into `out` (PyTorch's `scatter(..., out=)`): `out` gets
+    /// `self`'s values, then the scatter, through `out`'s layout. `out` must have `self`'s
+    /// shape and exactly its dtype, in any layout whose elements don't share memory (it may
+    /// be `self` itself, which makes this [`Tensor::scatter_`]). Everything, every index
+    /// included, is checked before anything is written: an error leaves `out` unchanged.
+    /// Refused while an input requires grad (as every `_out` form). Returns `out`.
+    ///
+    /// ```
+    /// use stride_core::{DType, Device, Tensor};
+    /// let x = Tensor::zeros([2, 3], DType::F32, &Device::Cpu)?;
+    /// let i = Tensor::from_vec(vec![2i64, 0], [2, 1])?;
+    /// let src = Tensor::from_vec(vec![1.0f32, 2.0], [2, 1])?;
+    /// let out = Tensor::full([2, 3], 9.0, DType::F32, &Device::Cpu)?;
+    /// x.scatter_out(1, &i, &src, &out)?;
+    /// assert_eq!(out.to_vec::<f32>()?, vec![0., 0., 1., 2., 0., 0.]);
+    /// # Ok::<(), stride_core::Error>(())
+    /// ```
+    pub fn scatter_out(
+        &self,
+        dim: i64,
+        index: &Tensor,
+        src: &Tensor,
+        out: &Tensor,
+    ) -> Result<Tensor> {
+        let op = "scatter";
+        self.scatter_family_out(op, out, &[index, src], || {
+            out.scatter_op_(op, dim, index, src, ScatterOp::Assign, true, Some(self))
+        })
     }
     /// PyTorch's `scatter_(dim, index, value)`: writes a scalar (or 0-d tensor) value at the
     /// indexed positions.
@@ -606,7 +892,7 @@ impl Tensor {
             self,
             &operand_tensors(&value),
             || {
-                self.scatter_value_op("scatter_", dim, index, value, ScatterOp::Assign)?;
+                self.scatter_value_op("scatter_", dim, index, value, ScatterOp::Assign, None)?;
                 Ok(self.clone())
             },
             |orig| orig.scatter_value(dim, index, value),
@@ -622,7 +908,7 @@ impl Tensor {
         let value = value.into();
         let out = untracked(|| {
             let out = self.clone_tensor()?;
-            out.scatter_value_op("scatter", dim, index, value, ScatterOp::Assign)?;
+            out.scatter_value_op("scatter", dim, index, value, ScatterOp::Assign, None)?;
             Ok(out)
         })?;
         let d = wrap_dim("scatter", dim, self.dim())? as i64;
@@ -635,6 +921,33 @@ impl Tensor {
             move |g| g.scatter_value(d, &idx, 0.0),
         )?;
         Ok(out)
+    }
+    /// [`Tensor::scatter_value`] written into `out` (`self`'s shape, exactly its dtype, any
+    /// non-overlapping layout; see [`Tensor::scatter_out`]). Returns `out`.
+    ///
+    /// ```
+    /// use stride_core::{DType, Device, Tensor};
+    /// let x = Tensor::from_vec(vec![1i64, 2, 3, 4], [4])?;
+    /// let i = Tensor::from_vec(vec![3u32, 0], [2])?;
+    /// let out = Tensor::zeros([4], DType::I64, &Device::Cpu)?;
+    /// x.scatter_value_out(0, &i, 7i64, &out)?;
+    /// assert_eq!(out.to_vec::<i64>()?, vec![7, 2, 3, 7]);
+    /// # Ok::<(), stride_core::Error>(())
+    /// ```
+    pub fn scatter_value_out<'a>(
+        &self,
+        dim: i64,
+        index: &Tensor,
+        value: impl Into<Operand<'a>>,
+        out: &Tensor,
+    ) -> Result<Tensor> {
+        let op = "scatter";
+        let value = value.into();
+        let mut others = vec![index];
+        others.extend(operand_tensors(&value));
+        self.scatter_family_out(op, out, &others, || {
+            out.scatter_value_op(op, dim, index, value, ScatterOp::Assign, Some(self))
+        })
     }
     /// PyTorch's `scatter_add_`: `self[p with p[dim] = index[p]] += src[p]`. Duplicates
     /// accumulate in logical order, so the result is the same on every run and for any
@@ -650,7 +963,7 @@ impl Tensor {
             self,
             &[src],
             || {
-                self.scatter_op_("scatter_add_", dim, index, src, add, true)?;
+                self.scatter_op_("scatter_add_", dim, index, src, add, true, None)?;
                 Ok(self.clone())
             },
             |orig| orig.scatter_add(dim, index, src),
@@ -667,6 +980,35 @@ impl Tensor {
         grad::record_scatter(Scatter::Add, self, d, index, src, &out)?;
         Ok(out)
     }
+    /// [`Tensor::scatter_add`] written into `out` (`self`'s shape, exactly its dtype, any
+    /// non-overlapping layout; see [`Tensor::scatter_out`]): `out = self`, then the sources
+    /// are added in logical order (deterministic, as [`Tensor::scatter_add_`]). Returns `out`.
+    ///
+    /// ```
+    /// use stride_core::{DType, Device, Tensor};
+    /// let x = Tensor::ones([3], DType::F32, &Device::Cpu)?;
+    /// let i = Tensor::from_vec(vec![0i64, 2, 0], [3])?;
+    /// let src = Tensor::from_vec(vec![1.0f32, 2.0, 3.0], [3])?;
+    /// let out = Tensor::zeros([3], DType::F32, &Device::Cpu)?;
+    /// x.scatter_add_out(0, &i, &src, &out)?;
+    /// assert_eq!(out.to_vec::<f32>()?, vec![5., 1., 3.]);
+    /// # Ok::<(), stride_core::Error>(())
+    /// ```
+    pub fn scatter_add_out(
+        &self,
+        dim: i64,
+        index: &Tensor,
+        src: &Tensor,
+        out: &Tensor,
+    ) -> Result<Tensor> {
+        let op = "scatter_add";
+        let add = ScatterOp::Add {
+            alpha: Scalar::Int(1),
+        };
+        self.scatter_family_out(op, out, &[index, src], || {
+            out.scatter_op_(op, dim, index, src, add, true, Some(self))
+        })
+    }
     /// PyTorch's `scatter_reduce_(dim, index, src, reduce, include_self)`. With
     /// `include_self == false` the old value of every destination that is hit is left out
     /// (destinations that are not hit keep it). `amax`/`amin` propagate NaN; `mean` floors for
@@ -681,34 +1023,30 @@ impl Tensor {
         reduce: ScatterReduce,
         include_self: bool,
     ) -> Result<Tensor> {
+        let op = "scatter_reduce_";
         in_place(
-            "scatter_reduce_",
+            op,
             self,
             &[src],
-            || self.scatter_reduce_raw(dim, index, src, reduce, include_self),
+            || self.scatter_reduce_raw(op, dim, index, src, reduce, include_self, None),
             |orig| orig.scatter_reduce(dim, index, src, reduce, include_self),
         )
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn scatter_reduce_raw(
         &self,
+        op: &'static str,
         dim: i64,
         index: &Tensor,
         src: &Tensor,
         reduce: ScatterReduce,
         include_self: bool,
+        base: Option<&Tensor>,
     ) -> Result<Tensor> {
-        let op = "scatter_reduce_";
-        let sop = match reduce {
-            ScatterReduce::Sum | ScatterReduce::Mean => ScatterOp::Add {
-                alpha: Scalar::Int(1),
-            },
-            ScatterReduce::Prod => ScatterOp::Prod,
-            ScatterReduce::Amax => ScatterOp::Amax,
-            ScatterReduce::Amin => ScatterOp::Amin,
-        };
+        let sop = reduce_op(reduce);
         // validates everything (a failure writes nothing)
-        self.scatter_op_(op, dim, index, src, sop, include_self)?;
+        self.scatter_op_(op, dim, index, src, sop, include_self, base)?;
         if reduce == ScatterReduce::Mean {
             // divide by the number of contributions (PyTorch's composition), counted in i64:
             // a count in self's dtype wraps (i8, u8) or stops growing (f16 at 2048, bf16 at
@@ -720,7 +1058,7 @@ impl Tensor {
                 &self.device(),
             )?;
             let one = Tensor::scalar(1i64, DType::I64, &self.device())?;
-            count.scatter_value_op(op, dim, index, Operand::Tensor(&one), sop)?;
+            count.scatter_value_op(op, dim, index, Operand::Tensor(&one), sop, None)?;
             count.clamp_min_(1i64)?;
             if self.dtype().is_float() {
                 self.div_(&count)?;
@@ -741,7 +1079,15 @@ impl Tensor {
     ) -> Result<Tensor> {
         let out = untracked(|| {
             let out = self.clone_tensor()?;
-            out.scatter_reduce_raw(dim, index, src, reduce, include_self)?;
+            out.scatter_reduce_raw(
+                "scatter_reduce_",
+                dim,
+                index,
+                src,
+                reduce,
+                include_self,
+                None,
+            )?;
             Ok(out)
         })?;
         let d = wrap_dim("scatter_reduce", dim, self.dim())?;
@@ -749,7 +1095,37 @@ impl Tensor {
         grad::record_scatter(kind, self, d, index, src, &out)?;
         Ok(out)
     }
+    /// [`Tensor::scatter_reduce`] written into `out` (`self`'s shape, exactly its dtype, any
+    /// non-overlapping layout; see [`Tensor::scatter_out`]). Returns `out`.
+    ///
+    /// ```
+    /// use stride_core::{DType, Device, ScatterReduce, Tensor};
+    /// let x = Tensor::from_vec(vec![5.0f32, 5.0], [2])?;
+    /// let i = Tensor::from_vec(vec![0i64, 0, 1], [3])?;
+    /// let src = Tensor::from_vec(vec![1.0f32, 3.0, 8.0], [3])?;
+    /// let out = Tensor::zeros([2], DType::F32, &Device::Cpu)?;
+    /// x.scatter_reduce_out(0, &i, &src, ScatterReduce::Mean, false, &out)?;
+    /// assert_eq!(out.to_vec::<f32>()?, vec![2.0, 8.0]);
+    /// # Ok::<(), stride_core::Error>(())
+    /// ```
+    #[allow(clippy::too_many_arguments)]
+    pub fn scatter_reduce_out(
+        &self,
+        dim: i64,
+        index: &Tensor,
+        src: &Tensor,
+        reduce: ScatterReduce,
+        include_self: bool,
+        out: &Tensor,
+    ) -> Result<Tensor> {
+        let op = "scatter_reduce";
+        self.scatter_family_out(op, out, &[index, src], || {
+            out.scatter_reduce_raw(op, dim, index, src, reduce, include_self, Some(self))?;
+            Ok(())
+        })
+    }
 
+    #[allow(clippy::too_many_arguments)]
     fn scatter_op_(
         &self,
         op: &'static str,
@@ -758,6 +1134,7 @@ impl Tensor {
         src: &Tensor,
         sop: ScatterOp,
         include_self: bool,
+        base: Option<&Tensor>,
     ) -> Result<()> {
         check_devices(op, self, &[src])?;
         check_same_dtype(op, "src", src, self.dtype())?;
@@ -780,6 +1157,7 @@ impl Tensor {
             sop,
             include_self,
             false,
+            base,
         )
     }
 
@@ -790,15 +1168,18 @@ impl Tensor {
         index: &Tensor,
         value: Operand,
         sop: ScatterOp,
+        base: Option<&Tensor>,
     ) -> Result<()> {
-        let v = value_tensor(op, value, self.dtype(), self.device())?;
+        let v = unalias(&value_tensor(op, value, self.dtype(), self.device())?, self)?;
         let (d, index, idx_l) = scatter_index(op, self, dim, index, None)?;
         let src_l = Layout::new(
             idx_l.shape().to_vec(),
             vec![0; idx_l.ndim()],
             v.storage_offset(),
         );
-        scatter_into(op, self, d, &index, &idx_l, &v, &src_l, sop, true, false)
+        scatter_into(
+            op, self, d, &index, &idx_l, &v, &src_l, sop, true, false, base,
+        )
     }
 
     /// PyTorch's `index_add_(dim, index, source, alpha)`: `self[.., index[i], ..] +=
@@ -816,22 +1197,13 @@ impl Tensor {
     ) -> Result<Tensor> {
         let op = "index_add_";
         let alpha = alpha.into();
-        if !self.dtype().is_float() && matches!(alpha, Scalar::Float(_)) {
-            return Err(Error::invalid(
-                op,
-                format!(
-                    "alpha must be an integer for a {} tensor, got {}",
-                    self.dtype(),
-                    alpha.to_f64()
-                ),
-            ));
-        }
+        check_alpha(op, self.dtype(), alpha)?;
         in_place(
             op,
             self,
             &[source],
             || {
-                self.index_source_op(op, dim, index, source, ScatterOp::Add { alpha })?;
+                self.index_source_op(op, dim, index, source, ScatterOp::Add { alpha }, None)?;
                 Ok(self.clone())
             },
             |orig| orig.index_add(dim, index, source, alpha),
@@ -855,15 +1227,45 @@ impl Tensor {
         grad::record_index_source(false, self, d, index, source, alpha.to_f64(), &out)?;
         Ok(out)
     }
+    /// [`Tensor::index_add`] written into `out` (`self`'s shape, exactly its dtype, any
+    /// non-overlapping layout; see [`Tensor::scatter_out`]). Returns `out`.
+    ///
+    /// ```
+    /// use stride_core::{DType, Device, Tensor};
+    /// let x = Tensor::zeros([3, 2], DType::F64, &Device::Cpu)?;
+    /// let i = Tensor::from_vec(vec![2i32, 2], [2])?;
+    /// let src = Tensor::from_vec(vec![1.0f64, 2.0, 3.0, 4.0], [2, 2])?;
+    /// let out = Tensor::zeros([3, 2], DType::F64, &Device::Cpu)?;
+    /// x.index_add_out(0, &i, &src, 0.5, &out)?;
+    /// assert_eq!(out.to_vec::<f64>()?, vec![0., 0., 0., 0., 2., 3.]);
+    /// # Ok::<(), stride_core::Error>(())
+    /// ```
+    pub fn index_add_out(
+        &self,
+        dim: i64,
+        index: &Tensor,
+        source: &Tensor,
+        alpha: impl Into<Scalar>,
+        out: &Tensor,
+    ) -> Result<Tensor> {
+        let op = "index_add";
+        let alpha = alpha.into();
+        self.scatter_family_out(op, out, &[index, source], || {
+            check_alpha(op, self.dtype(), alpha)?;
+            let sop = ScatterOp::Add { alpha };
+            out.index_source_op(op, dim, index, source, sop, Some(self))
+        })
+    }
     /// PyTorch's `index_copy_(dim, index, source)`: `self[.., index[i], ..] =
     /// source[.., i, ..]`; with duplicate indices the last wins (PyTorch: undefined).
     pub fn index_copy_(&self, dim: i64, index: &Tensor, source: &Tensor) -> Result<Tensor> {
+        let op = "index_copy_";
         in_place(
-            "index_copy_",
+            op,
             self,
             &[source],
             || {
-                self.index_source_op("index_copy_", dim, index, source, ScatterOp::Assign)?;
+                self.index_source_op(op, dim, index, source, ScatterOp::Assign, None)?;
                 Ok(self.clone())
             },
             |orig| orig.index_copy(dim, index, source),
@@ -880,6 +1282,31 @@ impl Tensor {
         grad::record_index_source(true, self, d, index, source, 1.0, &out)?;
         Ok(out)
     }
+    /// [`Tensor::index_copy`] written into `out` (`self`'s shape, exactly its dtype, any
+    /// non-overlapping layout; see [`Tensor::scatter_out`]). Returns `out`.
+    ///
+    /// ```
+    /// use stride_core::{DType, Device, Tensor};
+    /// let x = Tensor::zeros([3], DType::I32, &Device::Cpu)?;
+    /// let i = Tensor::from_vec(vec![1i64], [1])?;
+    /// let src = Tensor::from_vec(vec![5i32], [1])?;
+    /// let out = Tensor::zeros([3], DType::I32, &Device::Cpu)?;
+    /// x.index_copy_out(0, &i, &src, &out)?;
+    /// assert_eq!(out.to_vec::<i32>()?, vec![0, 5, 0]);
+    /// # Ok::<(), stride_core::Error>(())
+    /// ```
+    pub fn index_copy_out(
+        &self,
+        dim: i64,
+        index: &Tensor,
+        source: &Tensor,
+        out: &Tensor,
+    ) -> Result<Tensor> {
+        let op = "index_copy";
+        self.scatter_family_out(op, out, &[index, source], || {
+            out.index_source_op(op, dim, index, source, ScatterOp::Assign, Some(self))
+        })
+    }
 
     fn index_source_op(
         &self,
@@ -888,13 +1315,14 @@ impl Tensor {
         index: &Tensor,
         source: &Tensor,
         sop: ScatterOp,
+        base: Option<&Tensor>,
     ) -> Result<()> {
         let (d, index, positions) = index_source_check(op, self, dim, index, source)?;
         let source = unalias(source, self)?;
         let idx_l = broadcast_vector_index(&index, &positions, d);
         let src_l = Layout::new(positions, nonempty_dims(&source).1, source.storage_offset());
         scatter_into(
-            op, self, d, &index, &idx_l, &source, &src_l, sop, true, false,
+            op, self, d, &index, &idx_l, &source, &src_l, sop, true, false, base,
         )
     }
 
@@ -912,18 +1340,24 @@ impl Tensor {
             "index_fill_",
             self,
             &operand_tensors(&value),
-            || self.index_fill_raw(dim, index, value),
+            || self.index_fill_raw("index_fill_", dim, index, value, None),
             |orig| orig.index_fill(dim, index, value),
         )
     }
 
-    fn index_fill_raw(&self, dim: i64, index: &Tensor, value: Operand) -> Result<Tensor> {
-        let op = "index_fill_";
+    fn index_fill_raw(
+        &self,
+        op: &'static str,
+        dim: i64,
+        index: &Tensor,
+        value: Operand,
+        base: Option<&Tensor>,
+    ) -> Result<Tensor> {
         let d = wrap_dim(op, dim, self.dim())?;
         check_index_dtype(op, index)?;
         check_devices(op, self, &[index])?;
         let (n, _) = vector_index(op, index)?;
-        let v = value_tensor(op, value, self.dtype(), self.device())?;
+        let v = unalias(&value_tensor(op, value, self.dtype(), self.device())?, self)?;
         let index = unalias(index, self)?;
         let mut positions = nonempty_dims(self).0;
         positions[d] = n;
@@ -944,6 +1378,7 @@ impl Tensor {
             ScatterOp::Assign,
             true,
             true,
+            base,
         )?;
         Ok(self.clone())
     }
@@ -957,7 +1392,7 @@ impl Tensor {
         let value = value.into();
         let out = untracked(|| {
             let out = self.clone_tensor()?;
-            out.index_fill_raw(dim, index, value)?;
+            out.index_fill_raw("index_fill_", dim, index, value, None)?;
             Ok(out)
         })?;
         let d = wrap_dim("index_fill", dim, self.dim())? as i64;
@@ -970,6 +1405,35 @@ impl Tensor {
             move |g| g.index_fill(d, &idx, 0.0),
         )?;
         Ok(out)
+    }
+    /// [`Tensor::index_fill`] written into `out` (`self`'s shape, exactly its dtype, any
+    /// non-overlapping layout; see [`Tensor::scatter_out`]). Negative indices count from the
+    /// end. Returns `out`.
+    ///
+    /// ```
+    /// use stride_core::{DType, Device, Tensor};
+    /// let x = Tensor::ones([2, 3], DType::F32, &Device::Cpu)?;
+    /// let i = Tensor::from_vec(vec![-1i64], [1])?;
+    /// let out = Tensor::zeros([3, 2], DType::F32, &Device::Cpu)?.t()?; // any layout
+    /// x.index_fill_out(1, &i, 0.0, &out)?;
+    /// assert_eq!(out.to_vec::<f32>()?, vec![1., 1., 0., 1., 1., 0.]);
+    /// # Ok::<(), stride_core::Error>(())
+    /// ```
+    pub fn index_fill_out<'a>(
+        &self,
+        dim: i64,
+        index: &Tensor,
+        value: impl Into<Operand<'a>>,
+        out: &Tensor,
+    ) -> Result<Tensor> {
+        let op = "index_fill";
+        let value = value.into();
+        let mut others = vec![index];
+        others.extend(operand_tensors(&value));
+        self.scatter_family_out(op, out, &others, || {
+            out.index_fill_raw(op, dim, index, value, Some(self))?;
+            Ok(())
+        })
     }
 }
 
@@ -1010,17 +1474,51 @@ impl Tensor {
     /// Out-of-place [`Tensor::masked_fill_`]: the result has the broadcast shape of `self` and
     /// `mask`, and `self`'s dtype.
     pub fn masked_fill<'a>(&self, mask: &Tensor, value: impl Into<Operand<'a>>) -> Result<Tensor> {
+        self.masked_fill_impl(mask, value.into(), Dest::New)
+    }
+    /// [`Tensor::masked_fill`] written into `out`: `out` must have the broadcast shape of
+    /// `self` and `mask` and exactly `self`'s dtype, in any layout whose elements don't share
+    /// memory; checked before anything is written. Refused while an input requires grad.
+    /// Returns `out`.
+    ///
+    /// ```
+    /// use stride_core::{DType, Device, Tensor};
+    /// let x = Tensor::from_vec(vec![1.0f32, 2.0, 3.0], [3])?;
+    /// let m = Tensor::from_vec(vec![false, true], [2, 1])?; // broadcasts: out is [2, 3]
+    /// let out = Tensor::zeros([2, 3], DType::F32, &Device::Cpu)?;
+    /// x.masked_fill_out(&m, -1.0, &out)?;
+    /// assert_eq!(out.to_vec::<f32>()?, vec![1., 2., 3., -1., -1., -1.]);
+    /// # Ok::<(), stride_core::Error>(())
+    /// ```
+    pub fn masked_fill_out<'a>(
+        &self,
+        mask: &Tensor,
+        value: impl Into<Operand<'a>>,
+        out: &Tensor,
+    ) -> Result<Tensor> {
+        let value = value.into();
+        let mut inputs = vec![self, mask];
+        inputs.extend(operand_tensors(&value));
+        unrecorded_out("masked_fill", &inputs, || {
+            self.masked_fill_impl(mask, value, Dest::Into(out))
+        })
+    }
+
+    fn masked_fill_impl(&self, mask: &Tensor, value: Operand, dest: Dest) -> Result<Tensor> {
         let op = "masked_fill";
         check_mask(op, mask)?;
         check_devices(op, self, &[mask])?;
-        broadcast_shapes(op, self.shape(), mask.shape())?;
-        let v = value_tensor(op, value.into(), self.dtype(), self.device())?;
+        let shape = broadcast_shapes(op, self.shape(), mask.shape())?;
+        if let Dest::Into(out) = dest {
+            check_out_exact(op, out, &shape, self.dtype(), self.device())?;
+        }
+        let v = value_tensor(op, value, self.dtype(), self.device())?;
         let out = ternary(
             TernaryOp::Where,
             Operand::Tensor(mask),
             Operand::Tensor(&v),
             Operand::Tensor(self),
-            Dest::New,
+            dest,
             false,
         )?;
         debug_assert_eq!(out.dtype(), self.dtype());
@@ -1030,6 +1528,29 @@ impl Tensor {
     /// The elements of `self` where `mask` is true, as a 1-D tensor in logical order (`self`
     /// and `mask` broadcast together).
     pub fn masked_select(&self, mask: &Tensor) -> Result<Tensor> {
+        self.masked_select_impl(mask, Dest::New)
+    }
+    /// [`Tensor::masked_select`] written into `out`, which must be 1-D with exactly as many
+    /// elements as `mask` has true values (stride does not resize outputs; count them with
+    /// `mask.count_nonzero(&[])` first) and exactly `self`'s dtype, in any non-overlapping
+    /// layout. Checked before anything is written. Returns `out`.
+    ///
+    /// ```
+    /// use stride_core::{DType, Device, Tensor};
+    /// let x = Tensor::from_vec(vec![1i64, 2, 3, 4], [2, 2])?;
+    /// let m = Tensor::from_vec(vec![true, false, false, true], [2, 2])?;
+    /// let out = Tensor::zeros([2], DType::I64, &Device::Cpu)?;
+    /// x.masked_select_out(&m, &out)?;
+    /// assert_eq!(out.to_vec::<i64>()?, vec![1, 4]);
+    /// # Ok::<(), stride_core::Error>(())
+    /// ```
+    pub fn masked_select_out(&self, mask: &Tensor, out: &Tensor) -> Result<Tensor> {
+        unrecorded_out("masked_select", &[self, mask], || {
+            self.masked_select_impl(mask, Dest::Into(out))
+        })
+    }
+
+    fn masked_select_impl(&self, mask: &Tensor, dest: Dest) -> Result<Tensor> {
         let op = "masked_select";
         check_mask(op, mask)?;
         check_devices(op, self, &[mask])?;
@@ -1037,9 +1558,13 @@ impl Tensor {
         let xl = self.layout().broadcast_to(op, &shape)?;
         let ml = mask.layout().broadcast_to(op, &shape)?;
         let n = prim::count_nonzero(view(mask, &ml))?;
-        let out = Tensor::alloc_contiguous(&[n], self.dtype(), &self.device())?;
-        prim::masked_select(view(self, &xl), view(mask, &ml), out.view_ref())?;
-        grad::record_masked_select(self, mask, &out)?;
+        let (dtype, device) = (self.dtype(), self.device());
+        let out = deliver_gather(op, dest, &[self, mask], &[n], dtype, device, |o| {
+            prim::masked_select(view(self, &xl), view(mask, &ml), o.view_ref())
+        })?;
+        if matches!(dest, Dest::New) {
+            grad::record_masked_select(self, mask, &out)?;
+        }
         Ok(out)
     }
 
@@ -1051,20 +1576,43 @@ impl Tensor {
             "masked_scatter_",
             self,
             &[source],
-            || self.masked_scatter_raw(mask, source),
+            || self.masked_scatter_raw("masked_scatter_", mask, source, None),
             |orig| orig.masked_scatter(mask, source),
         )
     }
 
-    fn masked_scatter_raw(&self, mask: &Tensor, source: &Tensor) -> Result<Tensor> {
-        let op = "masked_scatter_";
+    fn masked_scatter_raw(
+        &self,
+        op: &'static str,
+        mask: &Tensor,
+        source: &Tensor,
+        base: Option<&Tensor>,
+    ) -> Result<Tensor> {
         check_mask(op, mask)?;
         check_devices(op, self, &[mask, source])?;
         check_same_dtype(op, "source", source, self.dtype())?;
-        let ml = mask.layout().broadcast_to(op, self.shape())?;
+        mask.layout().broadcast_to(op, self.shape())?;
         check_out(op, self, self.shape(), self.dtype(), self.device())?;
+        // a mask that shares memory with self (a bool self) is read as it was
+        let mask = unalias(mask, self)?;
+        let ml = mask.layout().broadcast_to(op, self.shape())?;
         let src = unalias(source, self)?.reshape(&[-1])?;
-        prim::masked_scatter(self.view_ref(), view(mask, &ml), src.view_ref())?;
+        if let Some(b) = base {
+            // the primitive checks the source's length before its first write, but the copy
+            // of `base` comes first: check it here
+            let need = prim::count_nonzero(view(&mask, &ml))?;
+            if need > src.numel() {
+                return Err(Error::invalid(
+                    op,
+                    format!(
+                        "the mask selects {need} elements but the source has only {}; the source needs at least as many elements as the mask has true values",
+                        src.numel()
+                    ),
+                ));
+            }
+            copy_base(op, b, self)?;
+        }
+        prim::masked_scatter(self.view_ref(), view(&mask, &ml), src.view_ref())?;
         self.storage().bump_version();
         Ok(self.clone())
     }
@@ -1078,10 +1626,41 @@ impl Tensor {
             let out = self
                 .broadcast_to(shape.as_slice())?
                 .clone_with(crate::MemoryFormat::Contiguous)?;
-            out.masked_scatter_raw(mask, source)
+            out.masked_scatter_raw("masked_scatter_", mask, source, None)
         })?;
         grad::record_masked_scatter(self, mask, source, &out)?;
         Ok(out)
+    }
+    /// [`Tensor::masked_scatter`] written into `out`: `out` must have the broadcast shape of
+    /// `self` and `mask` and exactly `self`'s dtype, in any non-overlapping layout; it gets
+    /// `self` (broadcast), then `source`'s leading elements at the true positions. Everything
+    /// (the source's length included) is checked before anything is written. Returns `out`.
+    ///
+    /// ```
+    /// use stride_core::{DType, Device, Tensor};
+    /// let x = Tensor::zeros([2, 2], DType::F32, &Device::Cpu)?;
+    /// let m = Tensor::from_vec(vec![false, true, true, false], [2, 2])?;
+    /// let src = Tensor::from_vec(vec![7.0f32, 8.0, 9.0], [3])?;
+    /// let out = Tensor::ones([2, 2], DType::F32, &Device::Cpu)?;
+    /// x.masked_scatter_out(&m, &src, &out)?;
+    /// assert_eq!(out.to_vec::<f32>()?, vec![0., 7., 8., 0.]);
+    /// # Ok::<(), stride_core::Error>(())
+    /// ```
+    pub fn masked_scatter_out(
+        &self,
+        mask: &Tensor,
+        source: &Tensor,
+        out: &Tensor,
+    ) -> Result<Tensor> {
+        let op = "masked_scatter";
+        unrecorded_out(op, &[self, mask, source], || {
+            check_mask(op, mask)?;
+            check_devices(op, self, &[mask, source])?;
+            check_same_dtype(op, "source", source, self.dtype())?;
+            let shape = broadcast_shapes(op, self.shape(), mask.shape())?;
+            check_out_exact(op, out, &shape, self.dtype(), self.device())?;
+            out.masked_scatter_raw(op, mask, source, Some(self))
+        })
     }
 
     /// The coordinates of the non-zero (true) elements, in logical order: an i64 tensor of

@@ -55,6 +55,29 @@ pub(crate) fn check_out(
     Ok(())
 }
 
+/// [`check_out`] for ops whose output must have exactly the result's dtype (PyTorch's rule
+/// for index, sort and arg-reduction outputs: `index_select(..., out=)` with another dtype
+/// is an error there, not a cast).
+pub(crate) fn check_out_exact(
+    op: &'static str,
+    out: &Tensor,
+    shape: &[usize],
+    dtype: DType,
+    device: Device,
+) -> Result<()> {
+    check_out(op, out, shape, dtype, device)?;
+    if out.dtype() != dtype {
+        return Err(Error::invalid(
+            op,
+            format!(
+                "the output has dtype {}, expected {dtype} (the result's dtype); pass a {dtype} tensor, or convert the result with to_dtype",
+                out.dtype()
+            ),
+        ));
+    }
+    Ok(())
+}
+
 /// Allocates a result of `shape`: with the dim order of `like` when it has that shape and is
 /// dense (PyTorch's TensorIterator does the same), else row-major.
 pub(crate) fn alloc_result(

@@ -68,6 +68,17 @@ pub(crate) fn record_copy(name: &'static str, x: &Tensor, out: &Tensor) -> Resul
     record(name, &[x], &[out], &[], |g| Ok(vec![Some(g[0].clone())]))
 }
 
+/// Records a device transfer: the gradient goes back to `x`'s device.
+pub(crate) fn record_to_device(x: &Tensor, out: &Tensor) -> Result<()> {
+    if !out.dtype().is_float() {
+        return Ok(());
+    }
+    let device = x.device();
+    record("ToCopyBackward", &[x], &[out], &[], move |g| {
+        Ok(vec![Some(g[0].to_device(&device)?)])
+    })
+}
+
 /// Records `out = x.as_strided(shape, strides, offset)` — PyTorch's `as_strided_backward`
 /// ([`as_strided_backward`]). Nothing is computed until backward runs.
 pub(crate) fn record_as_strided(x: &Tensor, out: &Tensor) -> Result<()> {

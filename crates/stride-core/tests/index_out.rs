@@ -1,0 +1,397 @@
+//! The `_out` forms of the index ops: each equals its functional form when written into an
+//! output of any layout (guards around the view untouched), into `self` itself, into a view
+//! that partially aliases an input, and every error — wrong output shape or dtype, an output
+//! whose elements share memory, an out-of-range index, bad arguments — leaves the output and
+//! every input unchanged. `_out` forms refuse to run while an input requires grad.
+
+mod idx_common;
+
+use idx_common::*;
+use stride_core::{DType, Device, Error, Operand, ScatterReduce, Tensor};
+
+const CPU: Device = Device::Cpu;
+/// What an output holds before the op (so unwritten elements show).
+const POISON: f64 = -99.0;
+
+/// Runs `call` (an `_out` form: writes into its argument and returns it) into a poisoned output in every layout and checks it against `want`.
+fn check_out_layouts(
+    name: &str,
+    want: &Tensor,
+    call: impl Fn(&Tensor) -> stride_core::Result<Tensor>,
+) {
+    let shape = want.shape().to_vec();
+    let n: usize = shape.iter().product();
+    let expected = f64s(want);
+    for laid in layouts(&vec![POISON; n], &shape, want.dtype()) {
+        let got = call(&laid.t).unwrap_or_else(|e| panic!("{name} into {}: {e}", laid.name));
+        assert!(
+            got.shares_storage_with(&laid.t) && got.layout() == laid.t.layout(),
+            "{name} into {}: must return the output itself",
+            laid.name
+        );
+        assert_same!(f64s(&laid.t), expected, "{name} into {}", laid.name);
+        laid.guards_intact();
+    }
+    // the output is checked exactly: another dtype is an error that writes nothing
+    let other = if want.dtype() == DType::F64 {
+        DType::F32
+    } else {
+        DType::F64
+    };
+    let wrong = Tensor::full(shape.clone(), 1.0, other, &CPU).unwrap();
+    expect_err(&[&wrong], &["dtype"], || call(&wrong));
+    // so is another shape
+    let mut bigger = shape.clone();
+    match bigger.first_mut() {
+        Some(s) => *s += 1,
+        None => bigger.push(2),
+    }
+    let wrong = Tensor::full(bigger, 1.0, want.dtype(), &CPU).unwrap();
+    expect_err(&[&wrong], &["shape"], || call(&wrong));
+    // and an output whose elements share memory
+    if n > 1 {
+        let one = vec![1usize; shape.len()];
+        let small = Tensor::full(one, 1.0, want.dtype(), &CPU).unwrap();
+        let sizes: Vec<i64> = shape.iter().map(|&s| s as i64).collect();
+        let expanded = small.expand(&sizes).unwrap();
+        expect_err(&[&small], &["share memory"], || call(&expanded));
+    }
+}
+
+fn seq(n: usize, dtype: DType) -> Vec<f64> {
+    (0..n)
+        .map(|i| match dtype {
+            DType::Bool => (i % 3 == 0) as u8 as f64,
+            DType::U8 | DType::U32 => (i % 50) as f64,
+            _ => i as f64 - 7.0,
+        })
+        .collect()
+}
+
+#[test]
+fn gathers_out_equal_the_functional_forms_in_every_output_layout() {
+    for dtype in [DType::F32, DType::I64, DType::F16, DType::U8, DType::Bool] {
+        for idt in INDEX_DTYPES {
+            let x = tensor(&seq(12, dtype), &[3, 4], dtype);
+            let xt = tensor(&seq(12, dtype), &[4, 3], dtype).t().unwrap();
+            for x in [&x, &xt] {
+                let i = ints(&[3, 0, 3, 1, 2], &[5], idt);
+                let want = x.index_select(1, &i).unwrap();
+                check_out_layouts("index_select", &want, |o| x.index_select_out(1, &i, o));
+                let gi = ints(&[2, 0, 1, 1, 0, 2], &[2, 3], idt);
+                let want = x.gather(0, &gi).unwrap();
+                check_out_layouts("gather", &want, |o| x.gather_out(0, &gi, o));
+                let ti = if idt == DType::U32 {
+                    ints(&[11, 0, 5, 5], &[2, 2], idt)
+                } else {
+                    ints(&[-1, 0, 5, -12], &[2, 2], idt)
+                };
+                let want = x.take(&ti).unwrap();
+                check_out_layouts("take", &want, |o| x.take_out(&ti, o));
+                let ii = if idt == DType::U32 {
+                    ints(&[3, 0, 1, 1], &[2, 2], idt)
+                } else {
+                    ints(&[-1, 0, 3, -4], &[2, 2], idt)
+                };
+                let want = x.index(1, &ii).unwrap();
+                check_out_layouts("index", &want, |o| x.index_out(1, &ii, o));
+                let ei = ints(&[2, 2, 0, 1, 0, 0], &[3, 2], idt);
+                let want = x.embedding(&ei).unwrap();
+                check_out_layouts("embedding", &want, |o| x.embedding_out(&ei, o));
+            }
+            let x = tensor(&seq(12, dtype), &[3, 4], dtype);
+            let m = tensor(&[1.0, 0.0, 0.0, 1.0], &[4], DType::Bool);
+            let want = x.masked_select(&m).unwrap();
+            check_out_layouts("masked_select", &want, |o| x.masked_select_out(&m, o));
+        }
+    }
+    // 0-d operands
+    let s = tensor(&[5.0], &[], DType::F32);
+    let i0 = ints(&[0], &[], DType::I64);
+    let out = tensor(&[0.0], &[], DType::F32);
+    s.index_select_out(0, &i0, &out).unwrap();
+    assert_eq!(f64s(&out), vec![5.0]);
+    s.gather_out(0, &i0, &out).unwrap();
+    assert_eq!(f64s(&out), vec![5.0]);
+}
+
+#[test]
+fn scatters_out_equal_the_functional_forms_in_every_output_layout() {
+    for dtype in [DType::F32, DType::F64, DType::I32, DType::BF16, DType::U8] {
+        for idt in INDEX_DTYPES {
+            let x = tensor(&seq(12, dtype), &[3, 4], dtype);
+            let xt = tensor(&seq(12, dtype), &[4, 3], dtype).t().unwrap();
+            let gi = ints(&[2, 0, 1, 1, 0, 2, 2, 2], &[2, 4], idt);
+            let src = tensor(&seq(8, dtype), &[2, 4], dtype);
+            let vi = ints(&[2, 0, 2], &[3], idt);
+            let source = tensor(&seq(9, dtype), &[3, 3], dtype);
+            let one = if dtype.is_float() {
+                Operand::Scalar(2.5.into())
+            } else {
+                Operand::Scalar(3i64.into())
+            };
+            for x in [&x, &xt] {
+                let before = f64s(x);
+                let want = x.scatter(0, &gi, &src).unwrap();
+                check_out_layouts("scatter", &want, |o| x.scatter_out(0, &gi, &src, o));
+                let want = x.scatter_value(0, &gi, one).unwrap();
+                check_out_layouts("scatter_value", &want, |o| {
+                    x.scatter_value_out(0, &gi, one, o)
+                });
+                let want = x.scatter_add(0, &gi, &src).unwrap();
+                check_out_layouts("scatter_add", &want, |o| x.scatter_add_out(0, &gi, &src, o));
+                for red in [
+                    ScatterReduce::Sum,
+                    ScatterReduce::Prod,
+                    ScatterReduce::Mean,
+                    ScatterReduce::Amax,
+                    ScatterReduce::Amin,
+                ] {
+                    for inc in [true, false] {
+                        let want = x.scatter_reduce(0, &gi, &src, red, inc).unwrap();
+                        check_out_layouts("scatter_reduce", &want, |o| {
+                            x.scatter_reduce_out(0, &gi, &src, red, inc, o)
+                        });
+                    }
+                }
+                let alpha: stride_core::Scalar = if dtype.is_float() {
+                    0.5.into()
+                } else {
+                    2i64.into()
+                };
+                let want = x.index_add(1, &vi, &source, alpha).unwrap();
+                check_out_layouts("index_add", &want, |o| {
+                    x.index_add_out(1, &vi, &source, alpha, o)
+                });
+                let want = x.index_copy(1, &vi, &source).unwrap();
+                check_out_layouts("index_copy", &want, |o| {
+                    x.index_copy_out(1, &vi, &source, o)
+                });
+                let want = x.index_fill(1, &vi, one).unwrap();
+                check_out_layouts("index_fill", &want, |o| x.index_fill_out(1, &vi, one, o));
+                assert_same!(f64s(x), before, "an _out form changed self");
+            }
+        }
+        // masked writes: the output has the broadcast shape of self and mask
+        let x = tensor(&seq(4, dtype), &[4], dtype);
+        let m = tensor(
+            &[1.0, 0.0, 0.0, 1.0, 0.0, 1.0, 1.0, 0.0],
+            &[2, 4],
+            DType::Bool,
+        );
+        let v = if dtype.is_float() {
+            Operand::Scalar((-1.5).into())
+        } else {
+            Operand::Scalar(9i64.into())
+        };
+        let want = x.masked_fill(&m, v).unwrap();
+        check_out_layouts("masked_fill", &want, |o| x.masked_fill_out(&m, v, o));
+        let source = tensor(&seq(6, dtype), &[2, 3], dtype);
+        let want = x.masked_scatter(&m, &source).unwrap();
+        check_out_layouts("masked_scatter", &want, |o| {
+            x.masked_scatter_out(&m, &source, o)
+        });
+    }
+}
+
+#[test]
+fn out_may_be_self_or_alias_an_input() {
+    let vals: Vec<f64> = (0..9).map(|v| v as f64).collect();
+    let i = ints(&[2, 0, 2], &[3], DType::I64);
+    // a gather into its own input (or its transpose) reads every input element first
+    for transposed in [false, true] {
+        let x = tensor(&vals, &[3, 3], DType::F32);
+        let want = f64s(&x.index_select(0, &i).unwrap());
+        let out = if transposed {
+            x.t().unwrap()
+        } else {
+            x.clone()
+        };
+        x.index_select_out(0, &i, &out).unwrap();
+        assert_eq!(
+            f64s(&out),
+            want,
+            "index_select into x (transposed: {transposed})"
+        );
+    }
+    // an index that is the output: read as it was
+    let idx = ints(&[1, 0, 1], &[3], DType::I64);
+    let src = ints(&[10, 20], &[2], DType::I64);
+    let want = f64s(&src.take(&idx).unwrap());
+    src.take_out(&idx, &idx).unwrap();
+    assert_eq!(f64s(&idx), want);
+
+    // scatters into self itself: the in-place op
+    let gi = ints(&[2, 0, 1], &[1, 3], DType::I32);
+    let s = tensor(&[7.0, 8.0, 9.0], &[1, 3], DType::F32);
+    let x = tensor(&vals, &[3, 3], DType::F32);
+    let want = f64s(&x.scatter_add(0, &gi, &s).unwrap());
+    x.scatter_add_out(0, &gi, &s, &x).unwrap();
+    assert_eq!(f64s(&x), want);
+    // into self's transpose: self is read as it was before the op
+    let x = tensor(&vals, &[3, 3], DType::F32);
+    let want = f64s(&x.scatter_add(0, &gi, &s).unwrap());
+    let xt = x.t().unwrap();
+    x.scatter_add_out(0, &gi, &s, &xt).unwrap();
+    assert_eq!(f64s(&xt), want);
+    // a source that is (a view of) the output: read as it was
+    let x = tensor(&vals, &[3, 3], DType::F32);
+    let out = tensor(&[0.0; 9], &[3, 3], DType::F32);
+    let src = out.narrow(0, 0, 1).unwrap();
+    let want = f64s(&x.scatter(0, &gi, &src.contiguous().unwrap()).unwrap());
+    x.scatter_out(0, &gi, &src, &out).unwrap();
+    assert_eq!(f64s(&out), want);
+    // a mask that is the output (bool): read as it was
+    let b = tensor(&[1.0, 0.0, 1.0, 0.0], &[4], DType::Bool);
+    let m = tensor(&[0.0, 1.0, 1.0, 0.0], &[4], DType::Bool);
+    let want = f64s(&b.masked_fill(&m, true).unwrap());
+    b.masked_fill_out(&m, true, &m).unwrap();
+    assert_eq!(f64s(&m), want);
+    let src = tensor(&[1.0, 1.0], &[2], DType::Bool);
+    let m = tensor(&[0.0, 1.0, 1.0, 0.0], &[4], DType::Bool);
+    let want = f64s(&b.masked_scatter(&m, &src).unwrap());
+    b.masked_scatter_out(&m, &src, &m).unwrap();
+    assert_eq!(f64s(&m), want);
+    // a 0-d value tensor that is a view of the output: read as it was
+    let x = tensor(&vals, &[3, 3], DType::F32);
+    let out = tensor(&[5.0; 9], &[3, 3], DType::F32);
+    let v = out.select(0, 0).unwrap().select(0, 0).unwrap();
+    let want = f64s(&x.index_fill(0, &i, 5.0).unwrap());
+    x.index_fill_out(0, &i, &v, &out).unwrap();
+    assert_eq!(f64s(&out), want);
+    // and the same through the in-place form (used to be an internal error)
+    let x = tensor(&vals, &[3, 3], DType::F32);
+    let v = x.select(0, 1).unwrap().select(0, 1).unwrap();
+    x.index_fill_(0, &ints(&[0], &[1], DType::I64), &v).unwrap();
+    assert_eq!(&f64s(&x)[..3], &[4.0, 4.0, 4.0]);
+}
+
+#[test]
+fn errors_leave_the_output_unchanged() {
+    let vals: Vec<f64> = (0..12).map(|v| v as f64).collect();
+    let x = tensor(&vals, &[3, 4], DType::F32);
+    for idt in INDEX_DTYPES {
+        let out = tensor(&[POISON; 12], &[3, 4], DType::F32);
+        let out_t = tensor(&[POISON; 12], &[4, 3], DType::F32).t().unwrap();
+        for o in [&out, &out_t] {
+            // out-of-range indices: the error names the index, the dim and its size
+            let bad = ints(&[0, 3], &[2, 1], idt);
+            let src = tensor(&[1.0, 2.0], &[2, 1], DType::F32);
+            for (name, r) in [
+                ("scatter", x.scatter_out(0, &bad, &src, o)),
+                ("scatter_add", x.scatter_add_out(0, &bad, &src, o)),
+                ("scatter", x.scatter_value_out(0, &bad, 1.0, o)),
+                (
+                    "scatter_reduce",
+                    x.scatter_reduce_out(0, &bad, &src, ScatterReduce::Mean, false, o),
+                ),
+            ] {
+                let e = r.expect_err(name);
+                assert!(
+                    matches!(
+                        e,
+                        Error::IndexOutOfRange {
+                            index: 3,
+                            dim: 0,
+                            size: 3,
+                            ..
+                        }
+                    ),
+                    "{name}: {e}"
+                );
+            }
+            let bad = ints(&[1, 5], &[2], idt);
+            let source = tensor(&[1.0; 6], &[3, 2], DType::F32);
+            expect_err(&[o, &x], &["index_add", "5", "size 4"], || {
+                x.index_add_out(1, &bad, &source, 1.0, o)
+            });
+            expect_err(&[o, &x], &["index_copy", "5"], || {
+                x.index_copy_out(1, &bad, &source, o)
+            });
+            expect_err(&[o, &x], &["index_fill", "5"], || {
+                x.index_fill_out(1, &bad, 0.0, o)
+            });
+            // out-of-range gathers into a right-shaped output
+            let g = tensor(&[POISON; 6], &[3, 2], DType::F32);
+            expect_err(&[&g, &x], &["index_select", "5"], || {
+                x.index_select_out(1, &bad, &g)
+            });
+            expect_err(&[&g, &x], &["gather", "3"], || {
+                x.gather_out(0, &ints(&[0, 1, 2, 3, 0, 0], &[3, 2], idt), &g)
+            });
+            let e2 = tensor(&[POISON; 8], &[2, 4], DType::F32);
+            expect_err(&[&e2, &x], &["embedding", "3"], || {
+                x.embedding_out(&ints(&[0, 3], &[2], idt), &e2)
+            });
+            let t2 = tensor(&[POISON; 2], &[2], DType::F32);
+            expect_err(&[&t2, &x], &["take", "12"], || {
+                x.take_out(&ints(&[0, 12], &[2], idt), &t2)
+            });
+            expect_err(&[&e2, &x], &["index", "4"], || {
+                x.index_out(0, &ints(&[0, 4], &[2], idt), &e2)
+            });
+        }
+    }
+    // bad arguments: checked before the copy of self into out
+    let out = tensor(&[POISON; 12], &[3, 4], DType::F32);
+    let i = ints(&[0, 1], &[2, 1], DType::I64);
+    let src_f64 = tensor(&[1.0, 2.0], &[2, 1], DType::F64);
+    expect_err(&[&out, &x], &["scatter_add", "dtype"], || {
+        x.scatter_add_out(0, &i, &src_f64, &out)
+    });
+    let src = tensor(&[1.0, 2.0], &[2, 1], DType::F32);
+    expect_err(&[&out, &x], &["scatter", "dim"], || {
+        x.scatter_out(2, &i, &src, &out)
+    });
+    let xi = tensor(&vals, &[3, 4], DType::I32);
+    let outi = tensor(&[POISON; 12], &[3, 4], DType::I32);
+    let srci = tensor(&[1.0; 8], &[2, 4], DType::I32);
+    expect_err(&[&outi, &xi], &["index_add", "alpha"], || {
+        xi.index_add_out(0, &ints(&[0, 1], &[2], DType::I64), &srci, 0.5, &outi)
+    });
+    let m = tensor(&[1.0, 1.0, 0.0, 1.0], &[4], DType::Bool);
+    let short = tensor(&[1.0, 2.0], &[2], DType::F32);
+    let e = expect_err(&[&out, &x, &m], &["masked_scatter", "9", "2"], || {
+        x.masked_scatter_out(&m, &short, &out)
+    });
+    assert!(e.to_string().contains("source"), "{e}");
+    // masked_select's output needs exactly the count of true values
+    let wrong = tensor(&[POISON; 8], &[8], DType::F32);
+    expect_err(&[&wrong, &x], &["masked_select", "shape"], || {
+        x.masked_select_out(&m, &wrong)
+    });
+    // a result the output can't take without a cast: PyTorch's rule for index ops
+    let out_f64 = tensor(&[POISON; 12], &[3, 4], DType::F64);
+    expect_err(&[&out_f64, &x], &["dtype"], || {
+        x.masked_fill_out(&m, 0.0, &out_f64)
+    });
+    expect_err(&[&out_f64, &x], &["dtype"], || {
+        x.index_fill_out(0, &ints(&[0], &[1], DType::I64), 0.0, &out_f64)
+    });
+}
+
+#[test]
+fn out_forms_refuse_recording() {
+    let x = Tensor::ones([3, 2], DType::F32, &CPU)
+        .unwrap()
+        .requires_grad_(true)
+        .unwrap();
+    let i = ints(&[0, 2], &[2], DType::I64);
+    let out = tensor(&[POISON; 4], &[2, 2], DType::F32);
+    expect_err(&[&out], &["index_select", "_out"], || {
+        x.index_select_out(0, &i, &out)
+    });
+    let out3 = tensor(&[POISON; 6], &[3, 2], DType::F32);
+    let src = Tensor::ones([2, 2], DType::F32, &CPU).unwrap();
+    expect_err(&[&out3], &["index_add", "_out"], || {
+        x.index_add_out(0, &i, &src, 1.0, &out3)
+    });
+    let m = tensor(&[1.0, 0.0], &[2], DType::Bool);
+    expect_err(&[&out3], &["masked_fill", "_out"], || {
+        x.masked_fill_out(&m, 0.0, &out3)
+    });
+    // fine under no_grad
+    let _g = stride_core::autograd::no_grad();
+    x.index_select_out(0, &i, &out).unwrap();
+    assert_eq!(f64s(&out), vec![1.0; 4]);
+}
