@@ -82,18 +82,21 @@ fn cpu(args: CpuArgs) -> Result<(), String> {
     // many short runs rather than a few long ones: on a shared machine the best of them is
     // more likely to have had the cores to itself (64 MiB per buffer: twice the L3)
     let bw_bytes = if args.quick { 16 << 20 } else { 64 << 20 };
-    let bw_reps = if args.quick { 2 } else { 40 };
-    let (bandwidth, bw_kernel) = measure::bandwidth(bw_bytes, bw_reps);
+    let bw_reps = if args.quick { 2 } else { 100 };
+    let gap = sizes.sampling.gap.min(std::time::Duration::from_millis(20));
+    let (bandwidth, bw_kernel) = measure::bandwidth(bw_bytes, bw_reps, gap);
     let (peak, peak_method) = measure::peak_flops(
         if args.quick { 0.01 } else { 0.02 },
         if args.quick { 2 } else { 40 },
+        gap,
     );
     let m = Machine {
         threads: rayon::current_num_threads(),
         bandwidth,
         bandwidth_method: format!(
-            "best of memcpy and in-place x += s*y over {} MiB on all threads, logical bytes / time, best of {bw_reps}: {bw_kernel}",
-            bw_bytes >> 20
+            "best of memcpy and in-place x += s*y over {} MiB on all threads, logical bytes / time, best of {bw_reps} runs each after {} ms idle: {bw_kernel}",
+            bw_bytes >> 20,
+            gap.as_millis()
         ),
         peak,
         peak_method,
@@ -106,12 +109,9 @@ fn cpu(args: CpuArgs) -> Result<(), String> {
     };
     let peer_name = peer.as_ref().map(|p| p.name.clone()).map_err(Clone::clone);
     say("timing (stride and NumPy in alternating blocks) ...");
-    let rows = rows::run_all(
-        &sizes,
-        peer.as_mut().ok(),
-        &args.only,
-        &mut |name| say(&format!("  {name}")),
-    )?;
+    let rows = rows::run_all(&sizes, peer.as_mut().ok(), &args.only, &mut |name| {
+        say(&format!("  {name}"))
+    })?;
     drop(peer);
     let how = sampling_text(&sizes.sampling);
     if args.json {

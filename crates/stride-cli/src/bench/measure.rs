@@ -106,9 +106,11 @@ pub fn interleaved(
 
 /// Memory bandwidth in bytes/s, the best of two stream kernels on every rayon thread over
 /// buffers far larger than the caches: a copy (`copy_from_slice`, i.e. memcpy: read + write
-/// bytes) and an in-place update `x = x + s·y` (read x, read y, write x); best of `reps` each.
-/// Returns (bytes/s, which kernel won).
-pub fn bandwidth(bytes: usize, reps: usize) -> (f64, &'static str) {
+/// bytes) and an in-place update `x = x + s·y` (read x, read y, write x); best of `reps` each,
+/// every run after `gap` idle (as the rows' blocks are: on a shared machine a thread that
+/// slept is scheduled promptly, so a floor measured without the gap would be slower than the
+/// rows it bounds). Returns (bytes/s, which kernel won).
+pub fn bandwidth(bytes: usize, reps: usize, gap: std::time::Duration) -> (f64, &'static str) {
     use rayon::prelude::*;
     use stride::storage::{BufferElement, CpuBuffer};
     let n = bytes / 4;
@@ -130,6 +132,7 @@ pub fn bandwidth(bytes: usize, reps: usize) -> (f64, &'static str) {
     let best_of = |f: &mut dyn FnMut()| {
         (0..reps.max(1) + 1)
             .map(|_| {
+                std::thread::sleep(gap);
                 let t = Instant::now();
                 f();
                 t.elapsed().as_secs_f64()
@@ -161,8 +164,9 @@ pub fn bandwidth(bytes: usize, reps: usize) -> (f64, &'static str) {
 
 /// Peak f32 multiply-add rate in flop/s: an FMA microbenchmark (12 independent chains of
 /// vector fused multiply-adds per thread, the widest the CPU has: AVX-512, AVX2+FMA, else
-/// scalar mul+add) on every rayon thread at once; best of `reps`. Returns (flop/s, method).
-pub fn peak_flops(seconds: f64, reps: usize) -> (f64, String) {
+/// scalar mul+add) on every rayon thread at once; best of `reps`, each after `gap` idle.
+/// Returns (flop/s, method).
+pub fn peak_flops(seconds: f64, reps: usize, gap: std::time::Duration) -> (f64, String) {
     use rayon::prelude::*;
     let threads = rayon::current_num_threads();
     let (lanes, isa) = fma::width();
@@ -181,6 +185,7 @@ pub fn peak_flops(seconds: f64, reps: usize) -> (f64, String) {
     let iters = iters.max(1 << 10);
     let mut best = f64::INFINITY;
     for _ in 0..reps.max(1) {
+        std::thread::sleep(gap);
         let t = Instant::now();
         let s: f32 = (0..threads).into_par_iter().map(|_| fma::run(iters)).sum();
         std::hint::black_box(s);

@@ -67,7 +67,9 @@ impl Peer {
             stdout,
             stderr,
         };
-        let v = peer.read().map_err(|e| format!("{}: {e}", script.display()))?;
+        let v = peer
+            .read()
+            .map_err(|e| format!("{}: {e}", script.display()))?;
         if v["available"] != Value::Bool(true) {
             let why = v["why"].as_str().unwrap_or("numpy is not available");
             return Err(format!("{why}; install it with: pip install numpy"));
