@@ -9,8 +9,10 @@
 //!
 //! - [`measure`]: the timers (interleaved sampling), the bandwidth and peak-rate measurements;
 //! - [`rows`]: the benchmarks, their bytes/flops and targets;
-//! - [`peer`]: the `scripts/bench_numpy.py --serve` child process.
+//! - [`peer`]: the `scripts/bench_numpy.py --serve` child process;
+//! - [`cuda`]: `stride bench cuda`, beside PyTorch (`scripts/bench_torch.py`).
 
+mod cuda;
 mod measure;
 mod peer;
 mod rows;
@@ -29,6 +31,8 @@ pub struct BenchArgs {
 enum What {
     /// CPU benchmarks: matmul, elementwise, copies over contiguous and strided layouts.
     Cpu(CpuArgs),
+    /// CUDA benchmarks beside the device's copy bandwidth and PyTorch on the same GPU.
+    Cuda(cuda::CudaArgs),
 }
 
 #[derive(clap::Args)]
@@ -59,6 +63,7 @@ struct CpuArgs {
 pub fn run(a: BenchArgs) -> Result<(), String> {
     match a.what {
         What::Cpu(c) => cpu(c),
+        What::Cuda(c) => cuda::run(c),
     }
 }
 
