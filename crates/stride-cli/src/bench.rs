@@ -87,7 +87,7 @@ fn cpu(args: CpuArgs) -> Result<(), String> {
     // many short runs rather than a few long ones: on a shared machine the best of them is
     // more likely to have had the cores to itself (64 MiB per buffer: twice the L3)
     let bw_bytes = if args.quick { 16 << 20 } else { 64 << 20 };
-    let bw_reps = if args.quick { 2 } else { 100 };
+    let bw_reps = if args.quick { 2 } else { 300 };
     let gap = sizes.sampling.gap.min(std::time::Duration::from_millis(20));
     let (bandwidth, bw_kernel) = measure::bandwidth(bw_bytes, bw_reps, gap);
     let (peak, peak_method) = measure::peak_flops(
