@@ -154,3 +154,52 @@ fn copies_and_unary_ops_of_transposed_views() {
         }
     }
 }
+
+/// In-place binary ops where the output is also the first operand (`x.op_(y)`) take a
+/// two-operand walk (`cpu/elementwise.rs`, `map2_self`): contiguous, transposed (tiled, with
+/// the other operand staged), large enough to run in parallel, the other operand broadcast
+/// (stride 0) or the output itself, float and integer.
+#[test]
+fn in_place_with_the_output_as_first_operand() {
+    for (b, r, c) in [(1usize, 300usize, 400usize), (2, 65, 129), (1, 7, 3)] {
+        for dtype in [DType::F32, DType::I32] {
+            for wt in [false, true] {
+                let what = format!("{dtype} [{b},{r},{c}] w.t={wt}");
+                for gt in [false, true] {
+                    let w = make(b, r, c, 3, wt, dtype);
+                    let g = make(b, r, c, -5, gt, dtype);
+                    let (wv, gv) = (w.to_f64_vec().unwrap(), g.to_f64_vec().unwrap());
+                    w.sub_(&g).unwrap();
+                    let want: Vec<f64> = wv.iter().zip(&gv).map(|(p, q)| p - q).collect();
+                    assert_eq!(w.to_f64_vec().unwrap(), want, "sub_ {what} g.t={gt}");
+                }
+                // a broadcast row (stride 0 along r), and the output as its own other operand
+                let w = make(b, r, c, 3, wt, dtype);
+                let wv = w.to_f64_vec().unwrap();
+                let row = Tensor::arange(0, c as i64, &CPU)
+                    .unwrap()
+                    .to_dtype(dtype)
+                    .unwrap()
+                    .expand(&[b as i64, r as i64, c as i64])
+                    .unwrap();
+                w.add_(&row).unwrap();
+                let want: Vec<f64> = wv
+                    .iter()
+                    .enumerate()
+                    .map(|(i, p)| p + (i % c) as f64)
+                    .collect();
+                assert_eq!(w.to_f64_vec().unwrap(), want, "add_ broadcast {what}");
+                let w2 = w.clone();
+                w.mul_(&w2).unwrap();
+                let sq: Vec<f64> = want
+                    .iter()
+                    .map(|&p| match dtype {
+                        DType::F32 => (p as f32 * p as f32) as f64,
+                        _ => (p as i32).wrapping_mul(p as i32) as f64,
+                    })
+                    .collect();
+                assert_eq!(w.to_f64_vec().unwrap(), sq, "mul_ by itself {what}");
+            }
+        }
+    }
+}

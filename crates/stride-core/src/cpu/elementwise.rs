@@ -137,6 +137,72 @@ unsafe fn map2<A: Copy, B: Copy, O: Copy>(
     }
 }
 
+/// `out = f(a, b)` for an output type equal to `a`'s: when `a` is the output itself (same
+/// storage, same layout: `x.mul_(y)` and the like), the walk is planned over two operands,
+/// `out = f(out, b)` — `a` is neither staged nor fetched a second time, and the inner loop
+/// reads and writes through one pointer, which the compiler can vectorise (through two
+/// pointers to the same elements it could not prove the loop safe, and fell back to scalar
+/// code). Any other `a` goes through [`map2`]. The same elements are read and written either
+/// way.
+#[allow(clippy::too_many_arguments)]
+unsafe fn map2_self<T: Copy, B: Copy>(
+    dst: &View,
+    a: &View,
+    b: &View,
+    po: *mut T,
+    pa: *mut T,
+    pb: *mut B,
+    f: impl Fn(T, B) -> T + Sync,
+) {
+    if !(po == pa && a.storage.same(dst.storage) && a.layout == dst.layout) {
+        return map2(dst, a, b, po, pa, pb, f);
+    }
+    let l = dst.layout;
+    let plan = Plan::new(
+        l.shape(),
+        [l.strides(), b.layout.strides()],
+        [l.offset(), b.layout.offset()],
+    );
+    let (po, pb) = (SendPtr(po), SendPtr(pb));
+    let run = |o: *mut T, b: *mut B, [so, sb]: [isize; 2], len: usize| match (so, sb) {
+        (1, 1) => {
+            for i in 0..len {
+                *o.add(i) = f(*o.add(i), *b.add(i));
+            }
+        }
+        (1, 0) => {
+            let y = *b;
+            for i in 0..len {
+                *o.add(i) = f(*o.add(i), y);
+            }
+        }
+        _ => {
+            for i in 0..len as isize {
+                let o = o.offset(i * so);
+                *o = f(*o, *b.offset(i * sb));
+            }
+        }
+    };
+    if let Some(t) = plan.tiling() {
+        plan.par_tiles(
+            &t,
+            || stage_buf::<B>(t.staged[1]),
+            |bb, org, rows, cols| {
+                let o = out_of(&t, po, org);
+                let b = TileOperand::new(&t, 1, pb.get(), org, rows, cols, bb);
+                for r in 0..rows {
+                    o.prefetch(r + PREFETCH_RUNS, cols);
+                    b.prefetch(r + PREFETCH_RUNS, cols);
+                    run(o.run(r), b.run(r), [o.col, b.col], cols);
+                }
+            },
+        );
+    } else {
+        let st = plan.inner_strides();
+        plan.par_runs(|off, len| run(po.get().offset(off[0]), pb.get().offset(off[1]), st, len));
+    }
+}
+
 /// `out = f(a, b, c)` over the output's layout.
 #[allow(clippy::too_many_arguments)]
 unsafe fn map3<A: Copy, B: Copy, C: Copy, O: Copy>(
@@ -383,7 +449,7 @@ fn float_binary<T: FloatElem>(
         ($e:expr) => {{
             let g = $e;
             unsafe {
-                map2::<T, T, T>(
+                map2_self::<T, T>(
                     dst,
                     a,
                     b,
@@ -470,7 +536,7 @@ fn int_binary<T: IntElem>(
     let (pa, pb) = (acc.ptr::<T>(a.storage), acc.ptr::<T>(b.storage));
     macro_rules! i {
         ($e:expr) => {
-            unsafe { map2::<T, T, T>(dst, a, b, acc.ptr(dst.storage), pa, pb, $e) }
+            unsafe { map2_self::<T, T>(dst, a, b, acc.ptr(dst.storage), pa, pb, $e) }
         };
     }
     macro_rules! cmp {
