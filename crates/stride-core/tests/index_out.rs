@@ -1,4 +1,4 @@
-//! The `_out` forms of the index ops: each equals its functional form when written into an
+//! The `_out` forms of the index ops (and of `sort`/`topk`): each equals its functional form when written into an
 //! output of any layout (guards around the view untouched), into `self` itself, into a view
 //! that partially aliases an input, and every error — wrong output shape or dtype, an output
 //! whose elements share memory, an out-of-range index, bad arguments — leaves the output and
@@ -394,4 +394,69 @@ fn out_forms_refuse_recording() {
     let _g = stride_core::autograd::no_grad();
     x.index_select_out(0, &i, &out).unwrap();
     assert_eq!(f64s(&out), vec![1.0; 4]);
+}
+
+#[test]
+fn sort_and_topk_out_write_both_outputs_through_their_layouts() {
+    let vals = [
+        3.0, -1.0, 2.0, 2.0, 0.5, 7.0, -4.0, 1.0, 0.0, 5.0, 6.0, -2.0,
+    ];
+    for dtype in [DType::F32, DType::I64, DType::BF16] {
+        let x = tensor(&vals, &[3, 4], dtype);
+        for (dim, desc) in [(1i64, false), (0, true)] {
+            let (wv, wi) = x.sort(dim, desc, true).unwrap();
+            for (lv, li) in layouts(&[POISON; 12], &[3, 4], dtype)
+                .into_iter()
+                .zip(layouts(&[POISON; 12], &[3, 4], DType::I64))
+            {
+                let (v, i) = x.sort_out(dim, desc, true, &lv.t, &li.t).unwrap();
+                assert!(v.shares_storage_with(&lv.t) && i.shares_storage_with(&li.t));
+                assert_eq!(f64s(&lv.t), f64s(&wv), "sort values into {}", lv.name);
+                assert_eq!(i64s(&li.t), i64s(&wi), "sort indices into {}", li.name);
+                lv.guards_intact();
+                li.guards_intact();
+            }
+        }
+        let (wv, wi) = x.topk(2, 1, true, true).unwrap();
+        let v = tensor(&[POISON; 6], &[2, 3], dtype).t().unwrap();
+        let i = tensor(&[POISON; 6], &[3, 2], DType::I64);
+        x.topk_out(2, 1, true, true, &v, &i).unwrap();
+        assert_eq!((f64s(&v), i64s(&i)), (f64s(&wv), i64s(&wi)));
+    }
+    // an i64 input sorted into itself (values) and a view of it (indices is separate)
+    let x = tensor(&vals, &[12], DType::I64);
+    let (wv, wi) = x.sort(0, false, true).unwrap();
+    let i = tensor(&[0.0; 12], &[12], DType::I64);
+    x.sort_out(0, false, true, &x, &i).unwrap();
+    assert_eq!((f64s(&x), i64s(&i)), (f64s(&wv), i64s(&wi)));
+
+    // errors: nothing written
+    let x = tensor(&vals, &[3, 4], DType::F32);
+    let v = tensor(&[POISON; 12], &[3, 4], DType::F32);
+    let i = tensor(&[POISON; 12], &[3, 4], DType::I64);
+    let i32_out = tensor(&[POISON; 12], &[3, 4], DType::I32);
+    expect_err(&[&v, &i32_out], &["sort", "dtype"], || {
+        x.sort_out(1, false, true, &v, &i32_out)
+    });
+    let f64_out = tensor(&[POISON; 12], &[3, 4], DType::F64);
+    expect_err(&[&f64_out, &i], &["sort", "dtype"], || {
+        x.sort_out(1, false, true, &f64_out, &i)
+    });
+    let small = tensor(&[POISON; 6], &[3, 2], DType::F32);
+    expect_err(&[&small, &i], &["sort", "shape"], || {
+        x.sort_out(1, false, true, &small, &i)
+    });
+    let iv = tensor(&[POISON; 6], &[3, 2], DType::I64);
+    expect_err(&[&small, &iv], &["topk", "k (5)"], || {
+        x.topk_out(5, 1, true, true, &small, &iv)
+    });
+    let both = tensor(&[POISON; 24], &[24], DType::I64);
+    let xi = tensor(&vals, &[3, 4], DType::I64);
+    let (a, b) = (
+        both.narrow(0, 0, 12).unwrap().view(&[3, 4]).unwrap(),
+        both.narrow(0, 12, 12).unwrap().view(&[3, 4]).unwrap(),
+    );
+    expect_err(&[&both], &["sort", "share storage"], || {
+        xi.sort_out(1, false, true, &a, &b)
+    });
 }
