@@ -1,17 +1,40 @@
 //! Index and sort timings next to their memory floor.
 //!
-//! `cargo bench -p stride-core --bench index_sort` (release profile), then
-//! `python3 crates/stride-core/benches/index_sort_numpy.py` for NumPy on the same sizes.
+//! `cargo bench -p stride-core --bench index_sort [section]` (release profile; sections:
+//! `raw`, `gather`, `scatter`, `sort`), then `python3 crates/stride-core/benches/index_sort_numpy.py`
+//! for NumPy on the same sizes. `STRIDE_BENCH_REPS` sets the runs per figure (best of them is
+//! printed; default 7).
 //!
 //! The floor of a memory-bound op is (bytes it must move) ÷ (copy bandwidth measured here, in
-//! the same run): a parallel copy into a preallocated buffer. Ops that return a fresh tensor
-//! also pay the OS's first touch of new pages; "fresh copy" measures that cost for a copy of
-//! the same size, so such ops are compared with both.
+//! the same run): a parallel copy into a preallocated buffer. Every index op is timed twice:
+//! returning a fresh tensor, and in its `_out` form into a preallocated output (the same
+//! kernel without the allocation). A fresh result also pays the OS's first touch of its new
+//! pages (zeroing, page faults; on a VM far slower than the copy itself and very variable),
+//! so fresh figures are also shown next to "fresh-floor": a copy of the same bytes into a
+//! fresh tensor, measured in the same run.
+//!
+//! Timings on a shared machine vary run to run; the load average is printed at the start and
+//! the end so the conditions are on record.
 
 use std::time::Instant;
 use stride_core::{DType, Device, Tensor};
 
 const CPU: Device = Device::Cpu;
+
+/// The load average (1, 5, 15 minutes), as the kernel reports it.
+fn loadavg() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_else(|_| "?".into())
+}
+
+/// Runs per figure (best of them).
+fn reps() -> usize {
+    std::env::var("STRIDE_BENCH_REPS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(7)
+}
 
 /// Best of `reps` runs, in seconds.
 fn best(reps: usize, mut f: impl FnMut()) -> f64 {
@@ -51,7 +74,7 @@ fn row(name: &str, secs: f64, bytes: f64, floor_bw: f64, fresh_bw: Option<f64>) 
         )
     });
     println!(
-        "{name:<44} {:8.1} ms   floor {:7.1} ms ({:.2}x){fresh}",
+        "{name:<58} {:8.1} ms   floor {:7.1} ms ({:.2}x){fresh}",
         secs * 1e3,
         floor * 1e3,
         secs / floor
@@ -85,6 +108,52 @@ fn raw_rows(x: &[f32], idx: &[i64], d: usize, out: &mut [f32], ahead: usize) {
     });
 }
 
+/// [`raw_rows`] with `ahead = 8` and streaming (non-temporal) stores: the output's cache
+/// lines are written without being read first, so the copy moves 2 bytes per byte instead of 3
+/// (what `memcpy` does for large copies, hence what the floor measures).
+fn raw_rows_stream(x: &[f32], idx: &[i64], d: usize, out: &mut [f32]) {
+    use rayon::prelude::*;
+    assert_eq!(d % 4, 0);
+    out.par_chunks_mut(d * 4096).enumerate().for_each(|(c, o)| {
+        let base = c * 4096;
+        #[cfg(target_arch = "x86_64")]
+        for (r, row) in o.chunks_mut(d).enumerate() {
+            use std::arch::x86_64::*;
+            let k = base + r;
+            if k + 8 < idx.len() {
+                let p = x[idx[k + 8] as usize * d..].as_ptr() as *const i8;
+                for l in (0..d * 4).step_by(64) {
+                    // SAFETY: a prefetch is a hint and never faults.
+                    unsafe { _mm_prefetch::<{ _MM_HINT_T0 }>(p.wrapping_add(l)) };
+                }
+            }
+            let s = &x[idx[k] as usize * d..][..d];
+            if !(row.as_ptr() as usize).is_multiple_of(16) {
+                row.copy_from_slice(s);
+                continue;
+            }
+            for (a, b) in row.chunks_exact_mut(4).zip(s.chunks_exact(4)) {
+                // SAFETY: `a` is 16-byte aligned (checked above, rows are multiples of 16
+                // bytes) and both chunks hold 4 floats.
+                unsafe {
+                    let v = _mm_loadu_ps(b.as_ptr());
+                    _mm_stream_ps(a.as_mut_ptr(), v);
+                }
+            }
+        }
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: orders the streaming stores before the task ends.
+        unsafe {
+            std::arch::x86_64::_mm_sfence()
+        };
+        #[cfg(not(target_arch = "x86_64"))]
+        for (r, row) in o.chunks_mut(d).enumerate() {
+            let s = idx[base + r] as usize * d;
+            row.copy_from_slice(&x[s..s + d]);
+        }
+    });
+}
+
 /// Plain-Rust scatter-add of rows with the deterministic scheme (destination rows split by
 /// index value between threads, each scanning the whole index).
 fn raw_scatter_add(acc: &mut [f32], x: &[f32], idx: &[i64], d: usize) {
@@ -112,7 +181,11 @@ fn main() {
     let filter = std::env::args().nth(1).unwrap_or_default();
     let on = |section: &str| filter.is_empty() || section.contains(filter.as_str());
     let threads = rayon::current_num_threads();
-    println!("stride index/sort bench: {threads} threads");
+    let reps = reps();
+    println!(
+        "stride index/sort bench: {threads} threads, best of {reps} runs per figure; load average at start: {}",
+        loadavg()
+    );
     let (n, d) = (1_000_000usize, 64usize);
     let mut rng = Rng(42);
     let x: Vec<f32> = (0..n * d).map(|i| (i % 1000) as f32).collect();
@@ -122,7 +195,7 @@ fn main() {
     // ---- copy bandwidth: the floor ---------------------------------------------------------
     let mut dst = vec![0f32; n * d];
     dst.copy_from_slice(&x);
-    let t_copy = best(5, || {
+    let t_copy = best(reps.max(5), || {
         use rayon::prelude::*;
         dst.par_chunks_mut(1 << 16)
             .zip(x.par_chunks(1 << 16))
@@ -131,43 +204,48 @@ fn main() {
     let bw = 2.0 * bytes_rows / t_copy;
     // a fresh copy through stride's allocator (what an op returning a new tensor pays)
     let x_tensor = Tensor::from_vec(x.clone(), [n, d]).unwrap();
-    let t_fresh = best(3, || {
+    let t_fresh = best(reps.max(5), || {
         std::hint::black_box(x_tensor.clone_tensor().unwrap());
-    });
-    let t_vec = best(3, || {
-        std::hint::black_box(x.clone());
     });
     drop(x_tensor);
     let fresh_bw = 2.0 * bytes_rows / t_fresh;
     println!(
-        "copy 256 MB into a preallocated buffer: {:.1} ms = {:.1} GB/s (read + write); into a fresh tensor: {:.1} ms = {:.1} GB/s; Vec::clone (4 KiB pages): {:.1} ms",
+        "floor: copy 256 MB into a preallocated buffer: {:.1} ms = {:.1} GB/s (read + write); into a fresh tensor: {:.1} ms = {:.1} GB/s",
         t_copy * 1e3,
         bw / 1e9,
         t_fresh * 1e3,
         fresh_bw / 1e9,
-        t_vec * 1e3
     );
+    // a row gather moves every output byte twice (read the row, write it) plus the index
     let moved = 2.0 * bytes_rows + (n * 8) as f64;
     if on("raw") {
         for ahead in [0usize, 8] {
-            let t = best(5, || raw_rows(&x, &idx, d, &mut dst, ahead));
+            let t = best(reps, || raw_rows(&x, &idx, d, &mut dst, ahead));
             let name = format!("raw random-row copy (plain Rust, ahead={ahead})");
             row(&name, t, moved, bw, None);
         }
-        let t = best(5, || {
+        let t = best(reps, || raw_rows_stream(&x, &idx, d, &mut dst));
+        row(
+            "raw random-row copy (ahead=8, streaming)",
+            t,
+            moved,
+            bw,
+            None,
+        );
+        let t = best(reps, || {
             let mut out = vec![0f32; n * d];
             raw_rows(&x, &idx, d, &mut out, 0);
             std::hint::black_box(&out);
         });
         row(
-            "raw random-row copy into a fresh buffer",
+            "raw random-row copy into a fresh Vec",
             t,
             moved,
             bw,
             Some(fresh_bw),
         );
         let mut acc = vec![1f32; n * d];
-        let t = best(5, || raw_scatter_add(&mut acc, &x, &idx, d));
+        let t = best(reps, || raw_scatter_add(&mut acc, &x, &idx, d));
         let moved_sc = 3.0 * bytes_rows + (n * 8) as f64;
         row(
             "raw scatter-add of random rows (plain Rust)",
@@ -192,52 +270,77 @@ fn main() {
         .expand(&[n as i64, d as i64])
         .unwrap();
 
-    // ---- gathers ------------------------------------------------------------------------------
+    // ---- gathers: fresh result, then `_out` into a preallocated output ----------------------
     if on("gather") {
-        let t = best(5, || {
-            std::hint::black_box(xt.index_select(0, &it).unwrap());
-        });
-        row(
-            "index_select [1M,64] f32 by 1M random i64",
-            t,
-            moved,
-            bw,
-            Some(fresh_bw),
+        let out = Tensor::zeros([n, d], DType::F32, &CPU).unwrap();
+        out.add_(1.0).unwrap(); // touch the pages
+        type Gather<'a> = (
+            &'a str,
+            Box<dyn Fn() -> Tensor + 'a>,
+            Box<dyn Fn(&Tensor) + 'a>,
         );
-        let t = best(5, || {
-            std::hint::black_box(xt.gather(0, &e).unwrap());
-        });
-        row(
-            "gather dim 0, expanded [1M,64] index",
-            t,
-            moved,
-            bw,
-            Some(fresh_bw),
-        );
-        let t = best(5, || {
-            std::hint::black_box(xt.embedding(&it).unwrap());
-        });
-        row("embedding (same sizes)", t, moved, bw, Some(fresh_bw));
+        let gathers: Vec<Gather> = vec![
+            (
+                "index_select [1M,64] f32 by 1M random i64",
+                Box::new(|| xt.index_select(0, &it).unwrap()),
+                Box::new(|o| {
+                    xt.index_select_out(0, &it, o).unwrap();
+                }),
+            ),
+            (
+                "embedding (same sizes)",
+                Box::new(|| xt.embedding(&it).unwrap()),
+                Box::new(|o| {
+                    xt.embedding_out(&it, o).unwrap();
+                }),
+            ),
+            (
+                "gather dim 0, expanded [1M,64] index",
+                Box::new(|| xt.gather(0, &e).unwrap()),
+                Box::new(|o| {
+                    xt.gather_out(0, &e, o).unwrap();
+                }),
+            ),
+        ];
+        for (name, fresh, into) in &gathers {
+            let t = best(reps, || {
+                std::hint::black_box(fresh());
+            });
+            row(&format!("{name}, fresh"), t, moved, bw, Some(fresh_bw));
+            let t = best(reps, || into(&out));
+            row(&format!("{name}, _out"), t, moved, bw, None);
+        }
         let full = e.contiguous().unwrap();
         let moved_full = 2.0 * bytes_rows + (n * d * 8) as f64;
-        let t = best(3, || {
+        let t = best(reps.min(3), || {
             std::hint::black_box(xt.gather(0, &full).unwrap());
         });
         row(
-            "gather dim 0, materialised [1M,64] i64 index",
+            "gather dim 0, materialised [1M,64] i64 index, fresh",
             t,
             moved_full,
             bw,
             Some(fresh_bw),
         );
+        let t = best(reps.min(3), || {
+            xt.gather_out(0, &full, &out).unwrap();
+        });
+        row(
+            "gather dim 0, materialised [1M,64] i64 index, _out",
+            t,
+            moved_full,
+            bw,
+            None,
+        );
     }
 
-    // ---- scatters (in place into a preallocated destination) -----------------------------------
+    // ---- scatters -------------------------------------------------------------------------------
     if on("scatter") {
         let acc = Tensor::zeros([n, d], DType::F32, &CPU).unwrap();
         acc.add_(1.0).unwrap(); // touch the pages
+                                // in place: read the destination row, read the source row, write the destination row
         let moved_sc = 3.0 * bytes_rows + (n * 8) as f64;
-        let t = best(5, || {
+        let t = best(reps, || {
             acc.scatter_add_(0, &e, &xt).unwrap();
         });
         row(
@@ -247,7 +350,7 @@ fn main() {
             bw,
             None,
         );
-        let t = best(5, || {
+        let t = best(reps, || {
             acc.index_add_(0, &it, &xt, 1i64).unwrap();
         });
         row(
@@ -257,18 +360,43 @@ fn main() {
             bw,
             None,
         );
-        let t = best(3, || {
+        // out of place: self copied into the result (read + write), then the scatter
+        let moved_oop = moved_sc + 2.0 * bytes_rows;
+        let out = Tensor::zeros([n, d], DType::F32, &CPU).unwrap();
+        out.add_(1.0).unwrap();
+        let t = best(reps.min(5), || {
             std::hint::black_box(acc.scatter_add(0, &e, &xt).unwrap());
         });
         row(
-            "scatter_add (out of place: clone + scatter)",
+            "scatter_add (copy of self + scatter), fresh",
             t,
-            moved_sc + 2.0 * bytes_rows,
+            moved_oop,
             bw,
             Some(fresh_bw),
         );
+        let t = best(reps.min(5), || {
+            acc.scatter_add_out(0, &e, &xt, &out).unwrap();
+        });
+        row(
+            "scatter_add (copy of self + scatter), _out",
+            t,
+            moved_oop,
+            bw,
+            None,
+        );
+        let t = best(reps.min(5), || {
+            acc.index_add_out(0, &it, &xt, 1i64, &out).unwrap();
+        });
+        row(
+            "index_add (copy of self + scatter), _out",
+            t,
+            moved_oop,
+            bw,
+            None,
+        );
     }
     drop((xt, e));
+    println!("load average at the end: {}", loadavg());
 
     // ---- sort and selection -----------------------------------------------------------------------
     if !on("sort") {

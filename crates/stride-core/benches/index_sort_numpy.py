@@ -1,4 +1,6 @@
-"""NumPy on the sizes of benches/index_sort.rs (run right after it, on the same machine)."""
+"""NumPy on the sizes of benches/index_sort.rs (run right after it, on the same machine).
+
+NumPy runs these on one thread; stride uses every core (2 on the reference VM)."""
 import time
 
 import numpy as np
@@ -20,6 +22,9 @@ idx = rng.integers(0, n, n)
 print(f"numpy {np.__version__}")
 print(f"{'np.take(x, idx, axis=0)':<44} {best(5, lambda: np.take(x, idx, axis=0)):8.1f} ms")
 print(f"{'x[idx]':<44} {best(5, lambda: x[idx]):8.1f} ms")
+out = np.ones((n, d), np.float32)  # preallocated: the peer of the _out forms
+print(f"{'np.take(x, idx, axis=0, out=out)':<44} {best(5, lambda: np.take(x, idx, axis=0, out=out)):8.1f} ms")
+del out
 acc = np.ones((n, d), np.float32)
 print(f"{'np.add.at(acc, idx, x)':<44} {best(1, lambda: np.add.at(acc, idx, x)):8.1f} ms")
 del x, acc

@@ -397,6 +397,68 @@ fn out_forms_refuse_recording() {
 }
 
 #[test]
+fn large_row_gathers_stream_and_prefetch_correctly() {
+    // outputs past the streaming threshold (16 MiB), rows of odd byte lengths so that they
+    // start at every alignment, outputs at an odd offset; a per-element gather over a source
+    // large enough to be prefetched
+    let mut rng = Rng(23);
+    for (dtype, n, m, k) in [
+        (DType::F32, 3000usize, 257usize, 17000usize),
+        (DType::U8, 2000, 1001, 17000),
+    ] {
+        let x: Vec<f64> = (0..n * m).map(|i| (i % 97) as f64).collect();
+        let idx: Vec<i64> = (0..k).map(|_| rng.below(n) as i64).collect();
+        let want: Vec<f64> = idx
+            .iter()
+            .flat_map(|&r| x[r as usize * m..(r as usize + 1) * m].iter().copied())
+            .collect();
+        let xt = tensor(&x, &[n, m], dtype);
+        let it = ints(&idx, &[k], DType::I64);
+        assert_same!(f64s(&xt.index_select(0, &it).unwrap()), want, "{dtype}");
+        // into an output that starts 3 elements into its buffer
+        let buf = Tensor::zeros([k * m + 3], dtype, &CPU).unwrap();
+        let out = buf
+            .narrow(0, 3, k * m)
+            .unwrap()
+            .view(&[k as i64, m as i64])
+            .unwrap();
+        xt.index_select_out(0, &it, &out).unwrap();
+        assert_same!(f64s(&out), want, "{dtype} out at offset 3");
+        assert_eq!(&f64s(&buf)[..3], &[0.0; 3], "{dtype}: before the output");
+        // an expanded gather index (rows) and a transposed output (not rows: element path)
+        let e = it
+            .unsqueeze(1)
+            .unwrap()
+            .expand(&[k as i64, m as i64])
+            .unwrap();
+        assert_same!(f64s(&xt.gather(0, &e).unwrap()), want, "{dtype} gather");
+        let outt = Tensor::zeros([m, k], dtype, &CPU).unwrap().t().unwrap();
+        xt.gather_out(0, &e, &outt).unwrap();
+        assert_same!(f64s(&outt), want, "{dtype} gather into a transposed output");
+    }
+    // take: one random element per position from a 4 MiB source
+    let n = 1 << 20;
+    let x: Vec<f64> = (0..n).map(|i| (i % 1000) as f64).collect();
+    let idx: Vec<i64> = (0..300_000)
+        .map(|_| rng.below(n) as i64 - (n as i64 / 2))
+        .collect();
+    let want: Vec<f64> = idx
+        .iter()
+        .map(|&i| {
+            x[if i < 0 {
+                (i + n as i64) as usize
+            } else {
+                i as usize
+            }]
+        })
+        .collect();
+    let got = tensor(&x, &[n], DType::F32)
+        .take(&ints(&idx, &[300_000], DType::I32))
+        .unwrap();
+    assert_same!(f64s(&got), want, "take");
+}
+
+#[test]
 fn sort_and_topk_out_write_both_outputs_through_their_layouts() {
     let vals = [
         3.0, -1.0, 2.0, 2.0, 0.5, 7.0, -4.0, 1.0, 0.0, 5.0, 6.0, -2.0,
@@ -459,4 +521,25 @@ fn sort_and_topk_out_write_both_outputs_through_their_layouts() {
     expect_err(&[&both], &["sort", "share storage"], || {
         xi.sort_out(1, false, true, &a, &b)
     });
+}
+
+#[test]
+fn row_gathers_from_strided_sources_step_the_source_per_row() {
+    // rows whose source row moves with the output row (a transposed self indexed along its
+    // last dim by one index: a 2-D plan of whole rows whose source stride is not 0)
+    let vals: Vec<f64> = (0..24).map(|v| v as f64).collect();
+    for dtype in [DType::F32, DType::BF16, DType::U8] {
+        let c = tensor(&vals, &[2, 4, 3], dtype);
+        let x = c.transpose(1, 2).unwrap(); // [2, 3, 4], strides [12, 1, 3]
+        let xc = x.contiguous().unwrap();
+        for idx in [ints(&[2], &[], DType::I64), ints(&[3], &[1], DType::I32)] {
+            let want = f64s(&xc.index_select(-1, &idx).unwrap());
+            assert_eq!(f64s(&x.index_select(-1, &idx).unwrap()), want, "{dtype}");
+            let out = tensor(&[POISON; 6], &[2, 3, 1], dtype);
+            x.index_select_out(-1, &idx, &out).unwrap();
+            assert_eq!(f64s(&out), want, "{dtype} _out");
+            let gi = idx.reshape(&[1, 1, 1]).unwrap().expand(&[2, 3, 1]).unwrap();
+            assert_eq!(f64s(&x.gather(-1, &gi).unwrap()), want, "{dtype} gather");
+        }
+    }
 }
