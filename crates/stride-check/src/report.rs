@@ -273,6 +273,8 @@ pub struct Report {
     pub elapsed_s: f64,
     /// Set when the device cannot run ops in this build (nothing was run).
     pub device_error: Option<String>,
+    /// Cases not run because the op has no kernel on this device yet, by op.
+    pub not_implemented: BTreeMap<String, u64>,
 }
 
 const LAYOUT_COLUMNS: [&str; 10] = [
@@ -309,6 +311,7 @@ impl Report {
             rows: BTreeMap::new(),
             elapsed_s: 0.0,
             device_error: None,
+            not_implemented: BTreeMap::new(),
         }
     }
     pub fn merge(&mut self, r: Recorder) {
@@ -370,6 +373,17 @@ impl Report {
             self.failed(),
             self.elapsed_s
         );
+        if !self.not_implemented.is_empty() {
+            let n: u64 = self.not_implemented.values().sum();
+            let names: Vec<&str> = self.not_implemented.keys().map(|k| k.as_str()).collect();
+            let _ = writeln!(
+                s,
+                "not run: {n} cases of {} ops with no kernel on {} yet: {}\n",
+                names.len(),
+                self.device,
+                names.join(", ")
+            );
+        }
         // (op, form) × layout
         let mut by_form: BTreeMap<(String, Form), [(u64, u64); 10]> = BTreeMap::new();
         let mut by_dtype: BTreeMap<String, [(u64, u64); 11]> = BTreeMap::new();
@@ -450,13 +464,18 @@ impl Report {
         let mut s = String::new();
         let _ = write!(
             s,
-            "{{\"device\":{},\"full\":{},\"elapsed_s\":{:.3},\"checks\":{},\"failed\":{},\"device_error\":{},\"rows\":[",
+            "{{\"device\":{},\"full\":{},\"elapsed_s\":{:.3},\"checks\":{},\"failed\":{},\"device_error\":{},\"not_implemented\":{{{}}},\"rows\":[",
             js(&self.device.to_string()),
             self.full,
             self.elapsed_s,
             self.passed() + self.failed(),
             self.failed(),
-            self.device_error.as_deref().map_or("null".to_string(), js)
+            self.device_error.as_deref().map_or("null".to_string(), js),
+            self.not_implemented
+                .iter()
+                .map(|(k, v)| format!("{}:{v}", js(k)))
+                .collect::<Vec<_>>()
+                .join(",")
         );
         for (i, (k, r)) in self.rows.iter().enumerate() {
             if i > 0 {

@@ -322,34 +322,48 @@ pub(crate) fn device_of(views: &[View]) -> Device {
     views[0].storage.device()
 }
 
+/// The one device of all `views` (the output first), or an error naming two that differ.
+/// Frontends check this already; the backend checks again because a kernel handed a storage
+/// of another device would read garbage.
+pub(crate) fn same_device(op: &'static str, views: &[View]) -> Result<Device> {
+    let d = views[0].storage.device();
+    for v in &views[1..] {
+        let e = v.storage.device();
+        if e != d {
+            return Err(Error::DeviceMismatch { op, a: d, b: e });
+        }
+    }
+    Ok(d)
+}
+
 pub(crate) fn copy_cast(src: View, dst: View) -> Result<()> {
-    match device_of(&[dst]) {
+    match same_device("copy", &[dst, src])? {
         Device::Cpu => crate::cpu::copy::copy_cast(src, dst),
-        d => Err(no_backend(d)),
+        Device::Cuda(_) => crate::cuda::elementwise::copy_cast(src, dst),
     }
 }
 pub(crate) fn fill(dst: View, value: Scalar) -> Result<()> {
-    match device_of(&[dst]) {
+    match same_device("fill", &[dst])? {
         Device::Cpu => crate::cpu::copy::fill(dst, value),
-        d => Err(no_backend(d)),
+        Device::Cuda(_) => crate::cuda::elementwise::fill(dst, value),
     }
 }
 pub(crate) fn unary(op: UnaryOp, src: View, dst: View) -> Result<()> {
-    match device_of(&[dst]) {
+    match same_device(op.name(), &[dst, src])? {
         Device::Cpu => crate::cpu::elementwise::unary(op, src, dst),
-        d => Err(no_backend(d)),
+        Device::Cuda(_) => crate::cuda::elementwise::unary(op, src, dst),
     }
 }
 pub(crate) fn binary(op: BinaryOp, a: View, b: View, dst: View) -> Result<()> {
-    match device_of(&[dst]) {
+    match same_device(op.name(), &[dst, a, b])? {
         Device::Cpu => crate::cpu::elementwise::binary(op, a, b, dst),
-        d => Err(no_backend(d)),
+        Device::Cuda(_) => crate::cuda::elementwise::binary(op, a, b, dst),
     }
 }
 pub(crate) fn ternary(op: TernaryOp, a: View, b: View, c: View, dst: View) -> Result<()> {
-    match device_of(&[dst]) {
+    match same_device(op.name(), &[dst, a, b, c])? {
         Device::Cpu => crate::cpu::elementwise::ternary(op, a, b, c, dst),
-        d => Err(no_backend(d)),
+        Device::Cuda(_) => crate::cuda::elementwise::ternary(op, a, b, c, dst),
     }
 }
 
@@ -358,7 +372,10 @@ pub(crate) fn ternary(op: TernaryOp, a: View, b: View, c: View, dst: View) -> Re
 pub(crate) fn flip(src: View, dims: &[usize], dst: View) -> Result<()> {
     match device_of(&[dst]) {
         Device::Cpu => crate::cpu::flip::flip(src, dims, dst),
-        d => Err(no_backend(d)),
+        d => Err(Error::NotImplemented {
+            op: "flip",
+            device: d,
+        }),
     }
 }
 
@@ -385,7 +402,10 @@ pub enum RandomDist {
 pub(crate) fn random(dist: RandomDist, seed: u64, offset: u64, dst: View) -> Result<()> {
     match device_of(&[dst]) {
         Device::Cpu => crate::cpu::random::random(dist, seed, offset, dst),
-        d => Err(no_backend(d)),
+        d => Err(Error::NotImplemented {
+            op: "random",
+            device: d,
+        }),
     }
 }
 
@@ -398,14 +418,15 @@ pub(crate) fn random(dist: RandomDist, seed: u64, offset: u64, dst: View) -> Res
 pub(crate) fn matmul(a: View, b: View, dst: View) -> Result<()> {
     match device_of(&[dst]) {
         Device::Cpu => crate::cpu::matmul::matmul(a, b, dst),
-        d => Err(no_backend(d)),
+        Device::Cuda(_) => crate::cuda::matmul::matmul(a, b, dst),
     }
 }
 
+/// The error of a primitive with no kernel on `d` yet (where the caller does not name the op).
 pub(crate) fn no_backend(d: Device) -> Error {
-    Error::DeviceUnavailable {
+    Error::NotImplemented {
+        op: "this op",
         device: d,
-        why: "no backend for this device in this build".into(),
     }
 }
 
@@ -539,7 +560,7 @@ impl CumulativeOp {
 pub(crate) fn reduce(op: ReduceOp, src: View, dims: &[usize], dst: View) -> Result<()> {
     match device_of(&[dst]) {
         Device::Cpu => crate::cpu::reduce::reduce(op, src, dims, dst),
-        d => Err(no_backend(d)),
+        Device::Cuda(_) => crate::cuda::reduce::reduce(op, src, dims, dst),
     }
 }
 /// Values (optional, `src`'s dtype) and i64 indices of the extremum over `dims`; both
@@ -553,13 +574,13 @@ pub(crate) fn arg_reduce(
 ) -> Result<()> {
     match device_of(&[indices]) {
         Device::Cpu => crate::cpu::reduce::arg_reduce(op, src, dims, values, indices),
-        d => Err(no_backend(d)),
+        Device::Cuda(_) => crate::cuda::reduce::arg_reduce(op, src, dims, values, indices),
     }
 }
 /// Inclusive scan of `src` along `dim` into `dst` (same shape).
 pub(crate) fn cumulative(op: CumulativeOp, src: View, dim: usize, dst: View) -> Result<()> {
     match device_of(&[dst]) {
         Device::Cpu => crate::cpu::cumulative::cumulative(op, src, dim, dst),
-        d => Err(no_backend(d)),
+        Device::Cuda(_) => crate::cuda::reduce::cumulative(op, src, dim, dst),
     }
 }

@@ -17,15 +17,20 @@ pub enum Device {
 }
 
 impl Device {
-    /// The CUDA device `ordinal`, if it can be used here.
+    /// The CUDA device `ordinal`, if it can be used here: initialises it (context, stream)
+    /// on first use. Without a driver or such a GPU the error says so
+    /// ([`Error::DeviceUnavailable`](crate::Error::DeviceUnavailable)).
     ///
-    /// This build has no CUDA backend yet, so this always returns
-    /// [`Error::DeviceUnavailable`](crate::Error::DeviceUnavailable).
+    /// ```
+    /// use stride_core::{cuda, Device};
+    /// match Device::cuda(0) {
+    ///     Ok(d) => assert_eq!(d.to_string(), "cuda:0"),
+    ///     Err(e) => assert!(!cuda::is_available(), "{e}"),
+    /// }
+    /// ```
     pub fn cuda(ordinal: usize) -> crate::Result<Device> {
-        Err(crate::Error::DeviceUnavailable {
-            device: Device::Cuda(ordinal),
-            why: "this build of stride has no CUDA backend yet; use Device::Cpu".into(),
-        })
+        crate::cuda::device::get(ordinal)?;
+        Ok(Device::Cuda(ordinal))
     }
     /// Parses `cpu`, `cuda`, `cuda:N`.
     pub fn parse(s: &str) -> Option<Device> {

@@ -87,6 +87,23 @@ pub enum Error {
     #[error("{op}: integer division by zero")]
     ZeroDivision { op: &'static str },
 
+    /// A CUDA driver, NVRTC or kernel failure, naming the device and what stride was doing.
+    #[error("{device}: {msg}")]
+    Cuda { device: Device, msg: String },
+
+    /// A device allocation failed even after the allocator released its cache. The program
+    /// stays usable: free tensors (or use smaller batches) and try again.
+    #[error("{device}: out of memory allocating {requested} bytes ({detail}). Free tensors you no longer need, call stride::cuda::empty_cache, or use smaller batches")]
+    OutOfMemory {
+        device: Device,
+        requested: u64,
+        detail: String,
+    },
+
+    /// The op has no kernel on this device yet.
+    #[error("{op}: no kernel for {device} yet; run it on the CPU (to_device(&Device::Cpu)) and move the result back")]
+    NotImplemented { op: &'static str, device: Device },
+
     /// Any other invalid argument; the message says what and what to do.
     #[error("{op}: {msg}")]
     Invalid { op: &'static str, msg: String },

@@ -8,12 +8,14 @@
 //! - [`Tensor`] itself (`tensor.rs`), creation (`creation.rs`), views (`view.rs`),
 //!   printing (`display.rs`), type promotion ([`promote`]);
 //! - op frontends in `ops/` (validate → promote → allocate → one backend primitive);
-//! - the backend contract in [`backend`] and the CPU backend in `cpu/`.
+//! - the backend contract in [`backend`], the CPU backend in `cpu/` and the CUDA backend in
+//!   [`cuda`].
 
 pub mod autograd;
 pub mod backend;
 mod cpu;
 mod creation;
+pub mod cuda;
 pub mod device;
 mod display;
 pub mod dtype;

@@ -150,6 +150,7 @@ impl CpuBuffer {
 #[derive(Debug)]
 pub enum StorageData {
     Cpu(CpuBuffer),
+    Cuda(crate::cuda::CudaBuffer),
 }
 
 #[derive(Debug)]
@@ -176,24 +177,43 @@ static CPU_ALLOCS: AtomicU64 = AtomicU64::new(0);
 /// Allocation statistics of one device's storages.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct MemoryStats {
-    /// Bytes held by live storages now.
+    /// Bytes held by live storages now (on CUDA: the allocator's size classes they hold).
     pub allocated_bytes: u64,
     /// The most `allocated_bytes` has been since the process started.
     pub peak_bytes: u64,
     /// Storages allocated since the process started.
     pub allocation_count: u64,
+    /// Bytes obtained from the device (CUDA: live blocks plus the allocator's cache; CPU:
+    /// equal to `allocated_bytes`).
+    pub reserved_bytes: u64,
+    /// The largest block in the allocator's cache (0 on the CPU, which has no cache).
+    pub largest_free_block: u64,
 }
 
 /// Current allocation statistics of `device` (the CPU's are counted by stride's storages,
-/// not by the process's allocator).
+/// not by the process's allocator). A CUDA device that was never used, or is not present,
+/// reports zeros.
+///
+/// ```
+/// use stride_core::{memory_stats, Device, DType, Tensor};
+/// let before = memory_stats(Device::Cpu).allocated_bytes;
+/// let t = Tensor::zeros([1024], DType::F32, &Device::Cpu)?;
+/// assert_eq!(memory_stats(Device::Cpu).allocated_bytes, before + 4096);
+/// # Ok::<(), stride_core::Error>(())
+/// ```
 pub fn memory_stats(device: Device) -> MemoryStats {
     match device {
-        Device::Cpu => MemoryStats {
-            allocated_bytes: CPU_ALLOCATED.load(Ordering::Relaxed),
-            peak_bytes: CPU_PEAK.load(Ordering::Relaxed),
-            allocation_count: CPU_ALLOCS.load(Ordering::Relaxed),
-        },
-        _ => MemoryStats::default(),
+        Device::Cpu => {
+            let allocated = CPU_ALLOCATED.load(Ordering::Relaxed);
+            MemoryStats {
+                allocated_bytes: allocated,
+                peak_bytes: CPU_PEAK.load(Ordering::Relaxed),
+                allocation_count: CPU_ALLOCS.load(Ordering::Relaxed),
+                reserved_bytes: allocated,
+                largest_free_block: 0,
+            }
+        }
+        Device::Cuda(i) => crate::cuda::memory_stats(i),
     }
 }
 
@@ -220,6 +240,18 @@ impl Storage {
             dtype: buf.dtype(),
             len: buf.len(),
             data: RwLock::new(StorageData::Cpu(buf)),
+            version: AtomicU64::new(0),
+        }))
+    }
+    /// A storage of `len` elements of `dtype` in a CUDA buffer.
+    pub(crate) fn from_cuda(buf: crate::cuda::CudaBuffer, dtype: DType, len: usize) -> Storage {
+        let device = Device::Cuda(buf.dev.ordinal);
+        Storage(Arc::new(StorageInner {
+            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
+            device,
+            dtype,
+            len,
+            data: RwLock::new(StorageData::Cuda(buf)),
             version: AtomicU64::new(0),
         }))
     }

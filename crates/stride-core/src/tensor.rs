@@ -80,7 +80,7 @@ impl Tensor {
         let numel = crate::shape::checked_numel("alloc", shape)?;
         let storage = match device {
             Device::Cpu => Storage::from_cpu(CpuBuffer::zeros(dtype, numel)),
-            d => return Err(backend::no_backend(*d)),
+            Device::Cuda(i) => crate::cuda::alloc_storage(*i, dtype, numel, true)?,
         };
         Ok(Tensor::from_parts(
             storage,
@@ -213,7 +213,9 @@ impl Tensor {
             return self.to_device(&Device::Cpu)?.to_vec();
         }
         let guard = self.0.storage.read();
-        let StorageData::Cpu(buf) = &*guard;
+        let StorageData::Cpu(buf) = &*guard else {
+            unreachable!("moved to the CPU above")
+        };
         let data = T::slice(buf).expect("storage dtype matches tensor dtype");
         let l = &self.0.layout;
         let mut out = Vec::with_capacity(self.numel());
@@ -275,7 +277,12 @@ impl Tensor {
         if *device == self.device() {
             return Ok(self.clone());
         }
-        Err(backend::no_backend(*device))
+        let out = {
+            let _g = crate::autograd::no_grad();
+            crate::cuda::transfer::to_device(self, *device)?
+        };
+        crate::autograd::formulas::views::record_to_device(self, &out)?;
+        Ok(out)
     }
 }
 

@@ -4,6 +4,7 @@
 use crate::autograd::formulas::views::{
     record_as_strided, record_copy, record_view, ViewFn, ViewGrad,
 };
+use crate::autograd::view_meta::mark_view;
 use crate::backend;
 use crate::creation::MemoryFormat;
 use crate::layout::infer_shape;
@@ -23,6 +24,7 @@ impl Tensor {
         if self.requires_grad() {
             record_view(name, self, &out, how())?;
         }
+        mark_view(self, &out);
         Ok(out)
     }
     fn scatter_grad(f: impl Fn(&Tensor) -> Result<Tensor> + Send + Sync + 'static) -> ViewGrad {
@@ -190,6 +192,7 @@ impl Tensor {
         let l = Layout::as_strided(shape, strides, offset, self.storage().len())?;
         let out = self.with_layout(l);
         record_as_strided(self, &out)?;
+        mark_view(self, &out);
         Ok(out)
     }
 

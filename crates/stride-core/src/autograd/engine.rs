@@ -74,13 +74,16 @@ pub(crate) fn run_backward(
         .unwrap_or(&[])
         .iter()
         .map(|t| {
+            if t.requires_grad() {
+                super::view_meta::refresh(t)?;
+            }
             let m = t.meta();
-            match &m.grad_fn {
+            Ok(match &m.grad_fn {
                 Some(n) => Target::Slot(key(n), m.output_nr),
                 None => Target::Leaf(t.impl_ptr()),
-            }
+            })
         })
-        .collect();
+        .collect::<Result<_>>()?;
     let mut captured: Vec<Option<Tensor>> = vec![None; targets.len()];
 
     // 1. seed
@@ -96,7 +99,7 @@ pub(crate) fn run_backward(
                 why: "differ: the gradient (second) must have the output's shape (first)".into(),
             });
         }
-        match super::record::edge_of(t) {
+        match super::record::edge_of(t)? {
             Some(Edge::Node(n, i)) => {
                 let b = buffers.entry(key(&n)).or_insert_with(|| vec![None; n.outputs.len()]);
                 add_grad(&mut b[i], g.clone())?;

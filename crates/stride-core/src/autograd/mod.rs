@@ -8,7 +8,25 @@
 //! - modes: [`no_grad`], [`enable_grad`], [`inference_mode`] (RAII guards);
 //! - functional API: [`grad`], [`value_and_grad`] (with `create_graph` for higher order);
 //! - safety: a tensor saved for backward and then modified in place makes backward fail with
-//!   the op's name and both versions, as PyTorch does.
+//!   the op's name and both versions, as PyTorch does;
+//! - in-place ops on non-leaf tensors are differentiable (`record::in_place`), and so are
+//!   in-place ops through views: the view's base gets the history `CopySlices` and every view
+//!   of that base regenerates its own history from the base when next used (`view_meta`,
+//!   `copy_slices`). In-place ops on a leaf that requires grad or on a view of one, on a view
+//!   returned by `split`/`chunk`/`unbind`, or on a view made under `no_grad` from a tensor that
+//!   requires grad are errors that say what to do, as in PyTorch.
+//!
+//! ```
+//! use stride_core::{DType, Device, Tensor};
+//! let x = Tensor::from_vec(vec![1.0f64, 2.0, 3.0, 4.0], [4])?.requires_grad_(true)?;
+//! let y = x.clone_tensor()?.mul(1.0)?;
+//! y.select(0, 1)?.mul_(3.0)?; // y[1] *= 3, through a view
+//! assert_eq!(y.grad_fn().unwrap().name(), "CopySlices");
+//! y.sum()?.backward()?;
+//! assert_eq!(x.grad().unwrap().to_vec::<f64>()?, vec![1.0, 3.0, 1.0, 1.0]);
+//! assert!(x.select(0, 0)?.mul_(2.0).is_err()); // a view of a leaf that requires grad
+//! # Ok::<(), stride_core::Error>(())
+//! ```
 //!
 //! ```
 //! use stride_core::{DType, Device, Tensor};
@@ -24,6 +42,7 @@
 //! # Ok::<(), stride_core::Error>(())
 //! ```
 
+mod copy_slices;
 mod engine;
 pub(crate) mod formulas;
 mod functional;
@@ -32,6 +51,7 @@ mod mode;
 pub(crate) mod node;
 pub(crate) mod record;
 mod tensor_api;
+pub(crate) mod view_meta;
 
 pub use engine::BackwardOptions;
 pub use functional::{grad, value_and_grad, GradOptions};
@@ -61,7 +81,7 @@ pub(crate) struct AutogradMeta {
     pub hooks: Vec<(u64, GradHook)>,
     /// Created inside `inference_mode`: may never be saved for backward.
     pub inference: bool,
-    /// Created by a view op: in-place ops on it may not start recording (stride has no
-    /// view+in-place rebasing yet; see `record::in_place`).
-    pub is_view: bool,
+    /// Set on float tensors made by a view op: the base they share storage with, and whether
+    /// their `grad_fn` is current (see [`view_meta`]). `None` for every other tensor.
+    pub view: Option<view_meta::ViewInfo>,
 }

@@ -1,39 +1,43 @@
 //! How op frontends record themselves: `record(...)` after computing outputs, and
-//! `in_place(...)` to make an in-place op differentiable.
+//! `in_place(...)` to make an in-place op differentiable (through views too: `CopySlices`).
 
+use super::copy_slices::in_place_on_view;
 use super::mode::is_grad_enabled;
 use super::node::{BackwardFn, Edge, Node, SavedVersion, TensorMeta};
+use super::view_meta::{refresh, set_history};
 use crate::{Error, Result, Tensor};
+use std::sync::Arc;
 
 /// Whether an op on these inputs records a node.
 pub(crate) fn needs_grad(inputs: &[&Tensor]) -> bool {
     is_grad_enabled() && inputs.iter().any(|t| t.requires_grad())
 }
 
-/// The edge a gradient for `t` follows.
-pub(crate) fn edge_of(t: &Tensor) -> Option<Edge> {
+/// The edge a gradient for `t` follows. A view whose base was modified in place since its
+/// `grad_fn` was set gets its history regenerated first (`view_meta::refresh`).
+pub(crate) fn edge_of(t: &Tensor) -> Result<Option<Edge>> {
     if !t.requires_grad() {
-        return None;
+        return Ok(None);
     }
+    refresh(t)?;
     let m = t.meta();
-    match &m.grad_fn {
-        Some(n) => Some(Edge::Node(n.clone(), m.output_nr)),
-        None => Some(Edge::Leaf(t.downgrade())),
-    }
+    Ok(Some(match &m.grad_fn {
+        Some(n) => Edge::Node(n.clone(), m.output_nr),
+        None => Edge::Leaf(t.downgrade()),
+    }))
 }
 
-/// Records `name` with `inputs` → `outputs`. `saved` are the tensors the backward closure
-/// captured (checked against later in-place modification). Outputs of non-float dtype never
-/// require grad. A no-op when no input requires grad or grad mode is off.
-pub(crate) fn record(
+/// Builds the node `name` for `inputs` → `outputs` without attaching it to the outputs
+/// (see [`record`]); `None` when nothing needs a gradient.
+pub(crate) fn make_node(
     name: &'static str,
     inputs: &[&Tensor],
     outputs: &[&Tensor],
     saved: &[(&Tensor, &'static str)],
     backward: impl FnMut(&[Tensor]) -> Result<Vec<Option<Tensor>>> + Send + 'static,
-) -> Result<()> {
+) -> Result<Option<Arc<Node>>> {
     if !needs_grad(inputs) || !outputs.iter().any(|o| o.dtype().is_float()) {
-        return Ok(());
+        return Ok(None);
     }
     for (t, what) in saved {
         if t.meta().inference {
@@ -43,9 +47,13 @@ pub(crate) fn record(
             ));
         }
     }
-    let node = Node::new(
+    let edges = inputs
+        .iter()
+        .map(|t| edge_of(t))
+        .collect::<Result<Vec<_>>>()?;
+    Ok(Some(Node::new(
         name,
-        inputs.iter().map(|t| edge_of(t)).collect(),
+        edges,
         inputs.iter().map(|t| TensorMeta::of(t)).collect(),
         outputs.iter().map(|t| TensorMeta::of(t)).collect(),
         saved
@@ -57,28 +65,56 @@ pub(crate) fn record(
             })
             .collect(),
         Box::new(backward) as BackwardFn,
-    );
+    )))
+}
+
+/// Records `name` with `inputs` → `outputs`. `saved` are the tensors the backward closure
+/// captured (checked against later in-place modification). Outputs of non-float dtype never
+/// require grad. A no-op when no input requires grad or grad mode is off.
+///
+/// The outputs are results of this op, not views: one that aliases an internal temporary
+/// (a reshape of a fresh buffer) forgets that base, and view ops mark their outputs
+/// afterwards (`view_meta::mark_view`).
+pub(crate) fn record(
+    name: &'static str,
+    inputs: &[&Tensor],
+    outputs: &[&Tensor],
+    saved: &[(&Tensor, &'static str)],
+    backward: impl FnMut(&[Tensor]) -> Result<Vec<Option<Tensor>>> + Send + 'static,
+) -> Result<()> {
+    let Some(node) = make_node(name, inputs, outputs, saved, backward)? else {
+        return Ok(());
+    };
     for (i, o) in outputs.iter().enumerate() {
         if o.dtype().is_float() {
             let mut m = o.meta();
             m.grad_fn = Some(node.clone());
             m.output_nr = i;
             m.requires_grad = true;
+            let stale_base = m.view.take();
+            drop(m);
+            drop(stale_base);
         }
     }
     Ok(())
 }
 
-/// Marks a fresh output of a view op as a view (see `AutogradMeta::is_view`).
-pub(crate) fn mark_view(out: &Tensor) {
-    out.meta().is_view = true;
-}
-
-/// Runs an in-place op so that autograd sees it. Without recording it just runs `kernel`.
-/// With recording, the op is computed out of place by `functional` on a (recorded) clone of
-/// `self`, so ordinary nodes are recorded, the result is written into `self` through its layout, and `self`'s
-/// history is rebased onto the new node — PyTorch's semantics for in-place ops on non-leaf
-/// tensors. In-place ops on leaves that require grad, and on views, are errors.
+/// Runs an in-place op so that autograd sees it, as PyTorch does.
+///
+/// - Not recording (grad mode off, or no operand requires grad): just runs `kernel`.
+/// - `self` is not a view: the op is computed out of place by `functional` on a (recorded)
+///   clone of `self`, so ordinary nodes are recorded and the nodes that saved `self` keep the
+///   value they saw; the result is written into `self` through its layout, and `self`'s
+///   history is rebased onto the result's node.
+/// - `self` is a view of a base `b`: the same out-of-place computation `r = f(self)`, the
+///   write through `self`'s layout, then `b` gets the history `CopySlices` (gradient for
+///   `b`'s old history: the incoming gradient with `self`'s region zeroed; for `r`: the
+///   incoming gradient seen through `self`'s geometry) and `self` the history "its geometry,
+///   read from the new `b`". Other views of `b` regenerate their histories when next used.
+///
+/// Errors, before anything is written (as in PyTorch): `self` a leaf that requires grad, or
+/// a view of one; `self` one of the views returned by `split`/`chunk`/`unbind`; `self` a view
+/// made under `no_grad` from a tensor that requires grad (or `detach_()`ed).
 pub(crate) fn in_place(
     op: &'static str,
     this: &Tensor,
@@ -86,21 +122,23 @@ pub(crate) fn in_place(
     kernel: impl FnOnce() -> Result<Tensor>,
     functional: impl FnOnce(&Tensor) -> Result<Tensor>,
 ) -> Result<Tensor> {
-    let mut all = vec![this];
-    all.extend_from_slice(others);
-    if !needs_grad(&all) {
+    let recording =
+        is_grad_enabled() && (this.requires_grad() || others.iter().any(|t| t.requires_grad()));
+    if !recording {
         return kernel();
+    }
+    let view = this
+        .meta()
+        .view
+        .as_ref()
+        .map(|v| (v.base.clone(), v.creation));
+    if let Some((base, creation)) = view {
+        return in_place_on_view(op, this, &base, creation, functional);
     }
     if this.requires_grad() && this.is_leaf() {
         return Err(Error::invalid(
             op,
             "a leaf tensor that requires grad is being used in an in-place operation; wrap the update in no_grad() (as optimizers do) or use the out-of-place op",
-        ));
-    }
-    if this.meta().is_view {
-        return Err(Error::invalid(
-            op,
-            "in-place operations on views are not differentiable in stride yet (PyTorch rebases the base tensor's history); use the out-of-place op, or clone() the view first",
         ));
     }
     // compute on a clone so the nodes that saved `this` keep the value they saw
@@ -110,16 +148,12 @@ pub(crate) fn in_place(
         let _g = super::no_grad();
         crate::ops::output::copy_into(op, &result, this)?;
     }
-    let (grad_fn, nr) = {
-        let m = result.meta();
-        (m.grad_fn.clone(), m.output_nr)
-    };
-    let mut m = this.meta();
     // a result with no history (fill_) makes `this` a constant: no gradient flows back
-    m.requires_grad = grad_fn.is_some();
-    m.grad_fn = grad_fn;
-    m.output_nr = nr;
-    drop(m);
+    let history = {
+        let m = result.meta();
+        m.grad_fn.clone().map(|n| (n, m.output_nr))
+    };
+    set_history(this, history);
     Ok(this.clone())
 }
 

@@ -16,7 +16,8 @@ pub struct HookHandle(u64);
 impl Tensor {
     /// Whether gradients flow to this tensor.
     pub fn requires_grad(&self) -> bool {
-        self.meta().requires_grad
+        let m = self.meta();
+        m.requires_grad || super::view_meta::base_requires_grad(&m)
     }
     /// Sets whether this leaf requires grad (only float tensors can). Returns `self`.
     pub fn requires_grad_(&self, on: bool) -> Result<Tensor> {
@@ -27,6 +28,7 @@ impl Tensor {
                 hint: "; only floating-point tensors can require gradients".into(),
             });
         }
+        super::view_meta::refresh(self)?;
         let mut m = self.meta();
         if m.grad_fn.is_some() {
             if !on {
@@ -43,6 +45,8 @@ impl Tensor {
     }
     /// A leaf is a tensor with no `grad_fn` (made by the user, or not requiring grad).
     pub fn is_leaf(&self) -> bool {
+        // a stale view (see `grad_fn`) is judged by the history it is about to get
+        let _ = super::view_meta::refresh(self);
         self.meta().grad_fn.is_none()
     }
     /// The accumulated gradient, if any.
@@ -79,8 +83,14 @@ impl Tensor {
         }
         Ok(())
     }
-    /// The node that produced this tensor (`None` for leaves).
+    /// The node that produced this tensor (`None` for leaves). For a view whose base was
+    /// modified in place since, the history is regenerated from the base first (as PyTorch
+    /// does), so this shows `AsStridedBackward`; a base written through a view shows
+    /// `CopySlices`.
     pub fn grad_fn(&self) -> Option<GradFn> {
+        // a stale view returned by split/chunk/unbind keeps its old node here; using it in an
+        // op or in backward is the error
+        let _ = super::view_meta::refresh(self);
         self.meta().grad_fn.clone().map(GradFn)
     }
     /// Backward from a scalar (one-element) tensor: d(self)/d(leaf) accumulates into every
@@ -101,6 +111,9 @@ impl Tensor {
     }
     /// Keep `.grad()` for this non-leaf tensor too during backward.
     pub fn retain_grad(&self) -> Result<()> {
+        if self.requires_grad() {
+            super::view_meta::refresh(self)?;
+        }
         let m = self.meta();
         if !m.requires_grad {
             return Err(Error::invalid(
@@ -126,6 +139,9 @@ impl Tensor {
         &self,
         hook: impl Fn(&Tensor) -> Result<Option<Tensor>> + Send + Sync + 'static,
     ) -> Result<HookHandle> {
+        if self.requires_grad() {
+            super::view_meta::refresh(self)?;
+        }
         let m = self.meta();
         if !m.requires_grad {
             return Err(Error::invalid(
@@ -164,11 +180,15 @@ impl Tensor {
     pub fn detach(&self) -> Tensor {
         self.with_layout(self.layout().clone())
     }
-    /// Detaches this tensor in place: it becomes a leaf that doesn't require grad.
+    /// Detaches this tensor in place: it becomes a leaf that doesn't require grad. A view
+    /// detached this way still shares its base's memory, so an in-place op on it while
+    /// recording is an error (PyTorch refuses `detach_()` on views outright); prefer
+    /// [`Tensor::detach`].
     pub fn detach_(&self) -> Tensor {
         let mut m = self.meta();
         m.grad_fn = None;
         m.requires_grad = false;
+        super::view_meta::mark_detached(&mut m);
         drop(m);
         self.clone()
     }

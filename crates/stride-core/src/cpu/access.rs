@@ -35,12 +35,16 @@ impl<'a> Access<'a> {
         for (s, write) in all {
             if write {
                 let mut g = s.write();
-                let StorageData::Cpu(buf) = &mut *g;
+                let StorageData::Cpu(buf) = &mut *g else {
+                    unreachable!("backend dispatch sends only CPU storages here")
+                };
                 entries.push((s.id(), buf.as_mut_ptr()));
                 guards.push(Guard::Write(g));
             } else {
                 let g = s.read();
-                let StorageData::Cpu(buf) = &*g;
+                let StorageData::Cpu(buf) = &*g else {
+                    unreachable!("backend dispatch sends only CPU storages here")
+                };
                 entries.push((s.id(), buf.as_ptr() as *mut u8));
                 guards.push(Guard::Read(g));
             }
@@ -70,12 +74,16 @@ impl<'a> Access<'a> {
         for (s, write) in all {
             if write {
                 let mut g = s.write();
-                let StorageData::Cpu(buf) = &mut *g;
+                let StorageData::Cpu(buf) = &mut *g else {
+                    unreachable!("backend dispatch sends only CPU storages here")
+                };
                 entries.push((s.id(), buf.as_mut_ptr()));
                 guards.push(Guard::Write(g));
             } else {
                 let g = s.read();
-                let StorageData::Cpu(buf) = &*g;
+                let StorageData::Cpu(buf) = &*g else {
+                    unreachable!("backend dispatch sends only CPU storages here")
+                };
                 entries.push((s.id(), buf.as_ptr() as *mut u8));
                 guards.push(Guard::Read(g));
             }
@@ -111,12 +119,16 @@ impl<'a> Access<'a> {
         for (s, write) in all {
             if write {
                 let mut g = s.write();
-                let StorageData::Cpu(buf) = &mut *g;
+                let StorageData::Cpu(buf) = &mut *g else {
+                    unreachable!("backend dispatch sends only CPU storages here")
+                };
                 entries.push((s.id(), buf.as_mut_ptr()));
                 guards.push(Guard::Write(g));
             } else {
                 let g = s.read();
-                let StorageData::Cpu(buf) = &*g;
+                let StorageData::Cpu(buf) = &*g else {
+                    unreachable!("backend dispatch sends only CPU storages here")
+                };
                 entries.push((s.id(), buf.as_ptr() as *mut u8));
                 guards.push(Guard::Read(g));
             }

@@ -73,6 +73,11 @@ impl<const N: usize> Plan<N> {
     pub fn numel(&self) -> usize {
         self.numel
     }
+    /// The merged shape (outermost first), each operand's strides over it, and offsets: what
+    /// the CUDA backend hands its kernels, so both backends walk the same geometry.
+    pub fn parts(&self) -> (&[usize], &[Vec<isize>; N], [isize; N]) {
+        (&self.shape, &self.strides, self.offsets)
+    }
     /// Strides of the innermost dim, per operand.
     pub fn inner_strides(&self) -> [isize; N] {
         std::array::from_fn(|k| *self.strides[k].last().unwrap())

@@ -12,6 +12,7 @@ use super::output::{alloc_result, check_out, write_result, Dest};
 use crate::autograd::formulas::index::untracked;
 use crate::autograd::formulas::join as grad;
 use crate::autograd::record::{forbid_out, in_place, needs_grad};
+use crate::autograd::view_meta::{mark_multi_output, mark_view};
 use crate::backend::{self, TernaryOp, View};
 use crate::promote::{result_type, Operand};
 use crate::shape::{checked_numel, wrap_dim, wrap_dims};
@@ -376,6 +377,10 @@ impl Tensor {
 
     /// Views of consecutive pieces of `split_size` along `dim` (the last may be smaller).
     /// `split_size` may be 0 only when the dim is empty.
+    ///
+    /// As in PyTorch, the pieces (of `split`, `split_with_sizes`, `chunk` and `unbind`) may
+    /// not be modified in place while gradients are recorded, nor used after their base was
+    /// modified in place: `clone()` a piece to modify it.
     pub fn split(&self, split_size: usize, dim: i64) -> Result<Vec<Tensor>> {
         let op = "split";
         let d = dim_of(op, self, dim)?;
@@ -391,12 +396,14 @@ impl Tensor {
         } else {
             n.div_ceil(split_size).max(1)
         };
-        (0..pieces)
+        let parts = (0..pieces)
             .map(|i| {
                 let start = i * split_size;
                 self.narrow(d as i64, start as i64, split_size.min(n - start))
             })
-            .collect()
+            .collect::<Result<Vec<_>>>()?;
+        mark_multi_output(op, &parts);
+        Ok(parts)
     }
     /// Views of pieces of the given sizes along `dim`; the sizes must sum to the dim's size.
     pub fn split_with_sizes(&self, sizes: &[usize], dim: i64) -> Result<Vec<Tensor>> {
@@ -414,14 +421,16 @@ impl Tensor {
             ));
         }
         let mut start = 0;
-        sizes
+        let parts = sizes
             .iter()
             .map(|&s| {
                 let v = self.narrow(d as i64, start as i64, s);
                 start += s;
                 v
             })
-            .collect()
+            .collect::<Result<Vec<_>>>()?;
+        mark_multi_output(op, &parts);
+        Ok(parts)
     }
     /// Splits into `chunks` views along `dim` of `ceil(size / chunks)` each (fewer when the
     /// dim is too small, as in PyTorch).
@@ -433,17 +442,22 @@ impl Tensor {
         }
         let n = self.shape()[d];
         let split_size = n.div_ceil(chunks);
-        if split_size == 0 {
-            return self.split_with_sizes(&vec![0; chunks], dim);
-        }
-        self.split(split_size, dim)
+        let parts = if split_size == 0 {
+            self.split_with_sizes(&vec![0; chunks], dim)?
+        } else {
+            self.split(split_size, dim)?
+        };
+        mark_multi_output(op, &parts);
+        Ok(parts)
     }
     /// Views of every slice along `dim`, with `dim` removed.
     pub fn unbind(&self, dim: i64) -> Result<Vec<Tensor>> {
         let d = dim_of("unbind", self, dim)?;
-        (0..self.shape()[d])
+        let parts = (0..self.shape()[d])
             .map(|i| self.select(d as i64, i as i64))
-            .collect()
+            .collect::<Result<Vec<_>>>()?;
+        mark_multi_output("unbind", &parts);
+        Ok(parts)
     }
 
     /// Repeats the tensor `repeats[k]` times along dim `k` (PyTorch's `repeat`); `repeats` may
@@ -895,6 +909,7 @@ impl Tensor {
                 strides[pos[i]] = if t.dim() == 1 { t.stride()[0] } else { 0 };
                 let out = t.with_layout(Layout::new(shape.clone(), strides, t.storage_offset()));
                 grad::record_meshgrid(t, pos[i], &out)?;
+                mark_view(t, &out);
                 Ok(out)
             })
             .collect()

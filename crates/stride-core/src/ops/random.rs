@@ -7,7 +7,8 @@
 //! Every parameter is checked before the generator advances, so a failed call leaves both the
 //! operands and the generator unchanged.
 
-use super::output::{write_result, Dest};
+use super::output::{check_out, write_result, Dest};
+use crate::autograd::record::in_place;
 use crate::backend::{self, RandomDist};
 use crate::random::generator::or_default;
 use crate::random::{words_consumed, Generator};
@@ -239,32 +240,12 @@ impl Tensor {
     /// Fills `self` (a float tensor, any non-overlapping layout) with uniforms in `[low, high)`.
     pub fn uniform_(&self, low: f64, high: f64, gen: Option<&Generator>) -> Result<Tensor> {
         let dist = check_uniform("uniform_", self.dtype(), low, high)?;
-        let (s, d) = (self.shape(), self.dtype());
-        draw(
-            "uniform_",
-            dist,
-            Dest::Into(self),
-            s,
-            d,
-            self.device(),
-            None,
-            gen,
-        )
+        self.fill_random_("uniform_", dist, gen)
     }
     /// Fills `self` (a float tensor, any non-overlapping layout) with normals.
     pub fn normal_(&self, mean: f64, std: f64, gen: Option<&Generator>) -> Result<Tensor> {
         let dist = check_normal("normal_", self.dtype(), mean, std)?;
-        let (s, d) = (self.shape(), self.dtype());
-        draw(
-            "normal_",
-            dist,
-            Dest::Into(self),
-            s,
-            d,
-            self.device(),
-            None,
-            gen,
-        )
+        self.fill_random_("normal_", dist, gen)
     }
 
     /// Samples 0/1 with the probabilities in `self` (a float tensor with values in `[0, 1]`);
@@ -313,8 +294,32 @@ impl Tensor {
         let op = "bernoulli_";
         check_prob(op, "p", p)?;
         let dist = RandomDist::Bernoulli { p, value: 1.0 };
-        let (s, d) = (self.shape(), self.dtype());
-        draw(op, dist, Dest::Into(self), s, d, self.device(), None, gen)
+        self.fill_random_(op, dist, gen)
+    }
+
+    /// An in-place random fill, seen by autograd as PyTorch sees it: the drawn values are a
+    /// constant, so while recording `self`'s history (or, for a view, its base's) is rebased
+    /// onto them — no gradient flows back through the overwritten elements — and a leaf that
+    /// requires grad (or a view of one) is refused. The values are the same either way: an
+    /// element's random words depend on its logical index only.
+    fn fill_random_(
+        &self,
+        op: &'static str,
+        dist: RandomDist,
+        gen: Option<&Generator>,
+    ) -> Result<Tensor> {
+        let (s, d, dev) = (self.shape(), self.dtype(), self.device());
+        in_place(
+            op,
+            self,
+            &[],
+            || draw(op, dist, Dest::Into(self), s, d, dev, None, gen),
+            |orig| {
+                // checked before the generator advances, as on the kernel path
+                check_out(op, self, s, d, dev)?;
+                draw(op, dist, Dest::New, s, d, dev, Some(orig), gen)
+            },
+        )
     }
 
     /// A dropout mask (float dtype): each element is kept with probability `1 − p` and then

@@ -5,7 +5,7 @@
 //! `split`/`chunk`/`unbind` are views (narrow/select) and `tril`/`triu` a `where`, so they
 //! need nothing here.
 
-use crate::autograd::record::{mark_view, needs_grad, record};
+use crate::autograd::record::{needs_grad, record};
 use crate::{Device, PadMode, Result, Tensor};
 
 fn as_i64(shape: &[usize]) -> Vec<i64> {
@@ -202,7 +202,5 @@ pub(crate) fn record_meshgrid(t: &Tensor, pos: usize, out: &Tensor) -> Result<()
             g.sum_dims(&others, false)?
         };
         Ok(vec![Some(s.reshape(&shape)?)])
-    })?;
-    mark_view(out);
-    Ok(())
+    })
 }

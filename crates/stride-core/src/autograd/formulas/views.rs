@@ -6,8 +6,8 @@
 //! view again, so double backward works.
 
 use super::sum_to_shape;
-use crate::autograd::record::{mark_view, needs_grad, record};
-use crate::{Result, Tensor};
+use crate::autograd::record::{needs_grad, record};
+use crate::{Layout, Result, Tensor};
 use std::sync::Arc;
 
 /// A view op re-applied to another tensor of the input's shape.
@@ -44,9 +44,7 @@ pub(crate) fn record_view(
             ViewGrad::Scatter(f) => view_scatter(g, &shape, f.clone())?,
         };
         Ok(vec![Some(r)])
-    })?;
-    mark_view(out);
-    Ok(())
+    })
 }
 
 /// `z = zeros(shape); view(z) = g` — recorded so that its own gradient is `view(gg)`.
@@ -70,18 +68,54 @@ pub(crate) fn record_copy(name: &'static str, x: &Tensor, out: &Tensor) -> Resul
     record(name, &[x], &[out], &[], |g| Ok(vec![Some(g[0].clone())]))
 }
 
-/// Records `out = x.as_strided(shape, strides, offset)` — PyTorch's `as_strided_backward`:
-/// `as_strided` addresses `x`'s storage, so the gradient is scatter-added into a zero buffer
-/// over the storage positions that `x` or the result touch (overlapping results accumulate),
-/// then read back through `x`'s own layout. Where `x`'s elements overlap (an expanded `x`),
-/// each storage position's gradient is shared evenly among the elements that alias it, as
-/// PyTorch does. Positions the result reads outside `x`'s elements get no gradient.
+/// Records a device transfer: the gradient goes back to `x`'s device.
+pub(crate) fn record_to_device(x: &Tensor, out: &Tensor) -> Result<()> {
+    if !out.dtype().is_float() {
+        return Ok(());
+    }
+    let device = x.device();
+    record("ToCopyBackward", &[x], &[out], &[], move |g| {
+        Ok(vec![Some(g[0].to_device(&device)?)])
+    })
+}
+
+/// Records `out = x.as_strided(shape, strides, offset)` — PyTorch's `as_strided_backward`
+/// ([`as_strided_backward`]). Nothing is computed until backward runs.
 pub(crate) fn record_as_strided(x: &Tensor, out: &Tensor) -> Result<()> {
     if !needs_grad(&[x]) {
         return Ok(());
     }
-    let in_pos = positions(x.layout());
-    let out_pos = positions(out.layout());
+    let (xl, ol) = (x.layout().clone(), out.layout().clone());
+    record("AsStridedBackward", &[x], &[out], &[], move |g| {
+        Ok(vec![Some(as_strided_backward(&g[0], &xl, &ol)?)])
+    })
+}
+
+/// The gradient of `x` (layout `x`) for `out` = the elements of `x`'s storage at layout `out`,
+/// given `out`'s gradient `g`. `as_strided` addresses storage, so the gradient is
+/// scatter-added into a zero buffer over the storage positions that `x` or `out` touch
+/// (overlapping `out`s accumulate), then read back through `x`'s own layout. Where `x`'s
+/// elements overlap (an expanded `x`), each storage position's gradient is shared evenly among
+/// the elements that alias it, as PyTorch does. Positions `out` reads outside `x`'s elements
+/// get no gradient. When `x` is contiguous and `out` a non-overlapping region of it, this is
+/// simply `g` written into that region of zeros. Also the backward of a view whose history
+/// was regenerated from its base (`autograd::view_meta`).
+pub(crate) fn as_strided_backward(g: &Tensor, x: &Layout, out: &Layout) -> Result<Tensor> {
+    if out.numel() == 0 {
+        return Tensor::zeros(x.shape().to_vec(), g.dtype(), &g.device());
+    }
+    if let Some(rel) = region_of_contiguous(x, out) {
+        if out.is_non_overlapping() {
+            let (shape, strides) = (out.shape().to_vec(), out.strides().to_vec());
+            let f: ViewFn = Arc::new(move |t: &Tensor| {
+                let c = t.contiguous()?;
+                c.as_strided(&shape, &strides, c.storage_offset() + rel)
+            });
+            return view_scatter(g, x.shape(), f);
+        }
+    }
+    let in_pos = positions(x);
+    let out_pos = positions(out);
     let lo = in_pos.iter().chain(&out_pos).copied().min().unwrap_or(0);
     let hi = in_pos
         .iter()
@@ -92,36 +126,37 @@ pub(crate) fn record_as_strided(x: &Tensor, out: &Tensor) -> Result<()> {
     let rel = |p: &[usize]| -> Vec<i64> { p.iter().map(|&q| (q - lo) as i64).collect() };
     let (in_rel, out_rel) = (rel(&in_pos), rel(&out_pos));
     let shape: Vec<i64> = x.shape().iter().map(|&s| s as i64).collect();
-    let device = x.device();
-    let in_overlaps = {
-        let mut s = in_pos.clone();
-        s.sort_unstable();
-        s.windows(2).any(|w| w[0] == w[1])
+    let in_overlaps = !x.is_non_overlapping();
+    let n = hi - lo;
+    let device = g.device();
+    let idx = |v: &[i64]| -> Result<Tensor> {
+        Tensor::from_vec(v.to_vec(), [v.len()])?.to_device(&device)
     };
-    record("AsStridedBackward", &[x], &[out], &[], move |g| {
-        let g = &g[0];
-        let n = hi - lo;
-        let idx = |v: &[i64]| -> Result<Tensor> {
-            Tensor::from_vec(v.to_vec(), [v.len()])?.to_device(&device)
-        };
-        let (ii, oi) = (idx(&in_rel)?, idx(&out_rel)?);
-        let buf =
-            Tensor::zeros([n], g.dtype(), &g.device())?.index_add(0, &oi, &g.reshape(&[-1])?, 1)?;
-        let buf = if in_overlaps {
-            let ones = Tensor::ones([in_rel.len()], g.dtype(), &g.device())?;
-            let count = Tensor::zeros([n], g.dtype(), &g.device())?.index_add(0, &ii, &ones, 1)?;
-            buf.div(&count.clamp_min(1.0)?)?
-        } else {
-            buf
-        };
-        Ok(vec![Some(buf.index_select(0, &ii)?.reshape(&shape)?)])
-    })?;
-    mark_view(out);
-    Ok(())
+    let (ii, oi) = (idx(&in_rel)?, idx(&out_rel)?);
+    let buf = Tensor::zeros([n], g.dtype(), &device)?.index_add(0, &oi, &g.reshape(&[-1])?, 1)?;
+    let buf = if in_overlaps {
+        let ones = Tensor::ones([in_rel.len()], g.dtype(), &device)?;
+        let count = Tensor::zeros([n], g.dtype(), &device)?.index_add(0, &ii, &ones, 1)?;
+        buf.div(&count.clamp_min(1.0)?)?
+    } else {
+        buf
+    };
+    buf.index_select(0, &ii)?.reshape(&shape)
+}
+
+/// When `base` is contiguous and every element of `view` lies among its elements: `view`'s
+/// storage offset relative to `base`'s, so that `c.as_strided(view's shape and strides,
+/// c.storage_offset() + rel)` reads `view`'s elements out of any contiguous `c` shaped like
+/// `base`.
+pub(crate) fn region_of_contiguous(base: &Layout, view: &Layout) -> Option<usize> {
+    if !base.is_contiguous() || view.numel() == 0 || view.offset() < base.offset() {
+        return None;
+    }
+    (view.storage_extent() <= base.offset() + base.numel()).then(|| view.offset() - base.offset())
 }
 
 /// The storage position of every element of `l`, in logical order.
-fn positions(l: &crate::Layout) -> Vec<usize> {
+pub(crate) fn positions(l: &Layout) -> Vec<usize> {
     let (shape, strides) = (l.shape(), l.strides());
     let n: usize = shape.iter().product();
     let mut out = Vec::with_capacity(n);

@@ -1,0 +1,157 @@
+//! The caching allocator of one CUDA device.
+//!
+//! `cuMemAlloc`/`cuMemFree` cost tens of microseconds and `cuMemFree` synchronises the device,
+//! so freed blocks are kept in size classes and handed out again. All of stride's work on a
+//! device is queued on one stream, so a block freed by the host may be reused by the next
+//! request at once: any kernel still reading it was queued earlier on the same stream.
+//!
+//! Size classes: requests up to 1 MiB round up to a multiple of 512 bytes; larger ones to a
+//! multiple of 2 MiB. A request takes a cached block of exactly its class. When the driver
+//! runs out of memory, the cache is released and the request tried once more; if that fails
+//! too the error names the request and the statistics.
+
+use super::device::CudaDevice;
+use crate::{Error, Result};
+use std::collections::BTreeMap;
+
+const SMALL: usize = 1 << 20;
+const SMALL_ROUND: usize = 512;
+const LARGE_ROUND: usize = 2 << 20;
+
+/// Rounds a request up to its size class.
+pub(crate) fn size_class(bytes: usize) -> usize {
+    let b = bytes.max(1);
+    if b <= SMALL {
+        b.div_ceil(SMALL_ROUND) * SMALL_ROUND
+    } else {
+        b.div_ceil(LARGE_ROUND) * LARGE_ROUND
+    }
+}
+
+#[derive(Default)]
+pub(crate) struct Allocator {
+    /// Cached free blocks by size class.
+    free: BTreeMap<usize, Vec<u64>>,
+    /// Bytes (of size classes) held by live buffers.
+    pub allocated: u64,
+    /// Bytes obtained from the driver (live + cached).
+    pub reserved: u64,
+    pub peak: u64,
+    /// Buffers handed out since the process started.
+    pub count: u64,
+    /// Calls to `cuMemAlloc` (cache misses).
+    pub driver_allocs: u64,
+}
+
+impl Allocator {
+    /// Bytes of the largest cached block (0 when the cache is empty).
+    pub fn largest_free_block(&self) -> u64 {
+        self.free
+            .iter()
+            .rev()
+            .find(|(_, v)| !v.is_empty())
+            .map_or(0, |(s, _)| *s as u64)
+    }
+}
+
+/// A device pointer of `size` bytes (a size class) from `dev`'s cache or the driver.
+pub(crate) fn allocate(dev: &CudaDevice, bytes: usize) -> Result<(u64, usize)> {
+    let size = size_class(bytes);
+    let mut a = dev.allocator();
+    let cached = a.free.get_mut(&size).and_then(|v| v.pop());
+    let ptr = match cached {
+        Some(p) => p,
+        None => {
+            dev.bind()?;
+            let p = match unsafe { cudarc::driver::result::malloc_sync(size) } {
+                Ok(p) => p,
+                Err(_) => {
+                    // release every cached block and try once more
+                    release_cache(dev, &mut a)?;
+                    unsafe { cudarc::driver::result::malloc_sync(size) }
+                        .map_err(|e| out_of_memory(dev, &a, bytes, &e.to_string()))?
+                }
+            };
+            a.reserved += size as u64;
+            a.driver_allocs += 1;
+            p
+        }
+    };
+    a.allocated += size as u64;
+    a.peak = a.peak.max(a.allocated);
+    a.count += 1;
+    Ok((ptr, size))
+}
+
+/// Returns a block to the cache (never to the driver: see the module docs).
+pub(crate) fn release(dev: &CudaDevice, ptr: u64, size: usize) {
+    let mut a = dev.allocator();
+    a.allocated -= size as u64;
+    a.free.entry(size).or_default().push(ptr);
+}
+
+/// Frees every cached block back to the driver (after the stream's queued work is done).
+pub(crate) fn release_cache(dev: &CudaDevice, a: &mut Allocator) -> Result<()> {
+    if a.free.values().all(|v| v.is_empty()) {
+        return Ok(());
+    }
+    dev.stream
+        .synchronize()
+        .map_err(|e| dev.err("empty_cache: waiting for the GPU", e))?;
+    for (size, ptrs) in std::mem::take(&mut a.free) {
+        for p in ptrs {
+            unsafe { cudarc::driver::result::free_sync(p) }
+                .map_err(|e| dev.err("empty_cache: cuMemFree", e))?;
+            a.reserved -= size as u64;
+        }
+    }
+    Ok(())
+}
+
+fn out_of_memory(dev: &CudaDevice, a: &Allocator, requested: usize, why: &str) -> Error {
+    let (free, total) = dev.ctx.mem_get_info().unwrap_or((0, 0));
+    Error::OutOfMemory {
+        device: dev.device(),
+        requested: requested as u64,
+        detail: format!(
+            "{why}; stride holds {} in live tensors ({} reserved, peak {}); the device has {} free of {}",
+            human(a.allocated),
+            human(a.reserved),
+            human(a.peak),
+            human(free as u64),
+            human(total as u64)
+        ),
+    }
+}
+
+/// Bytes as a short human-readable string (`1.50 GiB`).
+pub(crate) fn human(b: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = b as f64;
+    let mut u = 0;
+    while v >= 1024.0 && u + 1 < UNITS.len() {
+        v /= 1024.0;
+        u += 1;
+    }
+    if u == 0 {
+        format!("{b} B")
+    } else {
+        format!("{v:.2} {}", UNITS[u])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    #[test]
+    fn size_classes() {
+        assert_eq!(size_class(0), 512);
+        assert_eq!(size_class(1), 512);
+        assert_eq!(size_class(512), 512);
+        assert_eq!(size_class(513), 1024);
+        assert_eq!(size_class(1 << 20), 1 << 20);
+        assert_eq!(size_class((1 << 20) + 1), 2 << 20);
+        assert_eq!(size_class(5 << 20), 6 << 20);
+        assert_eq!(human(1536), "1.50 KiB");
+    }
+}

@@ -1,0 +1,168 @@
+//! From views to kernel arguments, and launching.
+//!
+//! The operands of an elementwise kernel are described by the CPU engine's own [`Plan`]
+//! (size-1 dims dropped, dims ordered by the output's strides, dims merged where every operand
+//! is contiguous across them), so both backends see the same merged geometry. A kernel gets
+//! the merged shape ([`Geo`]) and each operand's offset and strides ([`Str`]), in elements.
+
+use super::device::CudaDevice;
+use crate::backend::View;
+use crate::cpu::strided::Plan;
+use crate::storage::StorageData;
+use crate::{Error, Result};
+use cudarc::driver::CudaFunction;
+use std::ffi::c_void;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+/// Most merged dims a kernel takes (`MAXD` in kernels/common.cuh).
+pub(crate) const MAXD: usize = 12;
+
+/// The merged common shape of an op's operands, outermost dim first.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Geo {
+    pub ndim: i32,
+    pub size: [i64; MAXD],
+}
+
+/// One operand over a [`Geo`]: element offset and element strides.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Str {
+    pub off: i64,
+    pub st: [i64; MAXD],
+}
+
+/// The arguments every elementwise kernel starts with, for N operands (operand 0 is the
+/// output).
+pub(crate) struct Walk<const N: usize> {
+    pub geo: Geo,
+    pub strs: [Str; N],
+    pub n: i64,
+    /// 1 when every operand is one dense run (the kernels' fast path).
+    pub contig: i32,
+}
+
+/// Plans `views` (all of `views[0]`'s shape; broadcast inputs have stride 0).
+pub(crate) fn walk<const N: usize>(op: &'static str, views: [&View; N]) -> Result<Walk<N>> {
+    let l0 = views[0].layout;
+    let plan = Plan::<N>::new(
+        l0.shape(),
+        std::array::from_fn(|k| views[k].layout.strides()),
+        std::array::from_fn(|k| views[k].layout.offset()),
+    );
+    let (shape, strides, offsets) = plan.parts();
+    if shape.len() > MAXD {
+        return Err(Error::invalid(
+            op,
+            format!(
+                "these operand layouts need {} dims after merging; CUDA kernels take at most {MAXD}. Make an operand .contiguous() first",
+                shape.len()
+            ),
+        ));
+    }
+    let mut geo = Geo {
+        ndim: shape.len() as i32,
+        size: [1; MAXD],
+    };
+    for (d, &s) in shape.iter().enumerate() {
+        geo.size[d] = s as i64;
+    }
+    let strs = std::array::from_fn(|k| {
+        let mut s = Str {
+            off: offsets[k] as i64,
+            st: [0; MAXD],
+        };
+        for (d, &v) in strides[k].iter().enumerate() {
+            s.st[d] = v as i64;
+        }
+        s
+    });
+    let contig = (shape.len() == 1 && strides.iter().all(|s| s[0] == 1)) as i32;
+    Ok(Walk {
+        geo,
+        strs,
+        n: plan.numel() as i64,
+        contig,
+    })
+}
+
+/// The device and base address of a CUDA view.
+pub(crate) fn dptr(v: &View) -> Result<(Arc<CudaDevice>, u64)> {
+    match &*v.storage.read() {
+        StorageData::Cuda(b) => Ok((b.dev.clone(), b.ptr)),
+        _ => Err(Error::invalid(
+            "cuda",
+            "a CPU storage reached the CUDA backend (a stride bug: dispatch checks devices)",
+        )),
+    }
+}
+
+/// Threads per block of the elementwise kernels.
+pub(crate) const BLOCK: u32 = 256;
+
+/// Launches `f` over `n` elements: blocks of 256 threads in grid-stride loops, at most 32
+/// blocks per SM (enough to saturate memory). Errors name the op; with `STRIDE_CUDA_SYNC=1`
+/// every launch is followed by a synchronisation so that an asynchronous fault (an illegal
+/// address) is reported by the op that caused it.
+///
+/// # Safety
+/// `args` must match the kernel's parameters in number, order and types.
+pub(crate) unsafe fn launch(
+    dev: &CudaDevice,
+    f: &CudaFunction,
+    op: &'static str,
+    n: i64,
+    args: &mut [*mut c_void],
+) -> Result<()> {
+    if n <= 0 {
+        return Ok(());
+    }
+    let blocks = (n as u64)
+        .div_ceil(BLOCK as u64)
+        .min(dev.sm_count as u64 * 32) as u32;
+    launch_cfg(dev, f, op, (blocks.max(1), 1, 1), (BLOCK, 1, 1), 0, args)
+}
+
+/// [`launch`] with an explicit grid, block and dynamic shared memory.
+///
+/// # Safety
+/// As [`launch`].
+pub(crate) unsafe fn launch_cfg(
+    dev: &CudaDevice,
+    f: &CudaFunction,
+    op: &'static str,
+    grid: (u32, u32, u32),
+    block: (u32, u32, u32),
+    shared: u32,
+    args: &mut [*mut c_void],
+) -> Result<()> {
+    dev.bind()?;
+    cudarc::driver::result::launch_kernel(
+        f.cu_function(),
+        grid,
+        block,
+        shared,
+        dev.stream.cu_stream(),
+        args,
+    )
+    .map_err(|e| dev.err(&format!("{op}: kernel launch"), e))?;
+    dev.launches.fetch_add(1, Ordering::Relaxed);
+    if sync_each_launch() {
+        dev.stream
+            .synchronize()
+            .map_err(|e| dev.err(&format!("{op}: kernel failed"), e))?;
+    }
+    Ok(())
+}
+
+fn sync_each_launch() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var("STRIDE_CUDA_SYNC").is_ok_and(|v| v == "1"))
+}
+
+/// A kernel argument's address, as `cuLaunchKernel` takes it.
+pub(crate) fn arg<T>(v: &T) -> *mut c_void {
+    v as *const T as *mut c_void
+}

@@ -1,0 +1,141 @@
+//! The CUDA backend: one folder, readable on its own.
+//!
+//! - [`device`]: a GPU's state (context, its one stream, allocator, kernels, counters) and the
+//!   registry that creates it on first use; CUDA is loaded dynamically (`cudarc`), so one
+//!   build runs with or without a GPU;
+//! - [`alloc`]: the caching allocator and its statistics; [`buffer`]: a device buffer;
+//! - [`compile`]: NVRTC compilation of kernel modules with a disk cache;
+//!   [`source`]: the CUDA C of each module, generated from the op enums and `kernels/*.cu`;
+//! - [`launch`]: operands → kernel arguments (the CPU engine's merged geometry) and launching;
+//! - [`elementwise`]: copy/cast, fill, unary, binary, ternary;
+//! - [`reduce`]: reductions over dims, arg reductions, scans;
+//! - [`matmul`]: batched matrix products through cuBLAS, any strides;
+//! - [`transfer`]: `to_device` both ways.
+//!
+//! Work is queued asynchronously on one stream per device; the host waits only where it must
+//! read (`to_vec`, `item`, `Display`, transfers, the integer-division check) and every wait is
+//! counted ([`sync_count`]).
+//!
+//! ```
+//! use stride_core::{cuda, DType, Device, Tensor};
+//! if cuda::is_available() {
+//!     let x = Tensor::from_vec(vec![1.0f32, 2.0, 3.0], [3])?.to_device(&Device::cuda(0)?)?;
+//!     let y = x.mul(2.0)?.exp()?;
+//!     let before = cuda::sync_count(0);
+//!     let host = y.to_vec::<f32>()?; // the one wait of this snippet
+//!     assert_eq!(cuda::sync_count(0), before + 1);
+//!     assert_eq!(host.len(), 3);
+//! } else {
+//!     assert!(Device::cuda(0).is_err()); // a clear error, never a crash
+//! }
+//! # Ok::<(), stride_core::Error>(())
+//! ```
+
+pub(crate) mod alloc;
+pub(crate) mod buffer;
+pub(crate) mod compile;
+pub(crate) mod device;
+pub(crate) mod elementwise;
+pub(crate) mod launch;
+pub(crate) mod matmul;
+pub(crate) mod reduce;
+pub(crate) mod source;
+pub(crate) mod transfer;
+
+pub use buffer::CudaBuffer;
+pub use matmul::{allow_tf32, set_allow_tf32};
+
+use crate::storage::Storage;
+use crate::{DType, Device, MemoryStats, Result};
+use std::sync::atomic::Ordering;
+
+/// Whether at least one CUDA device can be used on this machine.
+pub fn is_available() -> bool {
+    device::device_count() > 0
+}
+
+/// How many CUDA devices this machine has (0 without a driver or a GPU).
+pub fn device_count() -> usize {
+    device::device_count()
+}
+
+/// The name and compute capability of CUDA device `ordinal`, e.g. `("NVIDIA H100 80GB HBM3",
+/// (9, 0))`.
+pub fn device_info(ordinal: usize) -> Result<(String, (i32, i32))> {
+    let d = device::get(ordinal)?;
+    Ok((d.name.clone(), d.arch))
+}
+
+/// How many times the host has waited for CUDA device `ordinal` (reads such as `to_vec`,
+/// `item` and `Display`, transfers, explicit [`synchronize`] calls). 0 for a device never used.
+pub fn sync_count(ordinal: usize) -> u64 {
+    used(ordinal).map_or(0, |d| d.syncs.load(Ordering::Relaxed))
+}
+
+/// Kernel launches on CUDA device `ordinal` so far.
+pub fn launch_count(ordinal: usize) -> u64 {
+    used(ordinal).map_or(0, |d| d.launches.load(Ordering::Relaxed))
+}
+
+/// Waits until all work queued on CUDA device `ordinal` is done (counted in [`sync_count`]).
+pub fn synchronize(ordinal: usize) -> Result<()> {
+    device::get(ordinal)?.synchronize("synchronize")
+}
+
+/// Returns the allocator's cached blocks of device `ordinal` to the driver (live tensors are
+/// untouched), as PyTorch's `torch.cuda.empty_cache()`.
+pub fn empty_cache(ordinal: usize) -> Result<()> {
+    let d = device::get(ordinal)?;
+    let mut a = d.allocator();
+    alloc::release_cache(&d, &mut a)
+}
+
+/// (kernel modules compiled by NVRTC, modules loaded from the disk cache) in this process: a
+/// second run with a warm cache compiles nothing.
+pub fn kernel_cache_stats() -> (u64, u64) {
+    compile::counts()
+}
+
+/// The disk cache directory of compiled kernels (see `STRIDE_KERNEL_CACHE`), if any.
+pub fn kernel_cache_dir() -> Option<std::path::PathBuf> {
+    compile::cache_dir()
+}
+
+/// The device if it has already been initialised (statistics never create a context).
+fn used(ordinal: usize) -> Option<std::sync::Arc<device::CudaDevice>> {
+    device::existing(ordinal)
+}
+
+pub(crate) fn memory_stats(ordinal: usize) -> MemoryStats {
+    let Some(d) = used(ordinal) else {
+        return MemoryStats::default();
+    };
+    let a = d.allocator();
+    MemoryStats {
+        allocated_bytes: a.allocated,
+        peak_bytes: a.peak,
+        allocation_count: a.count,
+        reserved_bytes: a.reserved,
+        largest_free_block: a.largest_free_block(),
+    }
+}
+
+/// A storage of `numel` elements on CUDA device `ordinal` (zero-filled when `zero`).
+pub(crate) fn alloc_storage(
+    ordinal: usize,
+    dtype: DType,
+    numel: usize,
+    zero: bool,
+) -> Result<Storage> {
+    let dev = device::get(ordinal)?;
+    let bytes = numel
+        .checked_mul(dtype.size_in_bytes())
+        .ok_or_else(|| crate::Error::invalid("alloc", "the tensor's size in bytes overflows"))?;
+    let buf = CudaBuffer::new(&dev, bytes, zero)?;
+    Ok(Storage::from_cuda(buf, dtype, numel))
+}
+
+/// Called before every host wait on `device`, with what causes it.
+pub(crate) fn note_sync(_device: Device, _why: &'static str) -> Result<()> {
+    Ok(())
+}

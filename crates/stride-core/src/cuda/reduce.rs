@@ -1,0 +1,541 @@
+//! Reductions, arg reductions and scans on CUDA (kernels/reduce.cu): the same folds, identities,
+//! accumulation types and result dtypes as the CPU backend (`cpu/reduce.rs`,
+//! `cpu/cumulative.rs`); only the grouping of float sums differs (within rounding).
+
+use super::device::CudaDevice;
+use super::launch::{arg, dptr, launch_cfg, Geo, Str, BLOCK, MAXD};
+use super::source::{ctype, tag};
+use crate::backend::{ArgReduceOp, CumulativeOp, ReduceOp, View};
+use crate::cpu::strided::Plan;
+use crate::{Category, DType, Error, Result};
+use std::sync::Arc;
+
+const COMMON: &str = include_str!("kernels/common.cuh");
+const REDUCE: &str = include_str!("kernels/reduce.cu");
+
+/// Threads per block of the block-per-output schedule (`RBLOCK` in reduce.cu).
+const RBLOCK: u32 = 256;
+
+fn geo_of(sizes: &[usize]) -> Geo {
+    let mut g = Geo {
+        ndim: sizes.len().max(1) as i32,
+        size: [1; MAXD],
+    };
+    for (d, &s) in sizes.iter().enumerate() {
+        g.size[d] = s as i64;
+    }
+    g
+}
+
+fn str_of(off: isize, strides: &[isize]) -> Str {
+    let mut s = Str {
+        off: off as i64,
+        st: [0; MAXD],
+    };
+    for (d, &v) in strides.iter().enumerate() {
+        s.st[d] = v as i64;
+    }
+    s
+}
+
+fn too_many(op: &'static str, n: usize) -> Error {
+    Error::invalid(
+        op,
+        format!("the layout needs {n} dims after merging; CUDA kernels take at most {MAXD}. Make the input .contiguous() first"),
+    )
+}
+
+/// Kept dims (merged, ordered by the input's strides) for the input and `N` outputs, and
+/// reduced dims in logical order (adjacent ones merged where contiguous), so that `r` in a
+/// kernel is the row-major index over the reduced dims that arg reductions report.
+struct Split<const N: usize> {
+    gk: Geo,
+    ik: Str,
+    ok: [Str; N],
+    n_out: i64,
+    gr: Geo,
+    ir: Str,
+    n_red: i64,
+    /// The innermost kept dim has input stride 1 (a reduction over outer dims).
+    kept_inner_unit: bool,
+}
+
+fn split<const N: usize>(
+    op: &'static str,
+    src: &View,
+    dims: &[usize],
+    outs: [&View; N],
+) -> Result<Split<N>> {
+    let (shape, st) = (src.layout.shape(), src.layout.strides());
+    let kept: Vec<usize> = (0..shape.len()).filter(|d| !dims.contains(d)).collect();
+    let ksizes: Vec<usize> = kept.iter().map(|&d| shape[d]).collect();
+    let pick = |l: &crate::Layout| -> Vec<usize> { kept.iter().map(|&d| l.strides()[d]).collect() };
+    let s_in = pick(src.layout);
+    let s_out: Vec<Vec<usize>> = outs.iter().map(|v| pick(v.layout)).collect();
+    // operand 0 is the input, so the plan orders kept dims by the input's strides; operands
+    // 1 and 2 are the outputs (the last repeated when there is one)
+    let plan = Plan::<3>::new(
+        &ksizes,
+        [&s_in, &s_out[0], &s_out[N - 1]],
+        [
+            src.layout.offset(),
+            outs[0].layout.offset(),
+            outs[N - 1].layout.offset(),
+        ],
+    );
+    let (ps, pst, poff) = plan.parts();
+    if ps.len() > MAXD {
+        return Err(too_many(op, ps.len()));
+    }
+    let mut rs: Vec<(usize, isize)> = vec![];
+    for &d in dims {
+        if shape[d] == 1 {
+            continue;
+        }
+        if let Some(last) = rs.last_mut() {
+            if last.1 == st[d] as isize * shape[d] as isize {
+                last.0 *= shape[d];
+                last.1 = st[d] as isize;
+                continue;
+            }
+        }
+        rs.push((shape[d], st[d] as isize));
+    }
+    if rs.len() > MAXD {
+        return Err(too_many(op, rs.len()));
+    }
+    let rsizes: Vec<usize> = rs.iter().map(|r| r.0).collect();
+    let rstrides: Vec<isize> = rs.iter().map(|r| r.1).collect();
+    Ok(Split {
+        gk: geo_of(ps),
+        ik: str_of(poff[0], &pst[0]),
+        ok: std::array::from_fn(|k| str_of(poff[1 + k.min(1)], &pst[1 + k.min(1)])),
+        n_out: plan.numel() as i64,
+        gr: geo_of(&rsizes),
+        ir: str_of(0, &rstrides),
+        n_red: dims.iter().map(|&d| shape[d]).product::<usize>() as i64,
+        kept_inner_unit: pst[0].last() == Some(&1) && ps.last().is_some_and(|&n| n > 1),
+    })
+}
+
+impl<const N: usize> Split<N> {
+    /// One thread per output (1) or one block per output (0); see reduce.cu.
+    fn per_thread(&self) -> i32 {
+        (self.n_red <= 32 || (self.kept_inner_unit && self.n_out >= 4096)) as i32
+    }
+    fn grid(&self, dev: &CudaDevice) -> (u32, u32, u32) {
+        let cap = dev.sm_count as u64 * 32;
+        let n = if self.per_thread() == 1 {
+            (self.n_out as u64).div_ceil(BLOCK as u64)
+        } else {
+            self.n_out as u64
+        };
+        (n.clamp(1, cap) as u32, 1, 1)
+    }
+}
+
+fn empty_error(op: &'static str, shape: &[usize], dims: &[usize]) -> Error {
+    Error::invalid(
+        op,
+        format!(
+            "cannot reduce over zero elements (input shape {shape:?}, reduced dims {dims:?}): the op has no identity; check numel() first"
+        ),
+    )
+}
+
+/// The type sums and products accumulate in: f64 for f64/f32, f32 for f16/bf16, i64 else.
+fn acc_type(t: DType) -> &'static str {
+    match t {
+        DType::F64 | DType::F32 => "double",
+        DType::F16 | DType::BF16 => "float",
+        _ => "i64",
+    }
+}
+
+/// The key max/min compare: the compute type for floats, the element for integers, int for
+/// bool.
+fn key_type(t: DType) -> &'static str {
+    match t.category() {
+        Category::Float => {
+            if t == DType::F64 {
+                "double"
+            } else {
+                "float"
+            }
+        }
+        Category::Integer => ctype(t),
+        Category::Bool => "int",
+    }
+}
+
+fn key_of(t: DType, x: &str) -> String {
+    match t.category() {
+        Category::Float => format!("E<T>::ld({x})"),
+        Category::Integer => x.to_string(),
+        Category::Bool => format!("(int)({x})"),
+    }
+}
+
+/// (lowest, highest) keys: the identities of max and min.
+fn key_bounds(t: DType) -> (&'static str, &'static str) {
+    match t {
+        DType::F64 | DType::F32 | DType::F16 | DType::BF16 => ("-(1.0/0.0)", "(1.0/0.0)"),
+        DType::I64 => ("(-9223372036854775807LL - 1)", "9223372036854775807LL"),
+        DType::I32 => ("(-2147483647 - 1)", "2147483647"),
+        DType::U32 => ("0u", "4294967295u"),
+        DType::U8 => ("0", "255"),
+        DType::I8 => ("-128", "127"),
+        DType::Bool => ("0", "1"),
+    }
+}
+
+/// `x != 0` as the CPU's `is_nonzero` (NaN counts as non-zero).
+fn nonzero(t: DType) -> &'static str {
+    match t.category() {
+        Category::Float => "(E<T>::ld(x) != 0)",
+        Category::Integer => "(x != 0)",
+        Category::Bool => "x",
+    }
+}
+
+fn source(t: DType, want: &str, defs: &[String]) -> String {
+    let mut s = String::with_capacity(COMMON.len() + REDUCE.len() + 1024);
+    s.push_str(COMMON);
+    s.push_str(&format!("\ntypedef {} T;\n", ctype(t)));
+    for d in defs {
+        s.push_str(d);
+        s.push('\n');
+    }
+    s.push_str(&format!("#define {want} 1\n"));
+    s.push_str(REDUCE);
+    s
+}
+
+/// The fold of `op` on input dtype `t`: ACC, OUT, INIT, STEP, MERGE, FIN; None when `t` has
+/// no such reduction (the frontend rejects it first).
+fn fold(op: ReduceOp, t: DType) -> Option<Vec<String>> {
+    let float = t.is_float();
+    let w = acc_type(t);
+    let out = ctype(op.result_dtype(t).ok()?);
+    let widen = if float {
+        format!("({w})E<T>::ld(x)")
+    } else if t == DType::Bool {
+        "(i64)(x ? 1 : 0)".into()
+    } else {
+        "(i64)x".into()
+    };
+    let narrow = |e: &str| {
+        if float {
+            format!("E<T>::st((E<T>::C)({e}))")
+        } else {
+            e.to_string()
+        }
+    };
+    let (lo, hi) = key_bounds(t);
+    let kt = key_type(t);
+    let extremum = |cmp: &str, init: &str| {
+        let k = key_of(t, "x");
+        let fin = match t.category() {
+            Category::Float => "E<T>::st(a)".to_string(),
+            Category::Integer => "a".to_string(),
+            Category::Bool => "(a != 0)".to_string(),
+        };
+        vec![
+            format!("typedef {kt} ACC;"),
+            format!("typedef {out} OUT;"),
+            format!("#define INIT (({kt})({init}))"),
+            format!("__device__ __forceinline__ ACC pick(ACC a, ACC b) {{ return (a != a) ? a : ((b != b || b {cmp} a) ? b : a); }}"),
+            format!("#define STEP(a, x, r) pick(a, {k})"),
+            "#define MERGE(a, b) pick(a, b)".into(),
+            format!("#define FIN(a) {fin}"),
+        ]
+    };
+    let logical = |init: &str, step: &str, acc: &str, out: &str| {
+        vec![
+            format!("typedef {acc} ACC;"),
+            format!("typedef {out} OUT;"),
+            format!("#define INIT ({init})"),
+            format!("#define STEP(a, x, r) ({step})"),
+            if acc == "bool" {
+                if init == "true" {
+                    "#define MERGE(a, b) ((a) && (b))".into()
+                } else {
+                    "#define MERGE(a, b) ((a) || (b))".into()
+                }
+            } else {
+                "#define MERGE(a, b) ((a) + (b))".into()
+            },
+            "#define FIN(a) (a)".into(),
+        ]
+    };
+    let nz = nonzero(t);
+    Some(match op {
+        ReduceOp::Sum | ReduceOp::Mean | ReduceOp::Prod => {
+            if op == ReduceOp::Mean && !float {
+                return None;
+            }
+            let (init, step, merge) = match (op, float) {
+                (ReduceOp::Prod, true) => ("1", format!("a * {widen}"), "(a) * (b)".to_string()),
+                (ReduceOp::Prod, false) => (
+                    "1",
+                    format!("w_mul<i64>(a, {widen})"),
+                    "w_mul<i64>(a, b)".into(),
+                ),
+                (_, true) => ("0", format!("a + {widen}"), "(a) + (b)".into()),
+                (_, false) => (
+                    "0",
+                    format!("w_add<i64>(a, {widen})"),
+                    "w_add<i64>(a, b)".into(),
+                ),
+            };
+            let fin = if op == ReduceOp::Mean {
+                narrow(&format!("a / ({w})n_red"))
+            } else {
+                narrow("a")
+            };
+            vec![
+                format!("typedef {w} ACC;"),
+                format!("typedef {out} OUT;"),
+                format!("#define INIT (({w}){init})"),
+                format!("#define STEP(a, x, r) ({step})"),
+                format!("#define MERGE(a, b) ({merge})"),
+                format!("#define FIN(a) ({fin})"),
+            ]
+        }
+        ReduceOp::Max => extremum(">", lo),
+        ReduceOp::Min => extremum("<", hi),
+        ReduceOp::All => logical("true", &format!("(a) && {nz}"), "bool", "bool"),
+        ReduceOp::Any => logical("false", &format!("(a) || {nz}"), "bool", "bool"),
+        ReduceOp::CountNonzero => logical("0", &format!("(a) + ({nz} ? 1 : 0)"), "i64", "i64"),
+    })
+}
+
+fn device_of(v: &View) -> Result<(Arc<CudaDevice>, u64)> {
+    dptr(v)
+}
+
+pub(crate) fn reduce(op: ReduceOp, src: View, dims: &[usize], dst: View) -> Result<()> {
+    let (dev, pd) = device_of(&dst)?;
+    let (_, ps) = device_of(&src)?;
+    let sp = split(op.name(), &src, dims, [&dst])?;
+    if sp.n_out == 0 {
+        return Ok(());
+    }
+    if sp.n_red == 0 && op.needs_nonempty() {
+        return Err(empty_error(op.name(), src.layout.shape(), dims));
+    }
+    let t = src.dtype;
+    let Some(defs) = fold(op, t) else {
+        return Err(Error::UnsupportedDType {
+            op: op.name(),
+            dtype: t,
+            hint: " on CUDA".into(),
+        });
+    };
+    let module = format!("reduce_{}_{}", op.name(), tag(t));
+    let f = dev.function(&module, "reduce", || source(t, "WANT_REDUCE", &defs))?;
+    let per_thread = sp.per_thread();
+    let [ok] = sp.ok;
+    let mut args = [
+        arg(&sp.gk),
+        arg(&sp.ik),
+        arg(&ok),
+        arg(&sp.n_out),
+        arg(&sp.gr),
+        arg(&sp.ir),
+        arg(&sp.n_red),
+        arg(&ps),
+        arg(&pd),
+        arg(&per_thread),
+    ];
+    let block = if per_thread == 1 { BLOCK } else { RBLOCK };
+    unsafe {
+        launch_cfg(
+            &dev,
+            &f,
+            op.name(),
+            sp.grid(&dev),
+            (block, 1, 1),
+            0,
+            &mut args,
+        )
+    }
+}
+
+pub(crate) fn arg_reduce(
+    op: ArgReduceOp,
+    src: View,
+    dims: &[usize],
+    values: Option<View>,
+    indices: View,
+) -> Result<()> {
+    let (dev, pi) = device_of(&indices)?;
+    let (_, ps) = device_of(&src)?;
+    let pv: u64 = match &values {
+        Some(v) => device_of(v)?.1,
+        None => 0,
+    };
+    let vview = values.unwrap_or(indices);
+    let sp = split(op.name(), &src, dims, [&vview, &indices])?;
+    if sp.n_out == 0 {
+        return Ok(());
+    }
+    if sp.n_red == 0 {
+        return Err(empty_error(op.name(), src.layout.shape(), dims));
+    }
+    let t = src.dtype;
+    let kt = key_type(t);
+    let (cmp, init) = match op {
+        ArgReduceOp::Max => (">", key_bounds(t).0),
+        ArgReduceOp::Min => ("<", key_bounds(t).1),
+    };
+    let k = key_of(t, "x");
+    let defs = vec![
+        format!("typedef {kt} K;"),
+        "struct KeyIdx { K k; i64 i; };".into(),
+        // i = -1: nothing folded yet. Ties and NaNs go to the smaller index, so the result
+        // does not depend on the order of merges: the first occurrence, as on the CPU.
+        format!(
+            "__device__ __forceinline__ KeyIdx pick(KeyIdx a, KeyIdx b) {{
+                if (a.i < 0) return b; if (b.i < 0) return a;
+                bool an = a.k != a.k, bn = b.k != b.k;
+                if (an || bn) {{ if (an && bn) return a.i < b.i ? a : b; return an ? a : b; }}
+                if (a.k {cmp} b.k) return a; if (b.k {cmp} a.k) return b;
+                return a.i < b.i ? a : b; }}"
+        ),
+        format!("#define INIT (KeyIdx{{ ({kt})({init}), -1 }})"),
+        format!("#define STEP(a, x, r) pick(a, KeyIdx{{ {k}, r }})"),
+        "#define MERGE(a, b) pick(a, b)".into(),
+    ];
+    let module = format!("arg_{}_{}", op.name(), tag(t));
+    let f = dev.function(&module, "arg_reduce", || source(t, "WANT_ARG", &defs))?;
+    let per_thread = sp.per_thread();
+    let [ov, oi] = sp.ok;
+    let mut args = [
+        arg(&sp.gk),
+        arg(&sp.ik),
+        arg(&ov),
+        arg(&oi),
+        arg(&sp.n_out),
+        arg(&sp.gr),
+        arg(&sp.ir),
+        arg(&sp.n_red),
+        arg(&ps),
+        arg(&pv),
+        arg(&pi),
+        arg(&per_thread),
+    ];
+    let block = if per_thread == 1 { BLOCK } else { RBLOCK };
+    unsafe {
+        launch_cfg(
+            &dev,
+            &f,
+            op.name(),
+            sp.grid(&dev),
+            (block, 1, 1),
+            0,
+            &mut args,
+        )
+    }
+}
+
+pub(crate) fn cumulative(op: CumulativeOp, src: View, dim: usize, dst: View) -> Result<()> {
+    let (dev, pd) = device_of(&dst)?;
+    let (_, ps) = device_of(&src)?;
+    let (sl, dl) = (src.layout, dst.layout);
+    let nd = sl.ndim();
+    if dl.shape() != sl.shape() || dst.dtype != op.result_dtype(src.dtype) {
+        return Err(Error::invalid(
+            op.name(),
+            "internal error: scan output mismatch",
+        ));
+    }
+    let lines: Vec<usize> = (0..nd).filter(|&d| d != dim).collect();
+    let lsizes: Vec<usize> = lines.iter().map(|&d| sl.shape()[d]).collect();
+    let li: Vec<usize> = lines.iter().map(|&d| sl.strides()[d]).collect();
+    let lo: Vec<usize> = lines.iter().map(|&d| dl.strides()[d]).collect();
+    let plan = Plan::<2>::new(&lsizes, [&li, &lo], [sl.offset(), dl.offset()]);
+    let (ps_, pst, poff) = plan.parts();
+    if ps_.len() > MAXD {
+        return Err(too_many(op.name(), ps_.len()));
+    }
+    let (gl, il, ol) = (
+        geo_of(ps_),
+        str_of(poff[0], &pst[0]),
+        str_of(poff[1], &pst[1]),
+    );
+    let n_lines = plan.numel() as i64;
+    let (len, ist, ost): (i64, i64, i64) = if nd == 0 {
+        (1, 0, 0)
+    } else {
+        (
+            sl.shape()[dim] as i64,
+            sl.strides()[dim] as i64,
+            dl.strides()[dim] as i64,
+        )
+    };
+    if n_lines == 0 || len == 0 {
+        return Ok(());
+    }
+    let t = src.dtype;
+    let rop = match op {
+        CumulativeOp::Sum => ReduceOp::Sum,
+        CumulativeOp::Prod => ReduceOp::Prod,
+    };
+    let defs = fold(rop, t).expect("sum and prod exist for every dtype");
+    let module = format!("scan_{}_{}", op.name(), tag(t));
+    let f = dev.function(&module, "scan", || source(t, "WANT_SCAN", &defs))?;
+    let mut args = [
+        arg(&gl),
+        arg(&il),
+        arg(&ol),
+        arg(&n_lines),
+        arg(&len),
+        arg(&ist),
+        arg(&ost),
+        arg(&ps),
+        arg(&pd),
+    ];
+    let blocks = (n_lines as u64)
+        .div_ceil(BLOCK as u64)
+        .min(dev.sm_count as u64 * 32) as u32;
+    unsafe {
+        launch_cfg(
+            &dev,
+            &f,
+            op.name(),
+            (blocks.max(1), 1, 1),
+            (BLOCK, 1, 1),
+            0,
+            &mut args,
+        )
+    }
+}
+
+/// Every reduction module's (name, source), for the compile test.
+#[cfg(test)]
+pub(crate) fn all_modules() -> Vec<(String, String)> {
+    let mut v = vec![];
+    for t in DType::ALL {
+        for op in ReduceOp::ALL {
+            if let Some(defs) = fold(op, t) {
+                v.push((
+                    format!("reduce_{}_{}", op.name(), tag(t)),
+                    source(t, "WANT_REDUCE", &defs),
+                ));
+            }
+        }
+        for op in [CumulativeOp::Sum, CumulativeOp::Prod] {
+            let rop = if op == CumulativeOp::Sum {
+                ReduceOp::Sum
+            } else {
+                ReduceOp::Prod
+            };
+            v.push((
+                format!("scan_{}_{}", op.name(), tag(t)),
+                source(t, "WANT_SCAN", &fold(rop, t).unwrap()),
+            ));
+        }
+    }
+    v
+}

@@ -1,0 +1,314 @@
+//! The CUDA device, its memory and transfers. Every test runs on a machine with a GPU and
+//! skips — saying so — where there is none; `no_gpu_is_a_clear_error` runs everywhere.
+//!
+//! The op-by-op conformance of the CUDA kernels is the registry's job:
+//! `stride check --device cuda` (and stride-check's `tests/cuda.rs`).
+
+use stride_core::{cuda, memory_stats, DType, Device, Error, Tensor};
+
+/// The GPU, or None after printing why the test is skipped.
+fn gpu(test: &str) -> Option<Device> {
+    if !cuda::is_available() {
+        eprintln!("{test}: skipped (no CUDA device on this machine)");
+        return None;
+    }
+    Some(Device::cuda(0).expect("a CUDA device is available"))
+}
+
+fn seq(n: usize) -> Vec<f32> {
+    (0..n).map(|i| (i as f32) * 0.5 - 3.0).collect()
+}
+
+#[test]
+fn no_gpu_is_a_clear_error() {
+    if cuda::is_available() {
+        // the ordinal past the last device must fail, naming how many there are
+        let n = cuda::device_count();
+        let e = Device::cuda(n).unwrap_err();
+        assert!(e.to_string().contains("CUDA device"), "{e}");
+        return;
+    }
+    let e = Device::cuda(0).unwrap_err();
+    assert!(matches!(e, Error::DeviceUnavailable { .. }), "{e}");
+    let msg = e.to_string();
+    assert!(
+        msg.contains("cuda:0") && msg.contains("Device::Cpu"),
+        "{msg}"
+    );
+    // ops on a CUDA device fail the same way, never panic
+    let e = Tensor::zeros([2], DType::F32, &Device::Cuda(0)).unwrap_err();
+    assert!(matches!(e, Error::DeviceUnavailable { .. }), "{e}");
+    let x = Tensor::from_vec(vec![1.0f32], [1]).unwrap();
+    assert!(x.to_device(&Device::Cuda(0)).is_err());
+    assert_eq!(cuda::sync_count(0), 0);
+    assert_eq!(memory_stats(Device::Cuda(0)).allocated_bytes, 0);
+}
+
+#[test]
+fn round_trip_every_dtype_and_layout() {
+    let Some(g) = gpu("round_trip_every_dtype_and_layout") else {
+        return;
+    };
+    let base = Tensor::from_vec(seq(6 * 5), [6, 5]).unwrap();
+    for dt in DType::ALL {
+        let x = base.to_dtype(dt).unwrap();
+        let views = [
+            ("contiguous", x.clone()),
+            ("transposed", x.t().unwrap()),
+            ("stepped", x.slice(0, 0, 6, 2).unwrap()),
+            ("offset", x.narrow(1, 1, 3).unwrap()),
+            (
+                "expanded",
+                x.select(0, 2)
+                    .unwrap()
+                    .unsqueeze(0)
+                    .unwrap()
+                    .expand(&[4, 5])
+                    .unwrap(),
+            ),
+        ];
+        for (name, v) in views {
+            let d = v.to_device(&g).unwrap();
+            assert_eq!(d.device(), g);
+            assert_eq!(
+                d.dtype(),
+                dt,
+                "{name} {dt}: the dtype must survive the transfer"
+            );
+            assert_eq!(d.shape(), v.shape());
+            if v.layout().is_non_overlapping_and_dense() {
+                assert_eq!(
+                    d.stride(),
+                    v.stride(),
+                    "{name} {dt}: dense strides are kept"
+                );
+            }
+            let back = d.to_device(&Device::Cpu).unwrap();
+            assert_eq!(
+                back.to_f64_vec().unwrap(),
+                v.to_f64_vec().unwrap(),
+                "{name} {dt}"
+            );
+        }
+    }
+}
+
+#[test]
+fn index_dtypes_survive_broadcast_and_contiguous_on_the_gpu() {
+    // candle's Metal bug: u32 indices became f32 after unsqueeze → broadcast → contiguous
+    let Some(g) = gpu("index_dtypes_survive_broadcast_and_contiguous_on_the_gpu") else {
+        return;
+    };
+    for dt in [DType::U32, DType::I32, DType::I64] {
+        let idx = Tensor::from_vec(vec![3i64, 0, 2], [3])
+            .unwrap()
+            .to_dtype(dt)
+            .unwrap()
+            .to_device(&g)
+            .unwrap();
+        let b = idx
+            .unsqueeze(0)
+            .unwrap()
+            .expand(&[4, 3])
+            .unwrap()
+            .contiguous()
+            .unwrap();
+        assert_eq!(b.dtype(), dt);
+        assert_eq!(b.device(), g);
+        let host = b.to_device(&Device::Cpu).unwrap();
+        assert_eq!(host.dtype(), dt);
+        assert_eq!(host.to_f64_vec().unwrap(), [3.0, 0.0, 2.0].repeat(4));
+    }
+}
+
+#[test]
+fn only_reads_wait_for_the_gpu() {
+    let Some(g) = gpu("only_reads_wait_for_the_gpu") else {
+        return;
+    };
+    let x = Tensor::from_vec(seq(1 << 16), [256, 256])
+        .unwrap()
+        .to_device(&g)
+        .unwrap();
+    let before = cuda::sync_count(0);
+    // a chain of queued work: no waits
+    let mut y = x.mul(0.5).unwrap();
+    for _ in 0..20 {
+        y = y.add(&x.t().unwrap()).unwrap().tanh().unwrap();
+    }
+    y.mul_(&x).unwrap();
+    assert_eq!(
+        cuda::sync_count(0),
+        before,
+        "queued ops must not wait for the GPU"
+    );
+    let v = y.to_vec::<f32>().unwrap();
+    assert_eq!(cuda::sync_count(0), before + 1, "to_vec waits exactly once");
+    assert_eq!(v.len(), 1 << 16);
+    let s = format!("{}", y.narrow(0, 0, 1).unwrap());
+    assert!(s.contains("cuda:0"), "{s}");
+    assert!(
+        cuda::sync_count(0) >= before + 2,
+        "Display reads, so it waits"
+    );
+}
+
+#[test]
+fn allocator_caches_counts_and_recovers_from_oom() {
+    let Some(g) = gpu("allocator_caches_counts_and_recovers_from_oom") else {
+        return;
+    };
+    let s0 = memory_stats(g);
+    let t = Tensor::zeros([1 << 20], DType::F32, &g).unwrap(); // 4 MiB
+    let s1 = memory_stats(g);
+    assert_eq!(s1.allocated_bytes, s0.allocated_bytes + (4 << 20));
+    assert!(s1.peak_bytes >= s1.allocated_bytes);
+    assert_eq!(s1.allocation_count, s0.allocation_count + 1);
+    drop(t);
+    let s2 = memory_stats(g);
+    assert_eq!(
+        s2.allocated_bytes, s0.allocated_bytes,
+        "freed bytes are no longer allocated"
+    );
+    assert!(
+        s2.reserved_bytes >= s2.allocated_bytes + (4 << 20),
+        "but stay cached"
+    );
+    assert!(s2.largest_free_block >= 4 << 20);
+    // the same size class is reused without asking the driver
+    let t = Tensor::zeros([1 << 20], DType::F32, &g).unwrap();
+    assert_eq!(memory_stats(g).reserved_bytes, s2.reserved_bytes);
+    drop(t);
+    cuda::empty_cache(0).unwrap();
+    assert!(memory_stats(g).reserved_bytes < s2.reserved_bytes);
+
+    // far more than any GPU has: an error naming the request, and the device stays usable
+    let e = Tensor::zeros([1usize << 50], DType::F32, &g).unwrap_err();
+    assert!(matches!(e, Error::OutOfMemory { .. }), "{e}");
+    let msg = e.to_string();
+    assert!(
+        msg.contains("out of memory") && msg.contains("empty_cache"),
+        "{msg}"
+    );
+    let x = Tensor::from_vec(vec![1.0f32, 2.0], [2])
+        .unwrap()
+        .to_device(&g)
+        .unwrap();
+    assert_eq!(x.add(&x).unwrap().to_vec::<f32>().unwrap(), [2.0, 4.0]);
+}
+
+#[test]
+fn mixing_devices_is_an_error_naming_both() {
+    let Some(g) = gpu("mixing_devices_is_an_error_naming_both") else {
+        return;
+    };
+    let a = Tensor::from_vec(vec![1.0f32, 2.0], [2]).unwrap();
+    let b = a.to_device(&g).unwrap();
+    let e = a.add(&b).unwrap_err();
+    let msg = e.to_string();
+    assert!(msg.contains("cpu") && msg.contains("cuda:0"), "{msg}");
+    assert_eq!(a.to_vec::<f32>().unwrap(), [1.0, 2.0]);
+}
+
+#[test]
+fn unported_ops_say_so() {
+    let Some(g) = gpu("unported_ops_say_so") else {
+        return;
+    };
+    let x = Tensor::from_vec(seq(12), [3, 4])
+        .unwrap()
+        .to_device(&g)
+        .unwrap();
+    let Err(e) = x.matmul(&x.t().unwrap()) else {
+        return; // matmul has a CUDA kernel in this build
+    };
+    assert!(matches!(e, Error::NotImplemented { .. }), "{e}");
+}
+
+#[test]
+fn gradients_flow_back_across_devices() {
+    let Some(g) = gpu("gradients_flow_back_across_devices") else {
+        return;
+    };
+    let x = Tensor::from_vec(vec![1.0f32, 2.0, 3.0], [3])
+        .unwrap()
+        .requires_grad_(true)
+        .unwrap();
+    let y = x.to_device(&g).unwrap().mul(3.0).unwrap();
+    let y = y.mul(&y).unwrap().to_device(&Device::Cpu).unwrap(); // 9x²
+    y.sum().unwrap().backward().unwrap();
+    let gr = x.grad().unwrap();
+    assert_eq!(gr.device(), Device::Cpu);
+    assert_eq!(gr.to_vec::<f32>().unwrap(), [18.0, 36.0, 54.0]);
+}
+
+#[test]
+fn elementwise_matches_the_cpu_bit_for_bit_where_ieee_defines_it() {
+    let Some(g) = gpu("elementwise_matches_the_cpu_bit_for_bit_where_ieee_defines_it") else {
+        return;
+    };
+    let a = Tensor::from_vec(seq(64 * 33), [64, 33]).unwrap();
+    let b = Tensor::from_vec(seq(33 * 64).into_iter().rev().collect(), [33, 64])
+        .unwrap()
+        .t()
+        .unwrap();
+    for dt in [DType::F32, DType::F16, DType::BF16, DType::F64] {
+        let (a, b) = (a.to_dtype(dt).unwrap(), b.to_dtype(dt).unwrap());
+        let (ga, gb) = (a.to_device(&g).unwrap(), b.to_device(&g).unwrap());
+        let cpu = a
+            .mul(&b)
+            .unwrap()
+            .add(&a)
+            .unwrap()
+            .div(&b)
+            .unwrap()
+            .sqrt()
+            .unwrap();
+        let gpu = ga
+            .mul(&gb)
+            .unwrap()
+            .add(&ga)
+            .unwrap()
+            .div(&gb)
+            .unwrap()
+            .sqrt()
+            .unwrap();
+        let (c, d) = (cpu.to_f64_vec().unwrap(), gpu.to_f64_vec().unwrap());
+        for (i, (x, y)) in c.iter().zip(&d).enumerate() {
+            assert!(
+                x.to_bits() == y.to_bits() || (x.is_nan() && y.is_nan()),
+                "{dt} at {i}: cpu {x} gpu {y}"
+            );
+        }
+        // addcmul into a transposed output, in place: the frozen-Adam bug
+        let w = Tensor::from_vec(seq(33 * 64), [33, 64])
+            .unwrap()
+            .to_dtype(dt)
+            .unwrap();
+        let wt_cpu = w.clone_tensor().unwrap().t().unwrap();
+        let wt_gpu = w.to_device(&g).unwrap().t().unwrap();
+        wt_cpu.addcmul_(&a, &b, 0.25).unwrap();
+        wt_gpu.addcmul_(&ga, &gb, 0.25).unwrap();
+        assert_eq!(
+            wt_gpu.to_f64_vec().unwrap(),
+            wt_cpu.to_f64_vec().unwrap(),
+            "{dt}"
+        );
+    }
+}
+
+#[test]
+fn second_use_of_a_kernel_compiles_nothing() {
+    let Some(g) = gpu("second_use_of_a_kernel_compiles_nothing") else {
+        return;
+    };
+    let x = Tensor::from_vec(seq(100), [100])
+        .unwrap()
+        .to_device(&g)
+        .unwrap();
+    x.sin().unwrap();
+    let (compiled, loaded) = cuda::kernel_cache_stats();
+    x.sin().unwrap();
+    assert_eq!(cuda::kernel_cache_stats(), (compiled, loaded));
+    assert!(compiled + loaded > 0);
+}
