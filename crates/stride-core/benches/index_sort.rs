@@ -42,13 +42,16 @@ fn reps() -> usize {
         .unwrap_or(7)
 }
 
+/// One timed run, after 20 ms idle: on a machine shared with other work, the runs of both
+/// sides then start from the same state (a thread that slept is scheduled promptly).
 fn once(f: &mut dyn FnMut()) -> f64 {
+    std::thread::sleep(std::time::Duration::from_millis(20));
     let t = Instant::now();
     f();
     t.elapsed().as_secs_f64()
 }
 
-/// Best of `reps` runs, in seconds.
+/// Best of `reps` runs (each after 20 ms idle), in seconds.
 fn best(reps: usize, mut f: impl FnMut()) -> f64 {
     (0..reps.max(1))
         .map(|_| once(&mut f))
@@ -204,28 +207,29 @@ impl Bench {
     }
 }
 
-/// Prints a row: stride's best time, the floor (and the fresh-result floor), NumPy's.
-fn row(
-    name: &str,
-    secs: f64,
-    bytes: f64,
-    floor_bw: f64,
-    fresh_bw: Option<f64>,
-    np: &[(&str, Option<f64>)],
-) {
-    let floor = bytes / floor_bw;
+/// The bandwidths a row is judged against, all measured in this run.
+struct Floors {
+    /// The machine's memory bandwidth: the faster of a parallel copy and an in-place update
+    /// (`x += s·y`, no write-allocate traffic) between preallocated, touched buffers; what
+    /// `stride bench cpu` uses too. `floor` = bytes ÷ this.
+    machine: f64,
+    /// The parallel copy alone (bytes read + written ÷ time).
+    copy: f64,
+    /// A copy into a fresh tensor (what a new result pays for its pages).
+    fresh: f64,
+}
+
+/// Prints a row: stride's best time, its floors (and the fresh-result floor), NumPy's.
+fn row(name: &str, secs: f64, bytes: f64, fl: &Floors, fresh: bool, np: &[(&str, Option<f64>)]) {
+    let x = |bw: f64| format!("{:6.1} ms ({:.2}x)", bytes / bw * 1e3, secs / (bytes / bw));
     let mut o = format!(
-        "{name:<54} {:8.1} ms  floor {:6.1} ms ({:.2}x)",
+        "{name:<54} {:8.1} ms  floor {}  copy-floor {}",
         secs * 1e3,
-        floor * 1e3,
-        secs / floor
+        x(fl.machine),
+        x(fl.copy)
     );
-    if let Some(b) = fresh_bw {
-        o += &format!(
-            "  fresh-floor {:6.1} ms ({:.2}x)",
-            bytes / b * 1e3,
-            secs / (bytes / b)
-        );
+    if fresh {
+        o += &format!("  fresh-floor {}", x(fl.fresh));
     }
     for (what, t) in np {
         if let Some(t) = t {
@@ -418,23 +422,42 @@ fn main() {
     let (xs, ds) = (f32::slice(&xb).unwrap(), f32::slice_mut(&mut db).unwrap());
     let t_thp = best(reps.max(5), || par_copy(ds, xs));
     let t_copy = t_vec.min(t_thp);
-    let bw = 2.0 * bytes_rows / t_copy;
+    let copy_bw = 2.0 * bytes_rows / t_copy;
+    let t_update = best(reps.max(5), || {
+        use rayon::prelude::*;
+        ds.par_chunks_mut(1 << 16)
+            .zip(xs.par_chunks(1 << 16))
+            .for_each(|(a, b)| {
+                for (p, q) in a.iter_mut().zip(b) {
+                    *p += 1e-30 * q;
+                }
+            });
+    });
+    let update_bw = 3.0 * bytes_rows / t_update;
     // a fresh copy through stride's allocator (what an op returning a new tensor pays)
     let x_tensor = Tensor::from_vec(x.clone(), [n, d]).unwrap();
     let t_fresh = best(reps.max(5), || {
         std::hint::black_box(x_tensor.clone_tensor().unwrap());
     });
     drop(x_tensor);
-    let fresh_bw = 2.0 * bytes_rows / t_fresh;
+    let fl = Floors {
+        machine: copy_bw.max(update_bw),
+        copy: copy_bw,
+        fresh: 2.0 * bytes_rows / t_fresh,
+    };
     println!(
-        "floor: copy 256 MB between preallocated buffers: {:.1} ms = {:.1} GB/s (read + write; Vec {:.1} ms, tensor-like buffers {:.1} ms); into a fresh tensor: {:.1} ms = {:.1} GB/s",
+        "memory bandwidth {:.1} GB/s = the faster of: a parallel copy of 256 MB between preallocated buffers {:.1} ms = {:.1} GB/s (read + write; Vec {:.1} ms, tensor-like buffers {:.1} ms), an in-place x += s*y {:.1} ms = {:.1} GB/s (read x, y, write x); a copy into a fresh tensor: {:.1} ms = {:.1} GB/s",
+        fl.machine / 1e9,
         t_copy * 1e3,
-        bw / 1e9,
+        copy_bw / 1e9,
         t_vec * 1e3,
         t_thp * 1e3,
+        t_update * 1e3,
+        update_bw / 1e9,
         t_fresh * 1e3,
-        fresh_bw / 1e9,
+        fl.fresh / 1e9,
     );
+    println!("floor = bytes / memory bandwidth; copy-floor = bytes / copy rate; fresh-floor = bytes / fresh-copy rate; (Nx) = time / floor");
     // a row gather moves every output byte twice (read the row, write it) plus the index
     let moved = 2.0 * bytes_rows + (n * 8) as f64;
     if on("raw") {
@@ -442,15 +465,15 @@ fn main() {
             let t = best(reps, || raw_rows(xs, &idx, d, ds, ahead, l2));
             let into = if l2 { "L2" } else { "L1" };
             let name = format!("raw random-row copy (plain Rust, ahead={ahead} into {into})");
-            row(&name, t, moved, bw, None, &[]);
+            row(&name, t, moved, &fl, false, &[]);
         }
         let t = best(reps, || raw_rows_stream(xs, &idx, d, ds));
         row(
             "raw random-row copy (ahead=16 into L2, streaming)",
             t,
             moved,
-            bw,
-            None,
+            &fl,
+            false,
             &[],
         );
         let t = best(reps, || {
@@ -462,8 +485,8 @@ fn main() {
             "raw random-row copy (ahead=16, L2) into a fresh buffer",
             t,
             moved,
-            bw,
-            Some(fresh_bw),
+            &fl,
+            true,
             &[],
         );
         let t = best(reps, || raw_scatter_add(ds, xs, &idx, d));
@@ -472,8 +495,8 @@ fn main() {
             "raw scatter-add of random rows (plain Rust)",
             t,
             moved_sc,
-            bw,
-            None,
+            &fl,
+            false,
             &[],
         );
     }
@@ -538,11 +561,11 @@ fn main() {
                 p,
             );
             let np: Vec<_> = np.into_iter().map(|t| ("np.take", t)).collect();
-            row(&format!("{name}, fresh"), t, moved, bw, Some(fresh_bw), &np);
+            row(&format!("{name}, fresh"), t, moved, &fl, true, &np);
             let p: &[&str] = if *peer { &["take_out"] } else { &[] };
             let (t, np) = bench.time(reps, || into(&out), p);
             let np: Vec<_> = np.into_iter().map(|t| ("np.take(out=)", t)).collect();
-            row(&format!("{name}, _out"), t, moved, bw, None, &np);
+            row(&format!("{name}, _out"), t, moved, &fl, false, &np);
         }
         let full = e.contiguous().unwrap();
         let moved_full = 2.0 * bytes_rows + (n * d * 8) as f64;
@@ -553,8 +576,8 @@ fn main() {
             "gather dim 0, materialised [1M,64] i64 index, fresh",
             t,
             moved_full,
-            bw,
-            Some(fresh_bw),
+            &fl,
+            true,
             &[],
         );
         let t = best(reps.min(3), || {
@@ -564,8 +587,8 @@ fn main() {
             "gather dim 0, materialised [1M,64] i64 index, _out",
             t,
             moved_full,
-            bw,
-            None,
+            &fl,
+            false,
             &[],
         );
     }
@@ -589,8 +612,8 @@ fn main() {
             "scatter_add_ dim 0, expanded [1M,64] index",
             t,
             moved_sc,
-            bw,
-            None,
+            &fl,
+            false,
             &np,
         );
         let t = best(reps, || {
@@ -600,8 +623,8 @@ fn main() {
             "index_add_ [1M,64] f32, 1M random rows",
             t,
             moved_sc,
-            bw,
-            None,
+            &fl,
+            false,
             &[],
         );
         // out of place: self copied into the result (read + write), then the scatter
@@ -615,8 +638,8 @@ fn main() {
             "scatter_add (copy of self + scatter), fresh",
             t,
             moved_oop,
-            bw,
-            Some(fresh_bw),
+            &fl,
+            true,
             &[],
         );
         let t = best(reps.min(5), || {
@@ -626,8 +649,8 @@ fn main() {
             "scatter_add (copy of self + scatter), _out",
             t,
             moved_oop,
-            bw,
-            None,
+            &fl,
+            false,
             &[],
         );
         let t = best(reps.min(5), || {
@@ -637,8 +660,8 @@ fn main() {
             "index_add (copy of self + scatter), _out",
             t,
             moved_oop,
-            bw,
-            None,
+            &fl,
+            false,
             &[],
         );
     }

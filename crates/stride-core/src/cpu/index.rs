@@ -750,7 +750,11 @@ unsafe fn scatter_typed<T: Copy + Send + Sync, I: Element>(
             // with an init value, a first pass fills every destination row that is hit
             for fill in passes(init) {
                 if fill.is_none() && rs.len() == 1 && do_ == 1 && so == 1 {
-                    // one contiguous run per row: prefetch the rows a few steps ahead
+                    // one contiguous run per row: prefetch the rows a few steps ahead, the
+                    // source row too: a task applies only the rows whose destination is its
+                    // own, so its source rows are a sparse, irregular subset that the hardware
+                    // prefetcher does not follow (measured with a plain-Rust scatter-add of 1M
+                    // random 256-byte rows on the 2-core VM: 109 ms -> 65 ms)
                     let (off, len) = rs[0];
                     let mut ring = Ring::<(*mut T, *const T)>::new();
                     let apply = |(d, s): (*mut T, *const T)| {
@@ -770,6 +774,7 @@ unsafe fn scatter_typed<T: Copy + Send + Sync, I: Element>(
                             let d = pd.get().offset(off[0] + v as isize * stride);
                             let s = ps.get().offset(off[2] + k as isize * sd);
                             prefetch(d, len);
+                            prefetch(s, len);
                             if let Some(e) = ring.push((d, s)) {
                                 apply(e);
                             }
