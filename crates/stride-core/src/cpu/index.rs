@@ -286,7 +286,17 @@ unsafe fn gather_typed<T: Copy, I: Element>(
             );
             ps.get().offset(s0 + r as isize * sr + v as isize * stride)
         };
-        let ranges = split_ranges(nrows, (PAR_GRAIN / len.max(1)).max(1));
+        // tasks of about 256 Ki elements, many more than threads: on a shared machine a
+        // thread that loses its core for a while leaves its share to the others
+        let per = ((1usize << 18) / len.max(1)).max(1);
+        let ranges: Vec<(usize, usize)> =
+            if plan.numel() < 2 * PAR_GRAIN || rayon::current_num_threads() < 2 {
+                vec![(0, nrows)]
+            } else {
+                (0..nrows.div_ceil(per))
+                    .map(|t| (t * per, ((t + 1) * per).min(nrows)))
+                    .collect()
+            };
         par_map(&ranges, |a, b| {
             for r in a..(a + ROW_AHEAD).min(b) {
                 prefetch(row_src(r), len);
