@@ -397,10 +397,10 @@ fn out_forms_refuse_recording() {
 }
 
 #[test]
-fn large_row_gathers_stream_and_prefetch_correctly() {
-    // outputs past the streaming threshold (16 MiB), rows of odd byte lengths so that they
-    // start at every alignment, outputs at an odd offset; a per-element gather over a source
-    // large enough to be prefetched
+fn large_row_gathers_prefetch_and_split_correctly() {
+    // large outputs (split into many row tasks, source rows prefetched ahead), rows of odd
+    // byte lengths so that they start at every alignment, outputs at an odd offset; a
+    // per-element gather over a source large enough to be prefetched
     let mut rng = Rng(23);
     for (dtype, n, m, k) in [
         (DType::F32, 3000usize, 257usize, 17000usize),

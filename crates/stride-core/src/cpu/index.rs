@@ -237,11 +237,6 @@ pub(crate) fn gather(src: View, index: View, at: IndexDim, dst: View) -> Result<
     Ok(())
 }
 
-/// Output bytes from which a row gather writes with streaming (non-temporal) stores: about half
-/// the last-level cache of the machines stride targets. Below it the result is likely read
-/// again soon and should stay in cache.
-const STREAM_MIN_BYTES: usize = 16 << 20;
-
 #[allow(clippy::too_many_arguments)]
 unsafe fn gather_typed<T: Copy, I: Element>(
     dst: &View,
@@ -263,12 +258,9 @@ unsafe fn gather_typed<T: Copy, I: Element>(
     }
     let [so, ss, sx] = plan.inner_strides();
     let (size, wrap, stride) = (at.size as i64, at.wrap, at.stride as isize);
-    let elem = std::mem::size_of::<T>();
-    // whole contiguous rows: each run is one row copy from the row the index picks
+    // whole contiguous rows: each run is one row copy from the row the index picks (ordinary
+    // stores: streaming stores measured 10-25% slower on the 2-core VM when it was quiet)
     let rows = sx == 0 && so == 1 && ss == 1;
-    // a large result of row copies is written past the cache: its lines are not read before
-    // they are overwritten (a third less traffic) and the source rows are not evicted
-    let stream = rows && plan.numel() * elem >= STREAM_MIN_BYTES;
     // (a few very long rows go through the general walk below, which splits inside rows)
     let many = |&(nrows, _, _): &(usize, usize, [isize; 3])| {
         nrows >= 4 * rayon::current_num_threads() || plan.numel() < 2 * PAR_GRAIN
@@ -305,15 +297,11 @@ unsafe fn gather_typed<T: Copy, I: Element>(
                 if r + ROW_AHEAD < b {
                     prefetch(row_src(r + ROW_AHEAD), len);
                 }
-                copy_row(
-                    pd.get().offset(d0 + r as isize * dr),
+                std::ptr::copy_nonoverlapping(
                     row_src(r),
+                    pd.get().offset(d0 + r as isize * dr),
                     len,
-                    stream,
                 );
-            }
-            if stream {
-                store_fence();
             }
         });
         return;
@@ -330,7 +318,7 @@ unsafe fn gather_typed<T: Copy, I: Element>(
                 let sp = sb.offset(wrap_idx((*x).to_i64(), size, wrap) as isize * stride);
                 prefetch(sp, len);
                 if let Some((d0, s0, n0)) = ring.push((d, sp, len)) {
-                    copy_row(d0, s0, n0, stream);
+                    std::ptr::copy_nonoverlapping(s0, d0, n0);
                 }
             } else if sx == 0 {
                 // the index is constant along the run: one strided row copy
@@ -346,64 +334,9 @@ unsafe fn gather_typed<T: Copy, I: Element>(
             }
         });
         while let Some((d0, s0, n0)) = ring.pop() {
-            copy_row(d0, s0, n0, stream);
-        }
-        if stream {
-            store_fence();
+            std::ptr::copy_nonoverlapping(s0, d0, n0);
         }
     });
-}
-
-/// Copies `n` elements from `s` to `d` (not overlapping); `stream`: with non-temporal stores
-/// (the caller ends its task with [`store_fence`]).
-#[inline(always)]
-unsafe fn copy_row<T>(d: *mut T, s: *const T, n: usize, stream: bool) {
-    #[cfg(target_arch = "x86_64")]
-    if stream {
-        stream_bytes(d as *mut u8, s as *const u8, n * std::mem::size_of::<T>());
-        return;
-    }
-    let _ = stream;
-    std::ptr::copy_nonoverlapping(s, d, n);
-}
-
-/// `bytes` bytes from `s` to `d` (not overlapping): the 16-byte aligned middle of `d` with
-/// SSE2 streaming stores (baseline on x86-64), the unaligned ends with ordinary copies.
-#[cfg(target_arch = "x86_64")]
-#[inline(always)]
-unsafe fn stream_bytes(d: *mut u8, s: *const u8, bytes: usize) {
-    use std::arch::x86_64::{__m128i, _mm_loadu_si128, _mm_stream_si128};
-    let head = (d as usize).wrapping_neg() % 16;
-    if bytes < head + 16 {
-        std::ptr::copy_nonoverlapping(s, d, bytes);
-        return;
-    }
-    std::ptr::copy_nonoverlapping(s, d, head);
-    let (mut d, mut s, mut left) = (d.add(head), s.add(head), bytes - head);
-    while left >= 64 {
-        let v: [__m128i; 4] =
-            std::array::from_fn(|k| _mm_loadu_si128(s.add(16 * k) as *const __m128i));
-        for (k, v) in v.into_iter().enumerate() {
-            _mm_stream_si128(d.add(16 * k) as *mut __m128i, v);
-        }
-        (d, s, left) = (d.add(64), s.add(64), left - 64);
-    }
-    while left >= 16 {
-        _mm_stream_si128(d as *mut __m128i, _mm_loadu_si128(s as *const __m128i));
-        (d, s, left) = (d.add(16), s.add(16), left - 16);
-    }
-    std::ptr::copy_nonoverlapping(s, d, left);
-}
-
-/// Orders this thread's streaming stores before its later stores (the end of a parallel task:
-/// whoever joins it sees the data).
-#[inline(always)]
-fn store_fence() {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: `sfence` only orders stores; SSE is baseline on x86-64.
-    unsafe {
-        std::arch::x86_64::_mm_sfence()
-    };
 }
 
 /// How many row moves a prefetch ring keeps in flight.
