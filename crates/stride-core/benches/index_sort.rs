@@ -1,6 +1,6 @@
 //! Index and sort timings next to their memory floor and next to NumPy, measured in one run.
 //!
-//! `cargo bench -p stride-core --bench index_sort [section]` (release profile; sections:
+//! `cargo bench -p stride-core --bench index_sort [sections]` (release profile; sections, comma-separated:
 //! `raw`, `gather`, `scatter`, `sort`; all by default). `STRIDE_BENCH_REPS` sets the timed runs
 //! per figure (default 7; the best is printed), `STRIDE_BENCH_PYTHON` the Python (default
 //! `python3`; `none` skips NumPy). NumPy (`pip install numpy`) runs as a child process,
@@ -386,7 +386,7 @@ fn main() {
         .skip(1)
         .find(|a| !a.starts_with('-'))
         .unwrap_or_default();
-    let on = |section: &str| filter.is_empty() || section.contains(filter.as_str());
+    let on = |section: &str| filter.is_empty() || filter.split(',').any(|f| section.contains(f));
     let threads = rayon::current_num_threads();
     let reps = reps();
     let peer = Peer::start();
