@@ -4,8 +4,10 @@
 //!
 //! - [`measure`]: the timer, the bandwidth and peak-rate measurements;
 //! - [`rows`]: the benchmarks, their bytes/flops and targets;
-//! - [`peer`]: running `scripts/bench_numpy.py`.
+//! - [`peer`]: running `scripts/bench_numpy.py`;
+//! - [`cuda`]: `stride bench cuda`, beside PyTorch (`scripts/bench_torch.py`).
 
+mod cuda;
 mod measure;
 mod peer;
 mod rows;
@@ -24,6 +26,8 @@ pub struct BenchArgs {
 enum What {
     /// CPU benchmarks: matmul, elementwise, copies over contiguous and strided layouts.
     Cpu(CpuArgs),
+    /// CUDA benchmarks beside the device's copy bandwidth and PyTorch on the same GPU.
+    Cuda(cuda::CudaArgs),
 }
 
 #[derive(clap::Args)]
@@ -48,6 +52,7 @@ struct CpuArgs {
 pub fn run(a: BenchArgs) -> Result<(), String> {
     match a.what {
         What::Cpu(c) => cpu(c),
+        What::Cuda(c) => cuda::run(c),
     }
 }
 

@@ -370,12 +370,9 @@ pub(crate) fn ternary(op: TernaryOp, a: View, b: View, c: View, dst: View) -> Re
 /// `dst = src` with the dims in `dims` reversed (`src` has `dst`'s shape). Its own primitive
 /// because a reversed dim would need a negative stride, which layouts never have.
 pub(crate) fn flip(src: View, dims: &[usize], dst: View) -> Result<()> {
-    match device_of(&[dst]) {
+    match same_device("flip", &[dst, src])? {
         Device::Cpu => crate::cpu::flip::flip(src, dims, dst),
-        d => Err(Error::NotImplemented {
-            op: "flip",
-            device: d,
-        }),
+        Device::Cuda(_) => crate::cuda::flip::flip(src, dims, dst),
     }
 }
 
@@ -402,10 +399,7 @@ pub enum RandomDist {
 pub(crate) fn random(dist: RandomDist, seed: u64, offset: u64, dst: View) -> Result<()> {
     match device_of(&[dst]) {
         Device::Cpu => crate::cpu::random::random(dist, seed, offset, dst),
-        d => Err(Error::NotImplemented {
-            op: "random",
-            device: d,
-        }),
+        Device::Cuda(_) => crate::cuda::random::random(dist, seed, offset, dst),
     }
 }
 
@@ -419,14 +413,6 @@ pub(crate) fn matmul(a: View, b: View, dst: View) -> Result<()> {
     match device_of(&[dst]) {
         Device::Cpu => crate::cpu::matmul::matmul(a, b, dst),
         Device::Cuda(_) => crate::cuda::matmul::matmul(a, b, dst),
-    }
-}
-
-/// The error of a primitive with no kernel on `d` yet (where the caller does not name the op).
-pub(crate) fn no_backend(d: Device) -> Error {
-    Error::NotImplemented {
-        op: "this op",
-        device: d,
     }
 }
 

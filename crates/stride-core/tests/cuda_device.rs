@@ -6,13 +6,17 @@
 
 use stride_core::{cuda, memory_stats, DType, Device, Error, Tensor};
 
-/// The GPU, or None after printing why the test is skipped.
-fn gpu(test: &str) -> Option<Device> {
+/// The GPU and a lock held for the whole test, or None after printing why the test is
+/// skipped. The tests of this file read process-wide counters (syncs, allocator statistics),
+/// so they take turns on the device.
+fn gpu(test: &str) -> Option<(Device, std::sync::MutexGuard<'static, ()>)> {
+    static TURN: std::sync::Mutex<()> = std::sync::Mutex::new(());
     if !cuda::is_available() {
         eprintln!("{test}: skipped (no CUDA device on this machine)");
         return None;
     }
-    Some(Device::cuda(0).expect("a CUDA device is available"))
+    let turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
+    Some((Device::cuda(0).expect("a CUDA device is available"), turn))
 }
 
 fn seq(n: usize) -> Vec<f32> {
@@ -46,7 +50,7 @@ fn no_gpu_is_a_clear_error() {
 
 #[test]
 fn round_trip_every_dtype_and_layout() {
-    let Some(g) = gpu("round_trip_every_dtype_and_layout") else {
+    let Some((g, _turn)) = gpu("round_trip_every_dtype_and_layout") else {
         return;
     };
     let base = Tensor::from_vec(seq(6 * 5), [6, 5]).unwrap();
@@ -96,7 +100,7 @@ fn round_trip_every_dtype_and_layout() {
 #[test]
 fn index_dtypes_survive_broadcast_and_contiguous_on_the_gpu() {
     // candle's Metal bug: u32 indices became f32 after unsqueeze → broadcast → contiguous
-    let Some(g) = gpu("index_dtypes_survive_broadcast_and_contiguous_on_the_gpu") else {
+    let Some((g, _turn)) = gpu("index_dtypes_survive_broadcast_and_contiguous_on_the_gpu") else {
         return;
     };
     for dt in [DType::U32, DType::I32, DType::I64] {
@@ -123,7 +127,7 @@ fn index_dtypes_survive_broadcast_and_contiguous_on_the_gpu() {
 
 #[test]
 fn only_reads_wait_for_the_gpu() {
-    let Some(g) = gpu("only_reads_wait_for_the_gpu") else {
+    let Some((g, _turn)) = gpu("only_reads_wait_for_the_gpu") else {
         return;
     };
     let x = Tensor::from_vec(seq(1 << 16), [256, 256])
@@ -155,7 +159,7 @@ fn only_reads_wait_for_the_gpu() {
 
 #[test]
 fn allocator_caches_counts_and_recovers_from_oom() {
-    let Some(g) = gpu("allocator_caches_counts_and_recovers_from_oom") else {
+    let Some((g, _turn)) = gpu("allocator_caches_counts_and_recovers_from_oom") else {
         return;
     };
     let s0 = memory_stats(g);
@@ -199,7 +203,7 @@ fn allocator_caches_counts_and_recovers_from_oom() {
 
 #[test]
 fn mixing_devices_is_an_error_naming_both() {
-    let Some(g) = gpu("mixing_devices_is_an_error_naming_both") else {
+    let Some((g, _turn)) = gpu("mixing_devices_is_an_error_naming_both") else {
         return;
     };
     let a = Tensor::from_vec(vec![1.0f32, 2.0], [2]).unwrap();
@@ -210,24 +214,84 @@ fn mixing_devices_is_an_error_naming_both() {
     assert_eq!(a.to_vec::<f32>().unwrap(), [1.0, 2.0]);
 }
 
+/// cuBLAS products against the CPU's `gemm` for every operand form (plain, transposed,
+/// stepped, batched with a broadcast batch dim, a vector), every float dtype.
 #[test]
-fn unported_ops_say_so() {
-    let Some(g) = gpu("unported_ops_say_so") else {
+fn matmul_matches_the_cpu_for_every_operand_form() {
+    let Some((g, _turn)) = gpu("matmul_matches_the_cpu_for_every_operand_form") else {
         return;
     };
-    let x = Tensor::from_vec(seq(12), [3, 4])
-        .unwrap()
-        .to_device(&g)
-        .unwrap();
-    let Err(e) = x.matmul(&x.t().unwrap()) else {
-        return; // matmul has a CUDA kernel in this build
+    let mk = |shape: &[usize], salt: usize| {
+        let n: usize = shape.iter().product();
+        let v: Vec<f64> = (0..n)
+            .map(|i| (((i * 7 + salt * 13) % 23) as f64 - 11.0) / 8.0)
+            .collect();
+        Tensor::from_vec(v, shape.to_vec()).unwrap()
     };
-    assert!(matches!(e, Error::NotImplemented { .. }), "{e}");
+    let a = mk(&[3, 37, 65], 1);
+    let b = mk(&[65, 29], 2);
+    let cases: Vec<(&str, Tensor, Tensor)> = vec![
+        ("plain 2-d", a.select(0, 1).unwrap(), b.clone()),
+        (
+            "both transposed",
+            b.t()
+                .unwrap()
+                .contiguous()
+                .unwrap()
+                .t()
+                .unwrap()
+                .t()
+                .unwrap(),
+            a.select(0, 0).unwrap().t().unwrap(),
+        ),
+        (
+            "stepped rows",
+            a.select(0, 2).unwrap().slice(0, 0, 37, 2).unwrap(),
+            b.clone(),
+        ),
+        ("batched, broadcast rhs", a.clone(), b.clone()),
+        (
+            "matrix x vector",
+            a.select(0, 1).unwrap(),
+            b.select(1, 3).unwrap(),
+        ),
+        (
+            "batched, transposed lhs",
+            a.transpose(1, 2).unwrap(),
+            mk(&[3, 37, 5], 3),
+        ),
+    ];
+    for dt in [DType::F64, DType::F32, DType::F16, DType::BF16] {
+        // exact products of these small dyadic values; only the final rounding differs
+        let tol = match dt {
+            DType::F64 | DType::F32 => 1e-6,
+            DType::F16 => 1e-2,
+            _ => 1e-1,
+        };
+        for (what, x, y) in &cases {
+            let (x, y) = (x.to_dtype(dt).unwrap(), y.to_dtype(dt).unwrap());
+            let want = x.matmul(&y).unwrap().to_f64_vec().unwrap();
+            let got = x
+                .to_device(&g)
+                .unwrap()
+                .matmul(&y.to_device(&g).unwrap())
+                .unwrap();
+            assert_eq!(got.dtype(), dt, "{what} {dt}");
+            let got = got.to_f64_vec().unwrap();
+            assert_eq!(got.len(), want.len(), "{what} {dt}");
+            for (i, (p, q)) in got.iter().zip(&want).enumerate() {
+                assert!(
+                    (p - q).abs() <= tol * (1.0 + q.abs()),
+                    "{what} {dt}: element {i}: cuda {p}, cpu {q}"
+                );
+            }
+        }
+    }
 }
 
 #[test]
 fn gradients_flow_back_across_devices() {
-    let Some(g) = gpu("gradients_flow_back_across_devices") else {
+    let Some((g, _turn)) = gpu("gradients_flow_back_across_devices") else {
         return;
     };
     let x = Tensor::from_vec(vec![1.0f32, 2.0, 3.0], [3])
@@ -244,7 +308,8 @@ fn gradients_flow_back_across_devices() {
 
 #[test]
 fn elementwise_matches_the_cpu_bit_for_bit_where_ieee_defines_it() {
-    let Some(g) = gpu("elementwise_matches_the_cpu_bit_for_bit_where_ieee_defines_it") else {
+    let Some((g, _turn)) = gpu("elementwise_matches_the_cpu_bit_for_bit_where_ieee_defines_it")
+    else {
         return;
     };
     let a = Tensor::from_vec(seq(64 * 33), [64, 33]).unwrap();
@@ -299,7 +364,7 @@ fn elementwise_matches_the_cpu_bit_for_bit_where_ieee_defines_it() {
 
 #[test]
 fn second_use_of_a_kernel_compiles_nothing() {
-    let Some(g) = gpu("second_use_of_a_kernel_compiles_nothing") else {
+    let Some((g, _turn)) = gpu("second_use_of_a_kernel_compiles_nothing") else {
         return;
     };
     let x = Tensor::from_vec(seq(100), [100])

@@ -496,6 +496,7 @@ fn make_inputs(
     ins: &[In],
     lay: Lay,
     salt: usize,
+    dev: Device,
 ) -> Result<(Vec<Tensor>, Vec<Option<Vec<usize>>>)> {
     let mut leaves = vec![];
     let mut expand = vec![];
@@ -507,23 +508,24 @@ fn make_inputs(
                     let mut small = shape.clone();
                     small[k] = 1;
                     let n: usize = small.iter().product();
-                    let t = Tensor::from_vec(values(n, *dom, salt + i), small)?;
+                    let t = Tensor::from_vec(values(n, *dom, salt + i), small)?.to_device(&dev)?;
                     leaves.push(t.requires_grad_(true)?);
                     expand.push(Some(shape.clone()));
                 } else {
                     let n: usize = shape.iter().product();
-                    let c = Tensor::from_vec(values(n, *dom, salt + i), shape.clone())?;
+                    let c = Tensor::from_vec(values(n, *dom, salt + i), shape.clone())?
+                        .to_device(&dev)?;
                     leaves.push(relayout(&c, lay)?.requires_grad_(true)?);
                     expand.push(None);
                 }
             }
             In::I(shape, v) => {
-                let c = Tensor::from_vec(v.clone(), shape.clone())?;
+                let c = Tensor::from_vec(v.clone(), shape.clone())?.to_device(&dev)?;
                 leaves.push(relayout(&c, lay)?);
                 expand.push(None);
             }
             In::B(shape, v) => {
-                let c = Tensor::from_vec(v.clone(), shape.clone())?;
+                let c = Tensor::from_vec(v.clone(), shape.clone())?.to_device(&dev)?;
                 leaves.push(relayout(&c, lay)?);
                 expand.push(None);
             }
@@ -542,11 +544,17 @@ fn noncontiguous_grad(y: Tensor) -> Result<Tensor> {
     }
 }
 
-fn check_entry(e: &Entry, lay: Lay, salt: usize, opts: GradcheckOptions) -> Result<()> {
+fn check_entry(
+    e: &Entry,
+    lay: Lay,
+    salt: usize,
+    opts: GradcheckOptions,
+    dev: Device,
+) -> Result<()> {
     if lay == Lay::Expanded && !e.expand {
         return Ok(());
     }
-    let (leaves, expand) = make_inputs(&e.ins, lay, salt)?;
+    let (leaves, expand) = make_inputs(&e.ins, lay, salt, dev)?;
     let nc = lay != Lay::Contiguous;
     let run = |xs: &[Tensor]| -> Result<Tensor> {
         let xs: Vec<Tensor> = xs
@@ -567,10 +575,20 @@ fn check_entry(e: &Entry, lay: Lay, salt: usize, opts: GradcheckOptions) -> Resu
     gradcheck(run, &leaves, opts)
 }
 
-fn sweep(exhaustive: bool) {
+/// Runs the table on `dev`; on a device without a kernel for some op, those entries are
+/// counted and listed apart (`Error::NotImplemented`), never passed.
+fn sweep(exhaustive: bool, dev: Device) {
     let t = table();
     let opts = GradcheckOptions::default();
     let mut failures = vec![];
+    let mut not_implemented = BTreeSet::new();
+    let mut record = |what: String, r: Result<()>| match r {
+        Ok(()) => {}
+        Err(stride_core::Error::NotImplemented { op, .. }) => {
+            not_implemented.insert(op);
+        }
+        Err(err) => failures.push(format!("{what}: {err}")),
+    };
     let (mut runs, mut gg_runs) = (0usize, 0usize);
     for (i, e) in t.iter().enumerate() {
         let lays: Vec<Lay> = if exhaustive {
@@ -584,9 +602,10 @@ fn sweep(exhaustive: bool) {
                 continue;
             }
             runs += 1;
-            if let Err(err) = check_entry(e, lay, i, opts) {
-                failures.push(format!("{} [{lay:?}]: {err}", e.name));
-            }
+            record(
+                format!("{} [{lay:?}]", e.name),
+                check_entry(e, lay, i, opts, dev),
+            );
         }
         if e.gg {
             let g_lays: &[Lay] = if exhaustive {
@@ -596,18 +615,26 @@ fn sweep(exhaustive: bool) {
             };
             for &lay in g_lays {
                 gg_runs += 1;
-                let r = make_inputs(&e.ins, lay, i)
+                let r = make_inputs(&e.ins, lay, i, dev)
                     .and_then(|(leaves, _)| gradgradcheck(|xs| (e.f)(xs), &leaves, opts));
-                if let Err(err) = r {
-                    failures.push(format!("{} [gradgrad {lay:?}]: {err}", e.name));
-                }
+                record(format!("{} [gradgrad {lay:?}]", e.name), r);
             }
         }
     }
     println!(
-        "gradcheck_all: {} entries covering {} ops; {runs} gradcheck runs, {gg_runs} gradgradcheck runs",
+        "gradcheck_all on {dev}: {} entries covering {} ops; {runs} gradcheck runs, {gg_runs} gradgradcheck runs, {} failures",
         t.len(),
-        covered(&t).len()
+        covered(&t).len(),
+        failures.len()
+    );
+    if !not_implemented.is_empty() {
+        println!(
+            "gradcheck_all on {dev}: runs skipped because an op has no kernel on this device: {not_implemented:?}"
+        );
+    }
+    assert!(
+        dev != Device::Cpu || not_implemented.is_empty(),
+        "the CPU has every kernel"
     );
     assert!(
         failures.is_empty(),
@@ -620,13 +647,23 @@ fn sweep(exhaustive: bool) {
 
 #[test]
 fn gradcheck_every_op_over_every_layout() {
-    sweep(true);
+    sweep(true, Device::Cpu);
 }
 
 #[test]
 fn sampled_sweep_runs() {
     // the cheaper variant stays compiled and correct
-    sweep(false);
+    sweep(false, Device::Cpu);
+}
+
+/// The same table on the GPU (f64 kernels, every layout); skips, saying so, without one.
+#[test]
+fn gradcheck_every_op_on_cuda() {
+    if !stride_core::cuda::is_available() {
+        eprintln!("gradcheck_every_op_on_cuda: skipped (no CUDA device on this machine)");
+        return;
+    }
+    sweep(true, Device::cuda(0).expect("a CUDA device is available"));
 }
 
 #[test]

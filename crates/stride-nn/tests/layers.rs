@@ -8,6 +8,15 @@ use stride_nn::{
     Relu, RmsNorm, Sigmoid, Silu, Tanh,
 };
 
+/// Several tests here draw from the process-wide default generator (layer initialisation,
+/// `manual_seed` + dropout) and two assert that a seed reproduces a draw, so the tests of this
+/// file take turns: a draw by one test between another's `manual_seed` and its draw would
+/// make that test fail at random.
+fn global_rng_turn() -> std::sync::MutexGuard<'static, ()> {
+    static TURN: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    TURN.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 fn t64(v: &[f64], shape: &[usize]) -> Tensor {
     Tensor::from_vec(v.to_vec(), shape.to_vec()).unwrap()
 }
@@ -25,6 +34,7 @@ fn opts() -> GradcheckOptions {
 
 #[test]
 fn linear_forward_by_hand_and_gradcheck() {
+    let _rng = global_rng_turn();
     let w = t64(&[1.0, 2.0, 3.0, -1.0, 0.5, 0.0], &[2, 3]);
     let b = t64(&[0.5, -0.5], &[2]);
     let lin = Linear::from_tensors(w, Some(b)).unwrap();
@@ -60,6 +70,7 @@ fn linear_forward_by_hand_and_gradcheck() {
 
 #[test]
 fn linear_gradients_reach_its_parameters() {
+    let _rng = global_rng_turn();
     let lin = Linear::new_with(3, 2, true, &Factory::dtype(DType::F64)).unwrap();
     let x = t64(&[1.0, 2.0, 3.0], &[1, 3]);
     lin.forward(&x).unwrap().sum().unwrap().backward().unwrap();
@@ -81,6 +92,7 @@ fn linear_gradients_reach_its_parameters() {
 
 #[test]
 fn linear_init_follows_pytorch_bounds_and_seed() {
+    let _rng = global_rng_turn();
     let g = Generator::new(7);
     let f = Factory {
         generator: Some(&g),
@@ -132,6 +144,7 @@ fn linear_init_follows_pytorch_bounds_and_seed() {
 
 #[test]
 fn embedding_forward_padding_and_gradients() {
+    let _rng = global_rng_turn();
     let emb = Embedding::new_with(4, 2, Some(1), &Factory::dtype(DType::F64)).unwrap();
     let w = emb.weight.tensor().to_f64_vec().unwrap();
     assert_eq!(&w[2..4], &[0.0, 0.0], "padding row zeroed");
@@ -158,6 +171,7 @@ fn embedding_forward_padding_and_gradients() {
 
 #[test]
 fn layer_norm_by_hand_and_gradcheck() {
+    let _rng = global_rng_turn();
     let ln = LayerNorm::new_with(&[3], 0.0, true, true, &Factory::dtype(DType::F64)).unwrap();
     let x = t64(&[1.0, 2.0, 3.0, -1.0, -1.0, 5.0], &[2, 3]);
     let y = ln.forward(&x).unwrap().to_f64_vec().unwrap();
@@ -189,6 +203,7 @@ fn layer_norm_by_hand_and_gradcheck() {
 
 #[test]
 fn rms_norm_by_hand_and_gradcheck() {
+    let _rng = global_rng_turn();
     let n = RmsNorm::new_with(&[2], Some(0.0), true, &Factory::dtype(DType::F64)).unwrap();
     let y = n
         .forward(&t64(&[3.0, 4.0], &[1, 2]))
@@ -210,6 +225,7 @@ fn rms_norm_by_hand_and_gradcheck() {
 
 #[test]
 fn dropout_reproducible_scaled_and_identity_in_eval() {
+    let _rng = global_rng_turn();
     let x = Tensor::ones([1000], DType::F32, &Device::Cpu).unwrap();
     let d = Dropout::new(0.25).unwrap();
     manual_seed(11);
@@ -250,6 +266,7 @@ fn dropout_reproducible_scaled_and_identity_in_eval() {
 
 #[test]
 fn activations_by_hand_and_gradcheck() {
+    let _rng = global_rng_turn();
     let x = t64(&[-2.0, -0.5, 0.0, 0.5, 2.0], &[5]);
     let relu = Relu::default().forward(&x).unwrap().to_f64_vec().unwrap();
     assert_eq!(relu, vec![0.0, 0.0, 0.0, 0.5, 2.0]);
@@ -308,6 +325,7 @@ fn activations_by_hand_and_gradcheck() {
 
 #[test]
 fn mlp_gradcheck_through_every_parameter() {
+    let _rng = global_rng_turn();
     let net = mlp(&[3, 4, 2], Activation::Tanh, &Factory::dtype(DType::F64)).unwrap();
     let params: Vec<Tensor> = net.parameters().iter().map(|p| p.tensor()).collect();
     let x = t64(&[0.1, -0.2, 0.3, 0.7, 0.5, -0.9], &[2, 3]);
@@ -328,6 +346,7 @@ fn mlp_gradcheck_through_every_parameter() {
 
 #[test]
 fn init_functions() {
+    let _rng = global_rng_turn();
     let g = Generator::new(1);
     let w = Tensor::zeros([200, 100], DType::F64, &Device::Cpu).unwrap();
     assert_eq!(init::fan_in_and_fan_out(&w).unwrap(), (100, 200));

@@ -213,10 +213,14 @@ fn int_prod(v: &[f64]) -> f64 {
     acc as f64
 }
 
+/// Two passes over the values shifted by the first one (as the frontend computes it): the
+/// shift makes a constant slice's deviations exactly 0, so `correction ≥ n` gives 0/0 = NaN
+/// whatever the summation order, never a rounding artefact's inf.
 fn var(v: &[f64], correction: f64) -> f64 {
     let n = v.len() as f64;
-    let mean = v.iter().sum::<f64>() / n;
-    let ss: f64 = v.iter().map(|x| (x - mean) * (x - mean)).sum();
+    let x0 = v.first().copied().unwrap_or(0.0);
+    let mean = v.iter().map(|x| x - x0).sum::<f64>() / n;
+    let ss: f64 = v.iter().map(|x| (x - x0 - mean) * (x - x0 - mean)).sum();
     ss / (n - correction).max(0.0)
 }
 

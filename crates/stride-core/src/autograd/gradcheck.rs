@@ -155,7 +155,9 @@ pub fn gradgradcheck(
     let vals: Vec<f64> = (0..y.numel())
         .map(|i| [0.5, -0.25, 1.5, -1.0, 0.75][i % 5])
         .collect();
-    let v = Tensor::from_vec(vals, y.shape().to_vec())?.requires_grad_(true)?;
+    let v = Tensor::from_vec(vals, y.shape().to_vec())?
+        .to_device(&y.device())?
+        .requires_grad_(true)?;
     let n = inputs.len();
     let mut all: Vec<Tensor> = inputs.to_vec();
     all.push(v);

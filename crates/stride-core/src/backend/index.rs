@@ -82,7 +82,7 @@ impl ScatterOp {
 pub(crate) fn gather(src: View, index: View, at: IndexDim, dst: View) -> Result<()> {
     match super::device_of(&[dst]) {
         Device::Cpu => crate::cpu::index::gather(src, index, at, dst),
-        d => Err(super::no_backend(d)),
+        Device::Cuda(_) => crate::cuda::index::gather(src, index, at, dst),
     }
 }
 
@@ -103,7 +103,7 @@ pub(crate) fn scatter(
 ) -> Result<()> {
     match super::device_of(&[dst]) {
         Device::Cpu => crate::cpu::index::scatter(dst, index, at, src, op, include_self),
-        d => Err(super::no_backend(d)),
+        Device::Cuda(_) => crate::cuda::index::scatter(dst, index, at, src, op, include_self),
     }
 }
 
@@ -111,7 +111,7 @@ pub(crate) fn scatter(
 pub(crate) fn count_nonzero(src: View) -> Result<usize> {
     match super::device_of(&[src]) {
         Device::Cpu => crate::cpu::index::count_nonzero(src),
-        d => Err(super::no_backend(d)),
+        Device::Cuda(_) => crate::cuda::index::count_nonzero(src),
     }
 }
 
@@ -120,7 +120,7 @@ pub(crate) fn count_nonzero(src: View) -> Result<usize> {
 pub(crate) fn nonzero(src: View, dst: View) -> Result<()> {
     match super::device_of(&[dst]) {
         Device::Cpu => crate::cpu::index::nonzero(src, dst),
-        d => Err(super::no_backend(d)),
+        Device::Cuda(_) => crate::cuda::index::nonzero(src, dst),
     }
 }
 
@@ -129,7 +129,7 @@ pub(crate) fn nonzero(src: View, dst: View) -> Result<()> {
 pub(crate) fn masked_select(src: View, mask: View, dst: View) -> Result<()> {
     match super::device_of(&[dst]) {
         Device::Cpu => crate::cpu::index::masked_select(src, mask, dst),
-        d => Err(super::no_backend(d)),
+        Device::Cuda(_) => crate::cuda::index::masked_select(src, mask, dst),
     }
 }
 
@@ -139,7 +139,7 @@ pub(crate) fn masked_select(src: View, mask: View, dst: View) -> Result<()> {
 pub(crate) fn masked_scatter(dst: View, mask: View, src: View) -> Result<()> {
     match super::device_of(&[dst]) {
         Device::Cpu => crate::cpu::index::masked_scatter(dst, mask, src),
-        d => Err(super::no_backend(d)),
+        Device::Cuda(_) => crate::cuda::index::masked_scatter(dst, mask, src),
     }
 }
 
@@ -148,6 +148,6 @@ pub(crate) fn masked_scatter(dst: View, mask: View, src: View) -> Result<()> {
 pub(crate) fn extrema(src: View) -> Result<Option<(Scalar, Scalar)>> {
     match super::device_of(&[src]) {
         Device::Cpu => crate::cpu::index::extrema(src),
-        d => Err(super::no_backend(d)),
+        Device::Cuda(_) => crate::cuda::index::extrema(src),
     }
 }

@@ -20,7 +20,7 @@ pub(crate) fn sort(
 ) -> Result<()> {
     match super::device_of(&[values]) {
         Device::Cpu => crate::cpu::sort::sort(src, dim, descending, values, indices),
-        d => Err(super::no_backend(d)),
+        Device::Cuda(_) => crate::cuda::sort::sort(src, dim, descending, values, indices),
     }
 }
 
@@ -36,7 +36,7 @@ pub(crate) fn topk(
 ) -> Result<()> {
     match super::device_of(&[values]) {
         Device::Cpu => crate::cpu::sort::topk(src, dim, k, largest, values, indices),
-        d => Err(super::no_backend(d)),
+        Device::Cuda(_) => crate::cuda::sort::topk(src, dim, k, largest, values, indices),
     }
 }
 
@@ -53,7 +53,7 @@ pub(crate) fn kth(
 ) -> Result<()> {
     match super::device_of(&[values]) {
         Device::Cpu => crate::cpu::sort::kth(src, dim, k, nan_propagates, values, indices),
-        d => Err(super::no_backend(d)),
+        Device::Cuda(_) => crate::cuda::sort::kth(src, dim, k, nan_propagates, values, indices),
     }
 }
 
@@ -62,7 +62,7 @@ pub(crate) fn kth(
 pub(crate) fn count_unique_consecutive(sorted: View) -> Result<usize> {
     match super::device_of(&[sorted]) {
         Device::Cpu => crate::cpu::sort::count_unique_consecutive(sorted),
-        d => Err(super::no_backend(d)),
+        Device::Cuda(_) => crate::cuda::sort::count_unique_consecutive(sorted),
     }
 }
 
@@ -76,7 +76,7 @@ pub(crate) fn unique_consecutive(
 ) -> Result<()> {
     match super::device_of(&[values]) {
         Device::Cpu => crate::cpu::sort::unique_consecutive(sorted, values, group, counts),
-        d => Err(super::no_backend(d)),
+        Device::Cuda(_) => crate::cuda::sort::unique_consecutive(sorted, values, group, counts),
     }
 }
 
@@ -99,7 +99,7 @@ pub(crate) fn searchsorted(
 ) -> Result<()> {
     match super::device_of(&[out]) {
         Device::Cpu => crate::cpu::sort::searchsorted(seq, rows, values, right, out),
-        d => Err(super::no_backend(d)),
+        Device::Cuda(_) => crate::cuda::sort::searchsorted(seq, rows, values, right, out),
     }
 }
 
@@ -109,7 +109,7 @@ pub(crate) fn searchsorted(
 pub(crate) fn bincount(input: View, weights: Option<View>, out: View) -> Result<()> {
     match super::device_of(&[out]) {
         Device::Cpu => crate::cpu::sort::bincount(input, weights, out),
-        d => Err(super::no_backend(d)),
+        Device::Cuda(_) => crate::cuda::sort::bincount(input, weights, out),
     }
 }
 
@@ -118,6 +118,6 @@ pub(crate) fn bincount(input: View, weights: Option<View>, out: View) -> Result<
 pub(crate) fn histc(input: View, lo: f64, hi: f64, out: View) -> Result<()> {
     match super::device_of(&[out]) {
         Device::Cpu => crate::cpu::sort::histc(input, lo, hi, out),
-        d => Err(super::no_backend(d)),
+        Device::Cuda(_) => crate::cuda::sort::histc(input, lo, hi, out),
     }
 }

@@ -53,6 +53,18 @@ fn next_down<T: Element>(x: T) -> T {
     T::from_f64(r)
 }
 
+/// What replaces a uniform draw that rounded up to `high` in `T`: the largest `T` below
+/// `high` (or `low` if there is none above it). Shared with the CUDA backend.
+pub(crate) fn uniform_cap<T: Element>(low: f64, high: f64) -> T {
+    let h = T::from_f64(high);
+    let below = if h.to_f64() < high { h } else { next_down(h) };
+    if below.to_f64() < low {
+        T::from_f64(low)
+    } else {
+        below
+    }
+}
+
 /// Computes elements of one draw by logical index.
 struct Sampler<T> {
     dist: RandomDist,
@@ -68,15 +80,7 @@ struct Sampler<T> {
 impl<T: Element> Sampler<T> {
     fn new(dist: RandomDist, seed: u64, offset: u64) -> Self {
         let cap = match dist {
-            RandomDist::Uniform { low, high } => {
-                let h = T::from_f64(high);
-                let below = if h.to_f64() < high { h } else { next_down(h) };
-                if below.to_f64() < low {
-                    T::from_f64(low)
-                } else {
-                    below
-                }
-            }
+            RandomDist::Uniform { low, high } => uniform_cap(low, high),
             _ => T::default(),
         };
         Sampler {

@@ -155,6 +155,12 @@ mod tests {
         }
         let mut all = crate::cuda::source::all_modules();
         all.extend(crate::cuda::reduce::all_modules());
+        all.extend(crate::cuda::random::all_modules());
+        all.extend(crate::cuda::source::index_sort_modules());
+        // STRIDE_COMPILE_ONLY=a,b compiles only the modules whose names contain a or b
+        if let Ok(only) = std::env::var("STRIDE_COMPILE_ONLY") {
+            all.retain(|(name, _)| only.split(',').any(|p| name.contains(p)));
+        }
         use rayon::prelude::*;
         all.par_iter().for_each(|(name, src)| {
             if let Err(e) = super::compile_source(name, src, "sm_90") {

@@ -2,10 +2,13 @@
 //! binary, ternary. Each plans its operands ([`walk`]), fetches the kernel of its
 //! (family, dtype) module and launches it; the output is always addressed through its layout.
 
-use super::launch::{arg, dptr, launch, walk};
+use super::device::CudaDevice;
+use super::launch::{arg, dptr, launch, vectorised, walk, Walk};
 use super::source;
+use super::tile;
 use crate::backend::{BinaryOp, TernaryOp, UnaryOp, View};
 use crate::{with_dtype, DType, Error, Result, Scalar};
+use std::sync::Arc;
 
 fn no_kernel(op: &'static str, dtype: DType) -> Error {
     Error::UnsupportedDType {
@@ -20,32 +23,59 @@ pub(crate) fn copy_cast(src: View, dst: View) -> Result<()> {
     let (dev, po) = dptr(&dst)?;
     let (_, pa) = dptr(&src)?;
     let w = walk("copy", [&dst, &src])?;
-    let f = if src.dtype == dst.dtype {
-        let b = dst.dtype.size_in_bytes();
-        let (module, name) = match b {
-            1 => ("copy_1", "copy_1"),
-            2 => ("copy_2", "copy_2"),
-            4 => ("copy_4", "copy_4"),
-            _ => ("copy_8", "copy_8"),
+    copy_walk(&dev, "copy", (src.dtype, pa), (dst.dtype, po), &w)
+}
+
+/// Launches the copy (same dtype) or cast kernel over an already planned pair
+/// `[dst, src]`; `flip` plans its own (signed) walk and comes here too.
+pub(crate) fn copy_walk(
+    dev: &Arc<CudaDevice>,
+    op: &'static str,
+    (src_dtype, pa): (DType, u64),
+    (dst_dtype, po): (DType, u64),
+    w: &Walk<2>,
+) -> Result<()> {
+    let tiled = tile::tiled(w);
+    let f = if src_dtype == dst_dtype {
+        let b = dst_dtype.size_in_bytes();
+        let (module, name, tiled_name) = match b {
+            1 => ("copy_1", "copy_1", "tiled_1"),
+            2 => ("copy_2", "copy_2", "tiled_2"),
+            4 => ("copy_4", "copy_4", "tiled_4"),
+            _ => ("copy_8", "copy_8", "tiled_8"),
         };
+        let name = if tiled.is_some() { tiled_name } else { name };
         dev.function(module, name, || source::copy_module(b))?
     } else {
-        let module = format!("cast_{}_{}", source::tag(src.dtype), source::tag(dst.dtype));
-        dev.function(&module, source::cast_name(dst.dtype), || {
-            source::cast_module(src.dtype, dst.dtype)
-        })?
+        let module = format!("cast_{}_{}", source::tag(src_dtype), source::tag(dst_dtype));
+        let name = if tiled.is_some() {
+            "tiled"
+        } else {
+            source::cast_name(dst_dtype)
+        };
+        dev.function(&module, name, || source::cast_module(src_dtype, dst_dtype))?
     };
+    if let Some(t) = tiled {
+        return tile::launch_tiled(dev, &f, op, &t, [po, pa]);
+    }
     let [so, sa] = w.strs;
+    let contig = vectorised(
+        w.contig,
+        &[
+            (po, &so, dst_dtype.size_in_bytes()),
+            (pa, &sa, src_dtype.size_in_bytes()),
+        ],
+    );
     let mut args = [
         arg(&w.geo),
         arg(&w.n),
-        arg(&w.contig),
+        arg(&contig),
         arg(&po),
         arg(&so),
         arg(&pa),
         arg(&sa),
     ];
-    unsafe { launch(&dev, &f, "copy", w.n, &mut args) }
+    unsafe { launch(dev, &f, op, w.n, &mut args) }
 }
 
 /// Writes `value` (cast to the output's dtype exactly as on the CPU) into every element.
@@ -70,10 +100,11 @@ pub(crate) fn fill(dst: View, value: Scalar) -> Result<()> {
     };
     let f = dev.function(module, name, || source::copy_module(b))?;
     let [so] = w.strs;
+    let contig = vectorised(w.contig, &[(po, &so, b)]);
     let mut args = [
         arg(&w.geo),
         arg(&w.n),
-        arg(&w.contig),
+        arg(&contig),
         arg(&po),
         arg(&so),
         arg(&bits),
@@ -89,14 +120,26 @@ pub(crate) fn unary(op: UnaryOp, src: View, dst: View) -> Result<()> {
     let (_, pa) = dptr(&src)?;
     let w = walk(op.name(), [&dst, &src])?;
     let module = format!("unary_{}_{}", op.name(), source::tag(src.dtype));
-    let f = dev.function(&module, op.name(), || {
+    let tiled = tile::tiled(&w);
+    let name = if tiled.is_some() { "tiled" } else { op.name() };
+    let f = dev.function(&module, name, || {
         source::unary_module(op, src.dtype).unwrap_or_default()
     })?;
+    if let Some(t) = tiled {
+        return tile::launch_tiled(&dev, &f, op.name(), &t, [po, pa]);
+    }
     let [so, sa] = w.strs;
+    let contig = vectorised(
+        w.contig,
+        &[
+            (po, &so, dst.dtype.size_in_bytes()),
+            (pa, &sa, src.dtype.size_in_bytes()),
+        ],
+    );
     let mut args = [
         arg(&w.geo),
         arg(&w.n),
-        arg(&w.contig),
+        arg(&contig),
         arg(&po),
         arg(&so),
         arg(&pa),
@@ -132,14 +175,27 @@ pub(crate) fn binary(op: BinaryOp, a: View, b: View, dst: View) -> Result<()> {
         }
     }
     let w = walk(op.name(), [&dst, &a, &b])?;
-    let f = dev.function(&module, op.name(), || {
+    let tiled = tile::tiled(&w);
+    let name = if tiled.is_some() { "tiled" } else { op.name() };
+    let f = dev.function(&module, name, || {
         source::binary_module(op, t).unwrap_or_default()
     })?;
+    if let Some(tl) = tiled {
+        return tile::launch_tiled(&dev, &f, op.name(), &tl, [po, pa, pb]);
+    }
     let [so, sa, sb] = w.strs;
+    let contig = vectorised(
+        w.contig,
+        &[
+            (po, &so, dst.dtype.size_in_bytes()),
+            (pa, &sa, t.size_in_bytes()),
+            (pb, &sb, t.size_in_bytes()),
+        ],
+    );
     let mut args = [
         arg(&w.geo),
         arg(&w.n),
-        arg(&w.contig),
+        arg(&contig),
         arg(&po),
         arg(&so),
         arg(&pa),
@@ -209,10 +265,19 @@ pub(crate) fn ternary(op: TernaryOp, a: View, b: View, c: View, dst: View) -> Re
         _ => (0.0, 0),
     };
     let [so, sa, sb, sc] = w.strs;
+    let contig = vectorised(
+        w.contig,
+        &[
+            (po, &so, t.size_in_bytes()),
+            (pa, &sa, a.dtype.size_in_bytes()),
+            (pb, &sb, t.size_in_bytes()),
+            (pc, &sc, t.size_in_bytes()),
+        ],
+    );
     let mut args = [
         arg(&w.geo),
         arg(&w.n),
-        arg(&w.contig),
+        arg(&contig),
         arg(&po),
         arg(&so),
         arg(&pa),

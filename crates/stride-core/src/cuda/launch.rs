@@ -47,45 +47,77 @@ pub(crate) struct Walk<const N: usize> {
 /// Plans `views` (all of `views[0]`'s shape; broadcast inputs have stride 0).
 pub(crate) fn walk<const N: usize>(op: &'static str, views: [&View; N]) -> Result<Walk<N>> {
     let l0 = views[0].layout;
-    let plan = Plan::<N>::new(
+    walk_layouts(
+        op,
         l0.shape(),
         std::array::from_fn(|k| views[k].layout.strides()),
         std::array::from_fn(|k| views[k].layout.offset()),
-    );
+    )
+}
+
+/// Plans N operands given as raw layouts over one `shape` (e.g. an output paired with a
+/// row-major "logical" layout whose offsets are logical indices).
+pub(crate) fn walk_layouts<const N: usize>(
+    op: &'static str,
+    shape: &[usize],
+    strides: [&[usize]; N],
+    offsets: [usize; N],
+) -> Result<Walk<N>> {
+    let plan = Plan::<N>::new(shape, strides, offsets);
     let (shape, strides, offsets) = plan.parts();
-    if shape.len() > MAXD {
-        return Err(Error::invalid(
-            op,
-            format!(
-                "these operand layouts need {} dims after merging; CUDA kernels take at most {MAXD}. Make an operand .contiguous() first",
-                shape.len()
-            ),
-        ));
-    }
-    let mut geo = Geo {
-        ndim: shape.len() as i32,
-        size: [1; MAXD],
-    };
-    for (d, &s) in shape.iter().enumerate() {
-        geo.size[d] = s as i64;
-    }
-    let strs = std::array::from_fn(|k| {
-        let mut s = Str {
-            off: offsets[k] as i64,
-            st: [0; MAXD],
-        };
-        for (d, &v) in strides[k].iter().enumerate() {
-            s.st[d] = v as i64;
+    Walk::from_parts(
+        op,
+        shape,
+        std::array::from_fn(|k| strides[k].as_slice()),
+        offsets,
+        plan.numel(),
+    )
+}
+
+impl<const N: usize> Walk<N> {
+    /// Kernel arguments from an already merged geometry: `shape` (outermost first) and each
+    /// operand's signed strides and offset, in elements.
+    pub(crate) fn from_parts(
+        op: &'static str,
+        shape: &[usize],
+        strides: [&[isize]; N],
+        offsets: [isize; N],
+        numel: usize,
+    ) -> Result<Walk<N>> {
+        if shape.len() > MAXD {
+            return Err(Error::invalid(
+                op,
+                format!(
+                    "these operand layouts need {} dims after merging; CUDA kernels take at most {MAXD}. Make an operand .contiguous() first",
+                    shape.len()
+                ),
+            ));
         }
-        s
-    });
-    let contig = (shape.len() == 1 && strides.iter().all(|s| s[0] == 1)) as i32;
-    Ok(Walk {
-        geo,
-        strs,
-        n: plan.numel() as i64,
-        contig,
-    })
+        let mut geo = Geo {
+            ndim: shape.len() as i32,
+            size: [1; MAXD],
+        };
+        for (d, &s) in shape.iter().enumerate() {
+            geo.size[d] = s as i64;
+        }
+        let strs = std::array::from_fn(|k| {
+            let mut s = Str {
+                off: offsets[k] as i64,
+                st: [0; MAXD],
+            };
+            for (d, &v) in strides[k].iter().enumerate() {
+                s.st[d] = v as i64;
+            }
+            s
+        });
+        let contig = (shape.len() == 1 && strides.iter().all(|s| s[0] == 1)) as i32;
+        Ok(Walk {
+            geo,
+            strs,
+            n: numel as i64,
+            contig,
+        })
+    }
 }
 
 /// The device and base address of a CUDA view.
@@ -165,4 +197,19 @@ fn sync_each_launch() -> bool {
 /// A kernel argument's address, as `cuLaunchKernel` takes it.
 pub(crate) fn arg<T>(v: &T) -> *mut c_void {
     v as *const T as *mut c_void
+}
+
+/// `contig` upgraded to 2 — the kernels' vectorised dense path — when the operands are one
+/// dense run (`contig == 1`) and each operand's first element (`(base address, strides,
+/// element size)`) is aligned to 4 of its elements, as the 4-element vector accesses need.
+pub(crate) fn vectorised(contig: i32, operands: &[(u64, &Str, usize)]) -> i32 {
+    let aligned = operands.iter().all(|&(p, s, size)| {
+        let addr = p.wrapping_add((s.off as u64).wrapping_mul(size as u64));
+        addr % (4 * size as u64) == 0
+    });
+    if contig == 1 && aligned {
+        2
+    } else {
+        contig
+    }
 }

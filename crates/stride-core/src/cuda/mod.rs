@@ -7,14 +7,18 @@
 //! - [`compile`]: NVRTC compilation of kernel modules with a disk cache;
 //!   [`source`]: the CUDA C of each module, generated from the op enums and `kernels/*.cu`;
 //! - [`launch`]: operands → kernel arguments (the CPU engine's merged geometry) and launching;
-//! - [`elementwise`]: copy/cast, fill, unary, binary, ternary;
+//! - [`elementwise`]: copy/cast, fill, unary, binary, ternary; [`tile`]: the tiled walk for
+//!   transposed operands; [`flip`]: reversed copies;
 //! - [`reduce`]: reductions over dims, arg reductions, scans;
 //! - [`matmul`]: batched matrix products through cuBLAS, any strides;
-//! - [`transfer`]: `to_device` both ways.
+//! - [`random`]: Philox random fills, bit-identical to the CPU's;
+//! - [`index`]: gather, scatter, the masked scans and extrema; [`sort`]: sort, topk, kth,
+//!   unique, searchsorted, bincount, histc (bit for bit the CPU's results);
+//! - [`transfer`]: `to_device` both ways; [`timing`]: device time with events.
 //!
 //! Work is queued asynchronously on one stream per device; the host waits only where it must
-//! read (`to_vec`, `item`, `Display`, transfers, the integer-division check) and every wait is
-//! counted ([`sync_count`]).
+//! read (`to_vec`, `item`, `Display`, transfers, the integer-division and index-range checks,
+//! counts that size an output) and every wait is counted ([`sync_count`]).
 //!
 //! ```
 //! use stride_core::{cuda, DType, Device, Tensor};
@@ -36,14 +40,21 @@ pub(crate) mod buffer;
 pub(crate) mod compile;
 pub(crate) mod device;
 pub(crate) mod elementwise;
+pub(crate) mod flip;
+pub(crate) mod index;
 pub(crate) mod launch;
 pub(crate) mod matmul;
+pub(crate) mod random;
 pub(crate) mod reduce;
+pub(crate) mod sort;
 pub(crate) mod source;
+pub(crate) mod tile;
+pub(crate) mod timing;
 pub(crate) mod transfer;
 
 pub use buffer::CudaBuffer;
 pub use matmul::{allow_tf32, set_allow_tf32};
+pub use timing::{memcpy_bandwidth, time_on_device};
 
 use crate::storage::Storage;
 use crate::{DType, Device, MemoryStats, Result};

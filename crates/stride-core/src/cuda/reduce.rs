@@ -126,7 +126,7 @@ impl<const N: usize> Split<N> {
     fn grid(&self, dev: &CudaDevice) -> (u32, u32, u32) {
         let cap = dev.sm_count as u64 * 32;
         let n = if self.per_thread() == 1 {
-            (self.n_out as u64).div_ceil(BLOCK as u64)
+            (self.n_out as u64).div_ceil(32)
         } else {
             self.n_out as u64
         };
@@ -348,18 +348,12 @@ pub(crate) fn reduce(op: ReduceOp, src: View, dims: &[usize], dst: View) -> Resu
         arg(&pd),
         arg(&per_thread),
     ];
-    let block = if per_thread == 1 { BLOCK } else { RBLOCK };
-    unsafe {
-        launch_cfg(
-            &dev,
-            &f,
-            op.name(),
-            sp.grid(&dev),
-            (block, 1, 1),
-            0,
-            &mut args,
-        )
-    }
+    let block = if per_thread == 1 {
+        (32, 8, 1)
+    } else {
+        (RBLOCK, 1, 1)
+    };
+    unsafe { launch_cfg(&dev, &f, op.name(), sp.grid(&dev), block, 0, &mut args) }
 }
 
 pub(crate) fn arg_reduce(
@@ -425,18 +419,12 @@ pub(crate) fn arg_reduce(
         arg(&pi),
         arg(&per_thread),
     ];
-    let block = if per_thread == 1 { BLOCK } else { RBLOCK };
-    unsafe {
-        launch_cfg(
-            &dev,
-            &f,
-            op.name(),
-            sp.grid(&dev),
-            (block, 1, 1),
-            0,
-            &mut args,
-        )
-    }
+    let block = if per_thread == 1 {
+        (32, 8, 1)
+    } else {
+        (RBLOCK, 1, 1)
+    };
+    unsafe { launch_cfg(&dev, &f, op.name(), sp.grid(&dev), block, 0, &mut args) }
 }
 
 pub(crate) fn cumulative(op: CumulativeOp, src: View, dim: usize, dst: View) -> Result<()> {

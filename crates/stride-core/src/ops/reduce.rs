@@ -329,9 +329,22 @@ fn var_impl(
     precheck(name, dest, &r.shape, x.dtype(), x.device())?;
     let xc = x.to_dtype(compute_dtype(x.dtype()))?;
     let d = r.dims_i64();
-    // two passes: the mean, then the sum of squared deviations from it
-    let mean = reduce_into(name, ReduceOp::Mean, &xc, &d, true, Dest::New)?;
-    let dev = xc.sub(&mean)?;
+    // Two passes over the values shifted by each slice's first element: the mean, then the
+    // sum of squared deviations from it. The shift leaves the variance unchanged and makes a
+    // constant slice's deviations exactly 0 on every device, whatever order a backend sums
+    // in (without it, `correction ≥ n` on constant data gave inf or NaN by rounding luck);
+    // it also conditions data whose mean is large against its spread.
+    let xs = if r.count > 0 {
+        let mut first = xc.clone();
+        for &k in &d {
+            first = first.narrow(k, 0, 1)?;
+        }
+        xc.sub(&first)?
+    } else {
+        xc
+    };
+    let mean = reduce_into(name, ReduceOp::Mean, &xs, &d, true, Dest::New)?;
+    let dev = xs.sub(&mean)?;
     dev.square_()?;
     let v = reduce_into(name, ReduceOp::Sum, &dev, &d, keepdim, Dest::New)?;
     // PyTorch's divisor: max(n - correction, 0), so correction >= n gives inf (or NaN for 0/0)

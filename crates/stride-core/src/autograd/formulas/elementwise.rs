@@ -36,15 +36,14 @@ impl Arg {
 }
 
 /// `a < b` for two captured operands (at least one a tensor).
-fn y_lt_z(a: &Arg, b: &Arg) -> Result<Tensor> {
+/// `a < b` for two clamp bounds (tensors or scalars); two scalars give a 0-d bool on `device`.
+fn y_lt_z(a: &Arg, b: &Arg, device: crate::Device) -> Result<Tensor> {
     match (a, b) {
         (Arg::T(t), o) => t.lt(o.op()),
         (Arg::S(_), Arg::T(t)) => t.gt(a.op()),
-        (Arg::S(x), Arg::S(y)) => Tensor::scalar(
-            x.to_f64() < y.to_f64(),
-            crate::DType::Bool,
-            &crate::Device::Cpu,
-        ),
+        (Arg::S(x), Arg::S(y)) => {
+            Tensor::scalar(x.to_f64() < y.to_f64(), crate::DType::Bool, &device)
+        }
     }
 }
 
@@ -356,8 +355,8 @@ pub(crate) fn record_ternary(op: TernaryOp, args: [&Operand; 3], out: &Tensor) -
                 let (xv, lo, hi) = (x.tensor().expect("clamp input is a tensor"), y.op(), z.op());
                 let inside = xv.ge(lo)?.logical_and(&xv.le(hi)?)?;
                 // PyTorch's clamp_backward_min_max: when min > max the result is max
-                let lo_wins = xv.lt(lo)?.logical_and(&y_lt_z(y, z)?)?;
-                let hi_wins = xv.gt(hi)?.logical_or(&y_lt_z(z, y)?)?;
+                let lo_wins = xv.lt(lo)?.logical_and(&y_lt_z(y, z, xv.device())?)?;
+                let hi_wins = xv.gt(hi)?.logical_or(&y_lt_z(z, y, xv.device())?)?;
                 [
                     Some(inside.where_cond(g, 0.0)?),
                     Some(lo_wins.where_cond(g, 0.0)?),

@@ -5,13 +5,33 @@
 // The host defines T, ACC, OUT and the fold: INIT, STEP(a, x, r), MERGE(a, b) (associative
 // and, for arg reductions, independent of order: ties and NaNs pick the smallest index), and
 // FIN(a) (the output value). Two schedules, chosen by the host from the layout alone:
-// - per_thread = 1: one thread per output folds its elements in order (neighbouring threads
-//   read neighbouring input columns: a reduction over outer dims);
+// - per_thread = 1: blocks of 32 x 8 threads; x picks one of 32 neighbouring outputs (so a
+//   warp reads neighbouring input columns: a reduction over outer dims), y one of 8
+//   contiguous eighths of the reduced range, folded in order; the eighths merge in order;
 // - per_thread = 0: one block of RBLOCK threads per output, each thread folding r = t, t+RBLOCK,
 //   ... then a fixed tree merge (a reduction over the input's contiguous dim).
+// Loops load 4 elements before folding them (in order), to keep enough loads in flight.
 // Either way the grouping depends only on shapes and strides, so results are reproducible.
 
 #define RBLOCK 256
+
+// fold elements r0, r0+STEPR, ... < r1 of row p into a, in order, 4 loads at a time
+#define FOLD_RANGE(A, P, R0, R1, STEPR) do { \
+        i64 r_ = (R0); \
+        for (; r_ + 3 * (STEPR) < (R1); r_ += 4 * (STEPR)) { \
+            T x0 = (P)[at(gr, ir, r_)], x1 = (P)[at(gr, ir, r_ + (STEPR))]; \
+            T x2 = (P)[at(gr, ir, r_ + 2 * (STEPR))], x3 = (P)[at(gr, ir, r_ + 3 * (STEPR))]; \
+            A = STEP(A, x0, r_); A = STEP(A, x1, r_ + (STEPR)); \
+            A = STEP(A, x2, r_ + 2 * (STEPR)); A = STEP(A, x3, r_ + 3 * (STEPR)); \
+        } \
+        for (; r_ < (R1); r_ += (STEPR)) { T x = (P)[at(gr, ir, r_)]; A = STEP(A, x, r_); } \
+    } while (0)
+// the per-thread schedule's loop header: o = this thread's output (may be >= n_out), and its
+// eighth [lo, hi) of the reduced range
+#define PER_THREAD_LOOP \
+    const i64 chunk_ = (n_red + 7) / 8; \
+    const i64 lo = threadIdx.y * chunk_, hi = lo + chunk_ < n_red ? lo + chunk_ : n_red; \
+    for (i64 ob_ = (i64)blockIdx.x * 32; ob_ < n_out; ob_ += (i64)gridDim.x * 32)
 
 #ifdef WANT_REDUCE
 extern "C" __global__ void k_reduce(const Geo gk, const Str ik, const Str ok, const i64 n_out,
@@ -19,18 +39,25 @@ extern "C" __global__ void k_reduce(const Geo gk, const Str ik, const Str ok, co
                                     const T* __restrict__ in, OUT* out, const int per_thread) {
     __shared__ ACC sh[RBLOCK];
     if (per_thread) {
-        GRID_LOOP(o, n_out) {
-            const T* p = in + at(gk, ik, o);
+        PER_THREAD_LOOP {
+            const i64 o = ob_ + threadIdx.x;
             ACC a = INIT;
-            for (i64 r = 0; r < n_red; ++r) { T x = p[at(gr, ir, r)]; a = STEP(a, x, r); }
-            out[at(gk, ok, o)] = FIN(a);
+            if (o < n_out) { const T* p = in + at(gk, ik, o); FOLD_RANGE(a, p, lo, hi, 1); }
+            sh[threadIdx.y * 32 + threadIdx.x] = a;
+            __syncthreads();
+            if (threadIdx.y == 0 && o < n_out) {
+                ACC m = sh[threadIdx.x];
+                for (int y = 1; y < 8; ++y) m = MERGE(m, sh[y * 32 + threadIdx.x]);
+                out[at(gk, ok, o)] = FIN(m);
+            }
+            __syncthreads();
         }
         return;
     }
     for (i64 o = blockIdx.x; o < n_out; o += gridDim.x) {
         const T* p = in + at(gk, ik, o);
         ACC a = INIT;
-        for (i64 r = threadIdx.x; r < n_red; r += RBLOCK) { T x = p[at(gr, ir, r)]; a = STEP(a, x, r); }
+        FOLD_RANGE(a, p, (i64)threadIdx.x, n_red, (i64)RBLOCK);
         sh[threadIdx.x] = a;
         __syncthreads();
         for (int s = RBLOCK / 2; s > 0; s >>= 1) {
@@ -53,19 +80,27 @@ extern "C" __global__ void k_arg_reduce(const Geo gk, const Str ik, const Str ok
                                         i64* idx, const int per_thread) {
     __shared__ KeyIdx sh[RBLOCK];
     if (per_thread) {
-        GRID_LOOP(o, n_out) {
-            const T* p = in + at(gk, ik, o);
+        PER_THREAD_LOOP {
+            const i64 o = ob_ + threadIdx.x;
             KeyIdx a = INIT;
-            for (i64 r = 0; r < n_red; ++r) { T x = p[at(gr, ir, r)]; a = STEP(a, x, r); }
-            if (vals) vals[at(gk, ok, o)] = p[at(gr, ir, a.i)];
-            idx[at(gk, oi, o)] = a.i;
+            const T* p = in + (o < n_out ? at(gk, ik, o) : 0);
+            if (o < n_out) FOLD_RANGE(a, p, lo, hi, 1);
+            sh[threadIdx.y * 32 + threadIdx.x] = a;
+            __syncthreads();
+            if (threadIdx.y == 0 && o < n_out) {
+                KeyIdx m = sh[threadIdx.x];
+                for (int y = 1; y < 8; ++y) m = MERGE(m, sh[y * 32 + threadIdx.x]);
+                if (vals) vals[at(gk, ok, o)] = p[at(gr, ir, m.i)];
+                idx[at(gk, oi, o)] = m.i;
+            }
+            __syncthreads();
         }
         return;
     }
     for (i64 o = blockIdx.x; o < n_out; o += gridDim.x) {
         const T* p = in + at(gk, ik, o);
         KeyIdx a = INIT;
-        for (i64 r = threadIdx.x; r < n_red; r += RBLOCK) { T x = p[at(gr, ir, r)]; a = STEP(a, x, r); }
+        FOLD_RANGE(a, p, (i64)threadIdx.x, n_red, (i64)RBLOCK);
         sh[threadIdx.x] = a;
         __syncthreads();
         for (int s = RBLOCK / 2; s > 0; s >>= 1) {

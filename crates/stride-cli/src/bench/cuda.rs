@@ -1,0 +1,554 @@
+//! `stride bench cuda`: GPU benchmarks beside their floor (bytes ÷ the device's own
+//! device-to-device copy bandwidth, measured in the same run) and beside PyTorch eager
+//! (`scripts/bench_torch.py`, run in the same invocation on the same GPU). GPU times are
+//! device times between CUDA events (median of batches after a warm-up); the tiny-op row is
+//! host time per call, which is what it measures. Nothing here asserts on time.
+
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+use std::process::Command;
+use std::time::Instant;
+use stride::{cuda, DType, Device, Generator, Result as SResult, Tensor};
+
+#[derive(clap::Args)]
+pub struct CudaArgs {
+    /// Print one JSON object instead of the table.
+    #[arg(long)]
+    json: bool,
+    /// Small sizes and few repetitions: a smoke run, not a measurement.
+    #[arg(long)]
+    quick: bool,
+    /// Don't run the PyTorch peer.
+    #[arg(long)]
+    no_peer: bool,
+    /// The Python interpreter that runs the PyTorch peer.
+    #[arg(long, default_value = "python3")]
+    python: String,
+    /// The CUDA device.
+    #[arg(long, default_value_t = 0)]
+    device: usize,
+    /// Internal: measure the first op of a fresh process and print JSON (used by the bench
+    /// itself, once with a cold and once with a warm kernel cache).
+    #[arg(long, hide = true)]
+    first_call: bool,
+}
+
+/// What a row must reach.
+#[derive(Clone, Copy)]
+enum Target {
+    /// At least this fraction of the measured copy bandwidth.
+    Bandwidth(f64),
+    /// At most this factor of PyTorch's time.
+    WithinOfTorch(f64),
+    /// Faster than PyTorch.
+    FasterThanTorch,
+}
+
+struct Row {
+    id: String,
+    name: String,
+    seconds: f64,
+    bytes: f64,
+    flops: f64,
+    target: Target,
+    /// Host time per call (the tiny-op row) rather than device time.
+    host: bool,
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        0.5 * (v[n / 2 - 1] + v[n / 2])
+    }
+}
+
+/// Device seconds per call of `f`: one warm-up call, then `batches` batches of `reps` calls
+/// between events; the median batch.
+fn gpu_time(
+    dev: usize,
+    reps: usize,
+    batches: usize,
+    mut f: impl FnMut() -> SResult<()>,
+) -> SResult<f64> {
+    f()?;
+    cuda::synchronize(dev)?;
+    let mut ts = Vec::with_capacity(batches);
+    for _ in 0..batches {
+        let ((), s) = cuda::time_on_device(dev, || {
+            for _ in 0..reps {
+                f()?;
+            }
+            Ok(())
+        })?;
+        ts.push(s / reps as f64);
+    }
+    Ok(median(ts))
+}
+
+pub fn run(args: CudaArgs) -> Result<(), String> {
+    if args.first_call {
+        return first_call(args.device).map_err(|e| e.to_string());
+    }
+    let e = |e: stride::Error| e.to_string();
+    let dev = Device::cuda(args.device).map_err(e)?;
+    let d = args.device;
+    let (name, arch) = cuda::device_info(d).map_err(e)?;
+    let say = |s: &str| {
+        if !args.json {
+            eprintln!("{s}");
+        }
+    };
+    let q = args.quick;
+    let (reps, batches) = if q { (2, 3) } else { (10, 7) };
+    say("measuring the device-to-device copy bandwidth ...");
+    let big = if q { 1 << 22 } else { 1 << 26 }; // elements (64M f32 = 256 MiB)
+    let bw = cuda::memcpy_bandwidth(d, big * 4, if q { 3 } else { 20 }).map_err(e)?;
+    let gen = Generator::new(0);
+    let mut rows: Vec<Row> = vec![];
+    let mut add = |id: &str, name: String, seconds: f64, bytes: f64, flops: f64, t: Target| {
+        say(&format!("  {name}"));
+        rows.push(Row {
+            id: id.into(),
+            name,
+            seconds,
+            bytes,
+            flops,
+            target: t,
+            host: false,
+        });
+    };
+    // -- copies and elementwise over 64M f32, contiguous and transposed ------------------
+    let side = (big as f64).sqrt() as usize; // 8192
+    let n = side * side;
+    let nb = (n * 4) as f64;
+    let x = Tensor::randn([side, side], DType::F32, &dev, Some(&gen)).map_err(e)?;
+    let y = Tensor::randn([side, side], DType::F32, &dev, Some(&gen)).map_err(e)?;
+    let out = Tensor::empty([side, side], DType::F32, &dev).map_err(e)?;
+    let m = format!("{}M", n >> 20);
+    let t = gpu_time(d, reps, batches, || out.copy_(&x).map(|_| ())).map_err(e)?;
+    add(
+        "copy",
+        format!("copy {m} f32"),
+        t,
+        2.0 * nb,
+        0.0,
+        Target::Bandwidth(0.85),
+    );
+    let xt = x.t().map_err(e)?;
+    let t = gpu_time(d, reps, batches, || out.copy_(&xt).map(|_| ())).map_err(e)?;
+    add(
+        "copy_t",
+        format!("copy {m} f32 from a transposed view"),
+        t,
+        2.0 * nb,
+        0.0,
+        Target::Bandwidth(0.85),
+    );
+    let t = gpu_time(d, reps, batches, || x.add(&y).map(|_| ())).map_err(e)?;
+    add(
+        "add",
+        format!("add {m} f32"),
+        t,
+        3.0 * nb,
+        0.0,
+        Target::Bandwidth(0.85),
+    );
+    let yt = y.t().map_err(e)?;
+    let t = gpu_time(d, reps, batches, || x.add(&yt).map(|_| ())).map_err(e)?;
+    add(
+        "add_t",
+        format!("add {m} f32, one operand transposed"),
+        t,
+        3.0 * nb,
+        0.0,
+        Target::Bandwidth(0.85),
+    );
+    let w = Tensor::randn([side, side], DType::F32, &dev, Some(&gen)).map_err(e)?;
+    let wt = w.t().map_err(e)?;
+    let t = gpu_time(d, reps, batches, || wt.mul_(1.0).map(|_| ())).map_err(e)?;
+    add(
+        "mul_t_inplace",
+        format!("mul_ into w.t(), {m} f32"),
+        t,
+        2.0 * nb,
+        0.0,
+        Target::Bandwidth(0.85),
+    );
+    drop((x, y, out, xt, yt, w, wt));
+    // -- reductions of a 16k x 16k f32 -----------------------------------------------------
+    let rs = if q { 2048 } else { 16384 };
+    let r = Tensor::randn([rs, rs], DType::F32, &dev, Some(&gen)).map_err(e)?;
+    let rb = (rs * rs * 4) as f64;
+    let t = gpu_time(d, reps, batches, || r.sum_dims(&[-1], false).map(|_| ())).map_err(e)?;
+    add(
+        "sum_last",
+        format!("sum over the last dim of {rs}x{rs} f32"),
+        t,
+        rb,
+        0.0,
+        Target::Bandwidth(0.80),
+    );
+    let t = gpu_time(d, reps, batches, || r.sum_dims(&[0], false).map(|_| ())).map_err(e)?;
+    add(
+        "sum_first",
+        format!("sum over the first dim of {rs}x{rs} f32"),
+        t,
+        rb,
+        0.0,
+        Target::Bandwidth(0.80),
+    );
+    drop(r);
+    // -- matrix products (TF32 off, as PyTorch's default) ----------------------------------
+    let sizes: &[usize] = if q { &[256, 512] } else { &[1024, 4096, 8192] };
+    for dt in [DType::F32, DType::F16, DType::BF16] {
+        for &s in sizes {
+            let a = Tensor::randn([s, s], dt, &dev, Some(&gen)).map_err(e)?;
+            let b = Tensor::randn([s, s], dt, &dev, Some(&gen)).map_err(e)?;
+            let reps = if s >= 8192 { 3 } else { reps };
+            let t = gpu_time(d, reps, batches, || a.matmul(&b).map(|_| ())).map_err(e)?;
+            let id = format!("matmul_{}_{s}", dt.name());
+            add(
+                &id,
+                format!("matmul {} {s}", dt.name()),
+                t,
+                0.0,
+                2.0 * (s as f64).powi(3),
+                Target::WithinOfTorch(1.05),
+            );
+        }
+    }
+    // -- host overhead of a tiny op ------------------------------------------------------
+    let calls = if q { 1000 } else { 10_000 };
+    let a = Tensor::randn([256], DType::F32, &dev, Some(&gen)).map_err(e)?;
+    let b = Tensor::randn([256], DType::F32, &dev, Some(&gen)).map_err(e)?;
+    a.add_(&b).map_err(e)?;
+    cuda::synchronize(d).map_err(e)?;
+    let mut ts = vec![];
+    for _ in 0..5 {
+        let t0 = Instant::now();
+        for _ in 0..calls {
+            a.add_(&b).map_err(e)?;
+        }
+        cuda::synchronize(d).map_err(e)?;
+        ts.push(t0.elapsed().as_secs_f64() / calls as f64);
+    }
+    say("  tiny add_");
+    rows.push(Row {
+        id: "tiny_add_".into(),
+        name: format!("add_ of 256 f32, host time per call over {calls} calls"),
+        seconds: median(ts),
+        bytes: 0.0,
+        flops: 0.0,
+        target: Target::FasterThanTorch,
+        host: true,
+    });
+    // -- one SAE training step (forward, backward, Adam), default size and 16x its width ----
+    for (id, latents) in [("sae_step", 512usize), ("sae_step_16x", 512 * 16)] {
+        let t = sae_step_time(&dev, latents, q).map_err(e)?;
+        say(&format!("  {id}"));
+        rows.push(Row {
+            id: id.into(),
+            name: format!(
+                "SAE training step, 64 -> {latents} latents, k 16, batch 256 (wall time)"
+            ),
+            seconds: t,
+            bytes: 0.0,
+            flops: 0.0,
+            target: Target::FasterThanTorch,
+            host: true,
+        });
+    }
+    // -- first call in a fresh process, cold and warm kernel cache --------------------------
+    say("  first call (fresh processes) ...");
+    let first = first_calls(d);
+    // -- the peer --------------------------------------------------------------------------
+    let peer = if args.no_peer {
+        Err("skipped (--no-peer)".to_string())
+    } else {
+        say("running the PyTorch peer ...");
+        torch_peer(&args.python, q)
+    };
+    let torch = peer.as_ref().ok();
+    let met = |r: &Row| -> Option<bool> {
+        let pt = torch.and_then(|p| p.1.get(&r.id)).copied();
+        match r.target {
+            Target::Bandwidth(f) => Some(r.bytes / r.seconds >= f * bw),
+            Target::WithinOfTorch(f) => pt.map(|p| r.seconds <= f * p),
+            Target::FasterThanTorch => pt.map(|p| r.seconds < p),
+        }
+    };
+    let describe = |t: Target| match t {
+        Target::Bandwidth(f) => format!(">= {:.0}% of copy bandwidth", f * 100.0),
+        Target::WithinOfTorch(f) => format!("<= {f:.2}x PyTorch"),
+        Target::FasterThanTorch => "faster than PyTorch".into(),
+    };
+    if args.json {
+        let v = json!({
+            "quick": q,
+            "device": {"name": name, "arch": format!("sm_{}{}", arch.0, arch.1)},
+            "copy_bandwidth_bytes_per_s": bw,
+            "peer": match &peer { Ok(p) => json!({"available": true, "name": p.0}), Err(w) => json!({"available": false, "why": w}) },
+            "rows": rows.iter().map(|r| json!({
+                "id": r.id, "name": r.name, "seconds": r.seconds, "bytes": r.bytes, "flops": r.flops,
+                "host_time": r.host,
+                "torch_seconds": torch.and_then(|p| p.1.get(&r.id)),
+                "target": describe(r.target), "met": met(r),
+            })).collect::<Vec<_>>(),
+            "first_call": first,
+            "torch_first_call": torch.map(|p| p.2.clone()),
+        });
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&v).map_err(|e| e.to_string())?
+        );
+        return Ok(());
+    }
+    let mut o = format!(
+        "stride bench cuda{} on {name} (sm_{}{})\n",
+        if q {
+            " --quick (smoke run, not a measurement)"
+        } else {
+            ""
+        },
+        arch.0,
+        arch.1
+    );
+    o += &format!(
+        "  copy bandwidth {:.0} GB/s  [cuMemcpyDtoDAsync of {} MiB, read + write bytes, best of 20]\n",
+        bw / 1e9,
+        big * 4 >> 20
+    );
+    match &peer {
+        Ok(p) => o += &format!("  peer           {} (same GPU, same run)\n", p.0),
+        Err(w) => o += &format!("  peer           PyTorch unavailable: {w}\n"),
+    }
+    o += "  GPU rows: device time between CUDA events, median of batches; floor = bytes / copy bandwidth; vs PyTorch = PyTorch time / stride time (> 1: stride faster)\n\n";
+    let head = [
+        "benchmark",
+        "stride",
+        "rate",
+        "floor",
+        "x floor",
+        "PyTorch",
+        "vs PyTorch",
+        "target",
+        "met",
+    ];
+    let mut cells: Vec<Vec<String>> = vec![head.iter().map(|s| s.to_string()).collect()];
+    for r in &rows {
+        let pt = torch.and_then(|p| p.1.get(&r.id)).copied();
+        let floor = if r.bytes > 0.0 {
+            Some(r.bytes / bw)
+        } else {
+            None
+        };
+        let rate = if r.flops > 0.0 {
+            format!("{:.1} TF/s", r.flops / r.seconds / 1e12)
+        } else if r.bytes > 0.0 {
+            format!("{:.0} GB/s", r.bytes / r.seconds / 1e9)
+        } else {
+            "-".into()
+        };
+        cells.push(vec![
+            r.name.clone(),
+            fmt_time(r.seconds),
+            rate,
+            floor.map_or("-".into(), fmt_time),
+            floor.map_or("-".into(), |f| format!("{:.2}", r.seconds / f)),
+            pt.map_or("-".into(), fmt_time),
+            pt.map_or("-".into(), |p| format!("{:.2}x", p / r.seconds)),
+            describe(r.target),
+            match met(r) {
+                Some(true) => "yes".into(),
+                Some(false) => "NO".into(),
+                None => "-".into(),
+            },
+        ]);
+    }
+    o += &render(&cells);
+    o += &format!("\nfirst op of a fresh process (context creation + one add + read back):\n  stride: {first}\n");
+    if let Some(p) = torch {
+        o += &format!("  PyTorch: {}\n", p.2);
+    }
+    print!("{o}");
+    Ok(())
+}
+
+/// Left-aligned columns, two spaces apart, a rule under the header.
+fn render(cells: &[Vec<String>]) -> String {
+    let cols = cells[0].len();
+    let widths: Vec<usize> = (0..cols)
+        .map(|c| {
+            cells
+                .iter()
+                .map(|r| r[c].chars().count())
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let mut o = String::new();
+    for (i, row) in cells.iter().enumerate() {
+        let line: Vec<String> = row
+            .iter()
+            .zip(&widths)
+            .map(|(c, w)| format!("{c:<w$}"))
+            .collect();
+        o += line.join("  ").trim_end();
+        o.push('\n');
+        if i == 0 {
+            o += &"-".repeat(widths.iter().sum::<usize>() + 2 * (cols - 1));
+            o.push('\n');
+        }
+    }
+    o
+}
+
+fn fmt_time(s: f64) -> String {
+    if s >= 1.0 {
+        format!("{s:.2} s")
+    } else if s >= 1e-3 {
+        format!("{:.3} ms", s * 1e3)
+    } else {
+        format!("{:.1} us", s * 1e6)
+    }
+}
+
+/// Wall seconds per SAE training step (zero_grad, forward, backward, Adam) on one fixed batch,
+/// without host reads, as `scripts/bench_torch.py` times PyTorch's: the median of 5 runs of
+/// 20 steps, each ended by a synchronisation, after 5 warm-up steps.
+fn sae_step_time(dev: &Device, latents: usize, quick: bool) -> SResult<f64> {
+    use stride::models::{SaeConfig, SaeTrainer, TrainConfig};
+    use stride::optim::Optimizer;
+    let config = TrainConfig {
+        sae: SaeConfig {
+            latents,
+            device: *dev,
+            ..SaeConfig::default()
+        },
+        health_every: 0,
+        ..TrainConfig::default()
+    };
+    let batch = config.batch;
+    let mut t = SaeTrainer::new(config)?;
+    let x = t.data().batch(batch)?;
+    let d = match dev {
+        Device::Cuda(i) => *i,
+        Device::Cpu => 0,
+    };
+    let mut step = || -> SResult<()> {
+        t.optimizer_mut().zero_grad()?;
+        let (loss, _) = t.model().loss(&x)?;
+        loss.backward()?;
+        t.optimizer_mut().step()
+    };
+    for _ in 0..5 {
+        step()?;
+    }
+    cuda::synchronize(d)?;
+    let (runs, steps) = if quick { (2, 5) } else { (5, 20) };
+    let mut ts = vec![];
+    for _ in 0..runs {
+        let t0 = Instant::now();
+        for _ in 0..steps {
+            step()?;
+        }
+        cuda::synchronize(d)?;
+        ts.push(t0.elapsed().as_secs_f64() / steps as f64);
+    }
+    Ok(median(ts))
+}
+
+/// Child mode: times the first op of this process (`Device::cuda` creates the context).
+fn first_call(d: usize) -> SResult<()> {
+    let t0 = Instant::now();
+    let dev = Device::cuda(d)?;
+    let t_ctx = t0.elapsed().as_secs_f64();
+    let x = Tensor::from_vec(vec![1.0f32; 1024], [1024])?.to_device(&dev)?;
+    let t1 = Instant::now();
+    let y = x.add(&x)?.to_vec::<f32>()?;
+    let t_op = t1.elapsed().as_secs_f64();
+    assert_eq!(y[0], 2.0);
+    let (compiled, loaded) = cuda::kernel_cache_stats();
+    println!(
+        "{}",
+        json!({"context_s": t_ctx, "first_op_s": t_op, "total_s": t0.elapsed().as_secs_f64(),
+               "modules_compiled": compiled, "modules_from_disk": loaded})
+    );
+    Ok(())
+}
+
+/// Runs this binary twice in first-call mode: with an empty kernel cache, then with the cache
+/// the first run filled.
+fn first_calls(d: usize) -> Value {
+    let exe = match std::env::current_exe() {
+        Ok(p) => p,
+        Err(e) => return json!({"error": e.to_string()}),
+    };
+    let dir = std::env::temp_dir().join(format!("stride-first-call-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let mut out = serde_json::Map::new();
+    for which in ["cold_cache", "warm_cache"] {
+        let r = Command::new(&exe)
+            .args(["bench", "cuda", "--first-call", "--device", &d.to_string()])
+            .env("STRIDE_KERNEL_CACHE", &dir)
+            .output();
+        let v = match r {
+            Ok(o) if o.status.success() => serde_json::from_slice(&o.stdout)
+                .unwrap_or_else(|e| json!({"error": format!("bad JSON: {e}")})),
+            Ok(o) => json!({"error": String::from_utf8_lossy(&o.stderr).to_string()}),
+            Err(e) => json!({"error": e.to_string()}),
+        };
+        out.insert(which.into(), v);
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    Value::Object(out)
+}
+
+/// (name, seconds by row id, first-call JSON) from `scripts/bench_torch.py`.
+fn torch_peer(python: &str, quick: bool) -> Result<(String, BTreeMap<String, f64>, Value), String> {
+    let built =
+        std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../scripts/bench_torch.py");
+    let here = std::path::PathBuf::from("scripts/bench_torch.py");
+    let script = [built, here]
+        .into_iter()
+        .find(|p| p.is_file())
+        .ok_or("scripts/bench_torch.py not found (run from the repository root)")?;
+    let mut cmd = Command::new(python);
+    cmd.arg(&script);
+    if quick {
+        cmd.arg("--quick");
+    }
+    let o = cmd
+        .output()
+        .map_err(|e| format!("could not run `{python}` ({e}); install Python 3 and PyTorch"))?;
+    if !o.status.success() {
+        let err = String::from_utf8_lossy(&o.stderr);
+        return Err(format!(
+            "{} failed: {}",
+            script.display(),
+            err.lines().last().unwrap_or("")
+        ));
+    }
+    let v: Value =
+        serde_json::from_slice(&o.stdout).map_err(|e| format!("bad JSON from the peer: {e}"))?;
+    if v["available"] != Value::Bool(true) {
+        return Err(v["why"]
+            .as_str()
+            .unwrap_or("PyTorch with CUDA is not available")
+            .to_string());
+    }
+    let secs = v["seconds"]
+        .as_object()
+        .ok_or("the peer's JSON has no \"seconds\"")?
+        .iter()
+        .filter_map(|(k, t)| t.as_f64().map(|t| (k.clone(), t)))
+        .collect();
+    Ok((
+        format!("PyTorch {}", v["torch"].as_str().unwrap_or("?")),
+        secs,
+        v["first_call"].clone(),
+    ))
+}

@@ -1,0 +1,160 @@
+#!/usr/bin/env python3
+"""The PyTorch peer of `stride bench cuda`: the same rows, on the same GPU, in the same run.
+
+Prints one JSON object: {"available": bool, "torch": version, "seconds": {row id: seconds},
+"first_call": {...}}. GPU rows are device times between CUDA events (median of batches after
+a warm-up, as stride measures them); `tiny_add_` is host time per call. TF32 stays off
+(PyTorch's default for matmul), as in stride.
+"""
+import json
+import os
+import subprocess
+import sys
+import time
+
+
+def main():
+    quick = "--quick" in sys.argv
+    if "--first-call" in sys.argv:
+        return first_call()
+    try:
+        import torch
+    except Exception as e:  # noqa: BLE001
+        print(json.dumps({"available": False, "why": f"import torch failed: {e}"}))
+        return
+    if not torch.cuda.is_available():
+        print(json.dumps({"available": False, "why": "torch.cuda.is_available() is False"}))
+        return
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    dev = torch.device("cuda:0")
+    reps, batches = (2, 3) if quick else (10, 7)
+    secs = {}
+
+    def gpu_time(f, reps=reps):
+        f()
+        torch.cuda.synchronize()
+        ts = []
+        for _ in range(batches):
+            a = torch.cuda.Event(enable_timing=True)
+            b = torch.cuda.Event(enable_timing=True)
+            a.record()
+            for _ in range(reps):
+                f()
+            b.record()
+            b.synchronize()
+            ts.append(a.elapsed_time(b) * 1e-3 / reps)
+        ts.sort()
+        n = len(ts)
+        return ts[n // 2] if n % 2 else 0.5 * (ts[n // 2 - 1] + ts[n // 2])
+
+    g = torch.Generator(device=dev).manual_seed(0)
+    big = (1 << 22) if quick else (1 << 26)
+    side = int(big ** 0.5)
+    x = torch.randn(side, side, device=dev, generator=g)
+    y = torch.randn(side, side, device=dev, generator=g)
+    out = torch.empty(side, side, device=dev)
+    secs["copy"] = gpu_time(lambda: out.copy_(x))
+    xt = x.t()
+    secs["copy_t"] = gpu_time(lambda: out.copy_(xt))
+    secs["add"] = gpu_time(lambda: x + y)
+    yt = y.t()
+    secs["add_t"] = gpu_time(lambda: x + yt)
+    w = torch.randn(side, side, device=dev, generator=g)
+    wt = w.t()
+    secs["mul_t_inplace"] = gpu_time(lambda: wt.mul_(1.0))
+    del x, y, out, xt, yt, w, wt
+    rs = 2048 if quick else 16384
+    r = torch.randn(rs, rs, device=dev, generator=g)
+    secs["sum_last"] = gpu_time(lambda: r.sum(dim=-1))
+    secs["sum_first"] = gpu_time(lambda: r.sum(dim=0))
+    del r
+    sizes = [256, 512] if quick else [1024, 4096, 8192]
+    names = {torch.float32: "float32", torch.float16: "float16", torch.bfloat16: "bfloat16"}
+    for dt in [torch.float32, torch.float16, torch.bfloat16]:
+        for s in sizes:
+            a = torch.randn(s, s, device=dev, generator=g).to(dt)
+            b = torch.randn(s, s, device=dev, generator=g).to(dt)
+            secs[f"matmul_{names[dt]}_{s}"] = gpu_time(lambda: a @ b, reps=3 if s >= 8192 else reps)
+    calls = 1000 if quick else 10_000
+    a = torch.randn(256, device=dev, generator=g)
+    b = torch.randn(256, device=dev, generator=g)
+    a.add_(b)
+    torch.cuda.synchronize()
+    ts = []
+    for _ in range(5):
+        t0 = time.perf_counter()
+        for _ in range(calls):
+            a.add_(b)
+        torch.cuda.synchronize()
+        ts.append((time.perf_counter() - t0) / calls)
+    ts.sort()
+    secs["tiny_add_"] = ts[2]
+    for key, latents in [("sae_step", 512), ("sae_step_16x", 512 * 16)]:
+        secs[key] = sae_step_time(torch, dev, latents, quick)
+    fc = subprocess.run([sys.executable, os.path.abspath(__file__), "--first-call"],
+                        capture_output=True, text=True)
+    try:
+        first = json.loads(fc.stdout)
+    except ValueError:
+        first = {"error": fc.stderr[-500:]}
+    print(json.dumps({"available": True, "torch": torch.__version__, "seconds": secs,
+                      "first_call": first}))
+
+
+def sae_step_time(torch, dev, latents, quick, dims=64, k=16, batch=256):
+    """stride's TopK SAE (stride-models/src/sae.rs): the encoder weight a transposed clone of
+    the decoder's (non-contiguous), Adam lr 1e-3; one fixed batch; wall time per step."""
+    g = torch.Generator(device=dev).manual_seed(0)
+    dec = torch.nn.Linear(latents, dims, device=dev)
+    with torch.no_grad():
+        dec.weight /= dec.weight.norm(dim=0, keepdim=True)
+    w_enc = torch.nn.Parameter(dec.weight.detach().t().clone())
+    b_enc = torch.nn.Parameter(torch.zeros(latents, device=dev))
+    opt = torch.optim.Adam([w_enc, b_enc, dec.weight, dec.bias], lr=1e-3)
+    x = torch.randn(batch, dims, device=dev, generator=g)
+
+    def step():
+        opt.zero_grad()
+        pre = torch.nn.functional.linear(x - dec.bias, w_enc, b_enc)
+        with torch.no_grad():
+            idx = pre.topk(k, dim=-1).indices
+            mask = torch.zeros_like(pre).scatter_(-1, idx, 1.0)
+        acts = pre.relu() * mask
+        loss = torch.nn.functional.mse_loss(dec(acts), x)
+        loss.backward()
+        opt.step()
+
+    for _ in range(5):
+        step()
+    torch.cuda.synchronize()
+    runs, steps = (2, 5) if quick else (5, 20)
+    ts = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        for _ in range(steps):
+            step()
+        torch.cuda.synchronize()
+        ts.append((time.perf_counter() - t0) / steps)
+    ts.sort()
+    return ts[len(ts) // 2]
+
+
+def first_call():
+    """Child: context creation + first add + read back, after `import torch` (not counted)."""
+    t_import = time.perf_counter()
+    import torch
+    t0 = time.perf_counter()
+    torch.cuda.init()
+    x = torch.ones(1024, device="cuda:0")
+    t_ctx = time.perf_counter() - t0
+    t1 = time.perf_counter()
+    y = (x + x).cpu()
+    t_op = time.perf_counter() - t1
+    assert float(y[0]) == 2.0
+    print(json.dumps({"import_torch_s": t0 - t_import, "context_s": t_ctx, "first_op_s": t_op,
+                      "total_s": time.perf_counter() - t0}))
+
+
+if __name__ == "__main__":
+    main()
