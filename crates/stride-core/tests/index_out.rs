@@ -1,4 +1,4 @@
-//! The `_out` forms of the index ops: each equals its functional form when written into an
+//! The `_out` forms of the index ops (and of `sort`/`topk`): each equals its functional form when written into an
 //! output of any layout (guards around the view untouched), into `self` itself, into a view
 //! that partially aliases an input, and every error — wrong output shape or dtype, an output
 //! whose elements share memory, an out-of-range index, bad arguments — leaves the output and
@@ -394,4 +394,152 @@ fn out_forms_refuse_recording() {
     let _g = stride_core::autograd::no_grad();
     x.index_select_out(0, &i, &out).unwrap();
     assert_eq!(f64s(&out), vec![1.0; 4]);
+}
+
+#[test]
+fn large_row_gathers_prefetch_and_split_correctly() {
+    // large outputs (split into many row tasks, source rows prefetched ahead), rows of odd
+    // byte lengths so that they start at every alignment, outputs at an odd offset; a
+    // per-element gather over a source large enough to be prefetched
+    let mut rng = Rng(23);
+    for (dtype, n, m, k) in [
+        (DType::F32, 3000usize, 257usize, 17000usize),
+        (DType::U8, 2000, 1001, 17000),
+    ] {
+        let x: Vec<f64> = (0..n * m).map(|i| (i % 97) as f64).collect();
+        let idx: Vec<i64> = (0..k).map(|_| rng.below(n) as i64).collect();
+        let want: Vec<f64> = idx
+            .iter()
+            .flat_map(|&r| x[r as usize * m..(r as usize + 1) * m].iter().copied())
+            .collect();
+        let xt = tensor(&x, &[n, m], dtype);
+        let it = ints(&idx, &[k], DType::I64);
+        assert_same!(f64s(&xt.index_select(0, &it).unwrap()), want, "{dtype}");
+        // into an output that starts 3 elements into its buffer
+        let buf = Tensor::zeros([k * m + 3], dtype, &CPU).unwrap();
+        let out = buf
+            .narrow(0, 3, k * m)
+            .unwrap()
+            .view(&[k as i64, m as i64])
+            .unwrap();
+        xt.index_select_out(0, &it, &out).unwrap();
+        assert_same!(f64s(&out), want, "{dtype} out at offset 3");
+        assert_eq!(&f64s(&buf)[..3], &[0.0; 3], "{dtype}: before the output");
+        // an expanded gather index (rows) and a transposed output (not rows: element path)
+        let e = it
+            .unsqueeze(1)
+            .unwrap()
+            .expand(&[k as i64, m as i64])
+            .unwrap();
+        assert_same!(f64s(&xt.gather(0, &e).unwrap()), want, "{dtype} gather");
+        let outt = Tensor::zeros([m, k], dtype, &CPU).unwrap().t().unwrap();
+        xt.gather_out(0, &e, &outt).unwrap();
+        assert_same!(f64s(&outt), want, "{dtype} gather into a transposed output");
+    }
+    // take: one random element per position from a 4 MiB source
+    let n = 1 << 20;
+    let x: Vec<f64> = (0..n).map(|i| (i % 1000) as f64).collect();
+    let idx: Vec<i64> = (0..300_000)
+        .map(|_| rng.below(n) as i64 - (n as i64 / 2))
+        .collect();
+    let want: Vec<f64> = idx
+        .iter()
+        .map(|&i| {
+            x[if i < 0 {
+                (i + n as i64) as usize
+            } else {
+                i as usize
+            }]
+        })
+        .collect();
+    let got = tensor(&x, &[n], DType::F32)
+        .take(&ints(&idx, &[300_000], DType::I32))
+        .unwrap();
+    assert_same!(f64s(&got), want, "take");
+}
+
+#[test]
+fn sort_and_topk_out_write_both_outputs_through_their_layouts() {
+    let vals = [
+        3.0, -1.0, 2.0, 2.0, 0.5, 7.0, -4.0, 1.0, 0.0, 5.0, 6.0, -2.0,
+    ];
+    for dtype in [DType::F32, DType::I64, DType::BF16] {
+        let x = tensor(&vals, &[3, 4], dtype);
+        for (dim, desc) in [(1i64, false), (0, true)] {
+            let (wv, wi) = x.sort(dim, desc, true).unwrap();
+            for (lv, li) in layouts(&[POISON; 12], &[3, 4], dtype)
+                .into_iter()
+                .zip(layouts(&[POISON; 12], &[3, 4], DType::I64))
+            {
+                let (v, i) = x.sort_out(dim, desc, true, &lv.t, &li.t).unwrap();
+                assert!(v.shares_storage_with(&lv.t) && i.shares_storage_with(&li.t));
+                assert_eq!(f64s(&lv.t), f64s(&wv), "sort values into {}", lv.name);
+                assert_eq!(i64s(&li.t), i64s(&wi), "sort indices into {}", li.name);
+                lv.guards_intact();
+                li.guards_intact();
+            }
+        }
+        let (wv, wi) = x.topk(2, 1, true, true).unwrap();
+        let v = tensor(&[POISON; 6], &[2, 3], dtype).t().unwrap();
+        let i = tensor(&[POISON; 6], &[3, 2], DType::I64);
+        x.topk_out(2, 1, true, true, &v, &i).unwrap();
+        assert_eq!((f64s(&v), i64s(&i)), (f64s(&wv), i64s(&wi)));
+    }
+    // an i64 input sorted into itself (values) and a view of it (indices is separate)
+    let x = tensor(&vals, &[12], DType::I64);
+    let (wv, wi) = x.sort(0, false, true).unwrap();
+    let i = tensor(&[0.0; 12], &[12], DType::I64);
+    x.sort_out(0, false, true, &x, &i).unwrap();
+    assert_eq!((f64s(&x), i64s(&i)), (f64s(&wv), i64s(&wi)));
+
+    // errors: nothing written
+    let x = tensor(&vals, &[3, 4], DType::F32);
+    let v = tensor(&[POISON; 12], &[3, 4], DType::F32);
+    let i = tensor(&[POISON; 12], &[3, 4], DType::I64);
+    let i32_out = tensor(&[POISON; 12], &[3, 4], DType::I32);
+    expect_err(&[&v, &i32_out], &["sort", "dtype"], || {
+        x.sort_out(1, false, true, &v, &i32_out)
+    });
+    let f64_out = tensor(&[POISON; 12], &[3, 4], DType::F64);
+    expect_err(&[&f64_out, &i], &["sort", "dtype"], || {
+        x.sort_out(1, false, true, &f64_out, &i)
+    });
+    let small = tensor(&[POISON; 6], &[3, 2], DType::F32);
+    expect_err(&[&small, &i], &["sort", "shape"], || {
+        x.sort_out(1, false, true, &small, &i)
+    });
+    let iv = tensor(&[POISON; 6], &[3, 2], DType::I64);
+    expect_err(&[&small, &iv], &["topk", "k (5)"], || {
+        x.topk_out(5, 1, true, true, &small, &iv)
+    });
+    let both = tensor(&[POISON; 24], &[24], DType::I64);
+    let xi = tensor(&vals, &[3, 4], DType::I64);
+    let (a, b) = (
+        both.narrow(0, 0, 12).unwrap().view(&[3, 4]).unwrap(),
+        both.narrow(0, 12, 12).unwrap().view(&[3, 4]).unwrap(),
+    );
+    expect_err(&[&both], &["sort", "share storage"], || {
+        xi.sort_out(1, false, true, &a, &b)
+    });
+}
+
+#[test]
+fn row_gathers_from_strided_sources_step_the_source_per_row() {
+    // rows whose source row moves with the output row (a transposed self indexed along its
+    // last dim by one index: a 2-D plan of whole rows whose source stride is not 0)
+    let vals: Vec<f64> = (0..24).map(|v| v as f64).collect();
+    for dtype in [DType::F32, DType::BF16, DType::U8] {
+        let c = tensor(&vals, &[2, 4, 3], dtype);
+        let x = c.transpose(1, 2).unwrap(); // [2, 3, 4], strides [12, 1, 3]
+        let xc = x.contiguous().unwrap();
+        for idx in [ints(&[2], &[], DType::I64), ints(&[3], &[1], DType::I32)] {
+            let want = f64s(&xc.index_select(-1, &idx).unwrap());
+            assert_eq!(f64s(&x.index_select(-1, &idx).unwrap()), want, "{dtype}");
+            let out = tensor(&[POISON; 6], &[2, 3, 1], dtype);
+            x.index_select_out(-1, &idx, &out).unwrap();
+            assert_eq!(f64s(&out), want, "{dtype} _out");
+            let gi = idx.reshape(&[1, 1, 1]).unwrap().expand(&[2, 3, 1]).unwrap();
+            assert_eq!(f64s(&x.gather(-1, &gi).unwrap()), want, "{dtype} gather");
+        }
+    }
 }

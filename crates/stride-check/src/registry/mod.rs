@@ -11,7 +11,7 @@
 //! | [`index`] | `index_select gather take index embedding index_mask masked_select nonzero masked_fill masked_scatter scatter scatter_value scatter_add scatter_reduce index_add index_copy index_fill` (`_out` forms for all but `index_mask nonzero`) |
 //! | [`join`] | `cat stack` (+`_out`), `split/chunk/unbind/split_with_sizes` (`.first`, `.last`), `repeat tile repeat_interleave(.tensor) flip roll tril triu pad`, `meshgrid.0/1/2` |
 //! | [`matmul`] | `matmul mm bmm dot outer` |
-//! | [`sort`] | `sort argsort topk kthvalue` (values, `.indices`), `unique` (`.inverse`, `.counts`), `searchsorted bincount histc` |
+//! | [`sort`] | `sort argsort topk kthvalue` (values, `.indices`; `sort topk` +`_out`), `unique` (`.inverse`, `.counts`), `searchsorted bincount histc` |
 //! | [`random`] | `rand randn randint randperm bernoulli_scalar dropout_mask(_bool) rand_like randn_like bernoulli multinomial uniform_ normal_ bernoulli_` (determinism, layout independence, properties) |
 //! | [`einsum`] | `einsum.1`, `einsum.2` over a table of equations |
 //! | [`reduce`] | `sum` … `logsumexp` over dim lists, `max_dim`/`argmax`/`median_dim` (values, `.indices`), `cumsum`/`cumprod`, `softmax`/`log_softmax` |

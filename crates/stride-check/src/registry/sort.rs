@@ -473,6 +473,12 @@ fn ref_histc(c: &RefCtx, a: &[RefArg]) -> Result<RefOut, String> {
     Ok(RefOut::new(vec![bins], out))
 }
 
+/// The other output of a two-output `_out` call (a fresh tensor of the right dtype; the
+/// runner's output is the one under test).
+fn other_out(like: &Tensor, dtype: DType) -> stride_core::Result<Tensor> {
+    Tensor::zeros(like.shape().to_vec(), dtype, &like.device())
+}
+
 fn op(name: &'static str, d: Domain) -> OpInfo {
     OpInfo::new(name, Family::Sort).args(vec![ArgSpec::tensor("self", d)])
 }
@@ -485,13 +491,23 @@ pub fn ops() -> Vec<OpInfo> {
             .dtypes(ALL)
             .sampler(line_sampler(special, sort_ints))
             .reference(|c, a| ref_sort(c, a, false))
-            .functional(move |a, p| Ok(a[0].t().sort(dim(p), flag(p, 0), flag(p, 1))?.0)),
+            .functional(move |a, p| Ok(a[0].t().sort(dim(p), flag(p, 0), flag(p, 1))?.0))
+            .exact_dest_dtype()
+            .out(move |a, p, o| {
+                let i = other_out(o, DType::I64)?;
+                Ok(a[0].t().sort_out(dim(p), flag(p, 0), flag(p, 1), o, &i)?.0)
+            }),
         op("sort.indices", special)
             .dtypes(ALL)
             .rule(DTypeRule::Custom(i64_result))
             .sampler(line_sampler(special, sort_ints))
             .reference(|c, a| ref_sort(c, a, true))
-            .functional(move |a, p| Ok(a[0].t().sort(dim(p), flag(p, 0), flag(p, 1))?.1)),
+            .functional(move |a, p| Ok(a[0].t().sort(dim(p), flag(p, 0), flag(p, 1))?.1))
+            .exact_dest_dtype()
+            .out(move |a, p, o| {
+                let v = other_out(o, a[0].t().dtype())?;
+                Ok(a[0].t().sort_out(dim(p), flag(p, 0), flag(p, 1), &v, o)?.1)
+            }),
         op("argsort", special)
             .dtypes(ALL)
             .rule(DTypeRule::Custom(i64_result))
@@ -507,6 +523,15 @@ pub fn ops() -> Vec<OpInfo> {
                     .t()
                     .topk(p.ints[0].max(0) as usize, dim(p), flag(p, 1), flag(p, 2))?
                     .0)
+            })
+            .exact_dest_dtype()
+            .out(move |a, p, o| {
+                let i = other_out(o, DType::I64)?;
+                let k = p.ints[0].max(0) as usize;
+                Ok(a[0]
+                    .t()
+                    .topk_out(k, dim(p), flag(p, 1), flag(p, 2), o, &i)?
+                    .0)
             }),
         op("topk.indices", special)
             .dtypes(ALL)
@@ -517,6 +542,15 @@ pub fn ops() -> Vec<OpInfo> {
                 Ok(a[0]
                     .t()
                     .topk(p.ints[0].max(0) as usize, dim(p), flag(p, 1), flag(p, 2))?
+                    .1)
+            })
+            .exact_dest_dtype()
+            .out(move |a, p, o| {
+                let v = other_out(o, a[0].t().dtype())?;
+                let k = p.ints[0].max(0) as usize;
+                Ok(a[0]
+                    .t()
+                    .topk_out(k, dim(p), flag(p, 1), flag(p, 2), &v, o)?
                     .1)
             }),
         op("kthvalue", special)

@@ -184,11 +184,11 @@ pub(crate) fn recorded(
 
 /// An `_out` form: refused when an input needs a gradient ([`forbid_out`]), else run without
 /// recording.
-pub(crate) fn unrecorded_out(
+pub(crate) fn unrecorded_out<T>(
     op: &'static str,
     inputs: &[&Tensor],
-    f: impl FnOnce() -> Result<Tensor>,
-) -> Result<Tensor> {
+    f: impl FnOnce() -> Result<T>,
+) -> Result<T> {
     forbid_out(op, inputs)?;
     let _g = super::mode::no_grad();
     f()

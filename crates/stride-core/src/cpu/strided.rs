@@ -87,6 +87,25 @@ impl<const N: usize> Plan<N> {
         *self.shape.last().unwrap()
     }
 
+    /// The plan as `rows` runs of `len` positions when it has at most two dims: `(rows, len,
+    /// the per-operand strides between runs)`, the runs starting at the plan's offsets. Kernels
+    /// whose runs are independent (row copies) loop over them directly.
+    pub fn as_rows(&self) -> Option<(usize, usize, [isize; N])> {
+        match self.shape.len() {
+            1 => Some((1, self.shape[0], [0; N])),
+            2 => Some((
+                self.shape[0],
+                self.shape[1],
+                std::array::from_fn(|k| self.strides[k][0]),
+            )),
+            _ => None,
+        }
+    }
+    /// The per-operand offsets of the first position.
+    pub fn offsets(&self) -> [isize; N] {
+        self.offsets
+    }
+
     /// Calls `f(offsets, len)` for each run covering the logical positions `start..end`.
     pub fn for_each_run(&self, start: usize, end: usize, mut f: impl FnMut([isize; N], usize)) {
         if start >= end {

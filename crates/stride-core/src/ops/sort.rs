@@ -17,8 +17,11 @@
 //!   values (PyTorch's binary search misorders them).
 
 use crate::autograd::formulas::index::{record_value_selection, untracked};
+use crate::autograd::record::unrecorded_out;
 use crate::backend::sort::{self as prim, SortedRows};
+use crate::backend::{self, View};
 use crate::ops::index::check_devices;
+use crate::ops::output::check_out_exact;
 use crate::promote::result_type;
 use crate::shape::wrap_dim;
 use crate::{DType, Error, Layout, Operand, Result, Tensor};
@@ -33,6 +36,40 @@ fn with_dim(shape: &[usize], d: usize, n: usize) -> Vec<usize> {
 
 fn dim_size(t: &Tensor, d: usize) -> usize {
     t.shape().get(d).copied().unwrap_or(1)
+}
+
+/// Runs a (values, indices) primitive into the caller's outputs: both checked first (the
+/// shape, exactly `x`'s dtype and i64, no overlapping elements, not sharing memory with each
+/// other), written through their layouts — through fresh tensors copied back when one shares
+/// memory with `x`. Bumps both versions.
+fn deliver_pair(
+    op: &'static str,
+    x: &Tensor,
+    shape: &[usize],
+    values: &Tensor,
+    indices: &Tensor,
+    run: impl FnOnce(View, View) -> Result<()>,
+) -> Result<(Tensor, Tensor)> {
+    check_out_exact(op, values, shape, x.dtype(), x.device())?;
+    check_out_exact(op, indices, shape, DType::I64, x.device())?;
+    if values.shares_storage_with(indices) {
+        return Err(Error::invalid(
+            op,
+            "the values and indices outputs share storage; pass two separate tensors",
+        ));
+    }
+    if values.shares_storage_with(x) || indices.shares_storage_with(x) {
+        let v = Tensor::alloc_contiguous(shape, x.dtype(), &x.device())?;
+        let i = Tensor::alloc_contiguous(shape, DType::I64, &x.device())?;
+        run(v.view_ref(), i.view_ref())?;
+        backend::copy_cast(v.view_ref(), values.view_ref())?;
+        backend::copy_cast(i.view_ref(), indices.view_ref())?;
+    } else {
+        run(values.view_ref(), indices.view_ref())?;
+    }
+    values.storage().bump_version();
+    indices.storage().bump_version();
+    Ok((values.clone(), indices.clone()))
 }
 
 impl Tensor {
@@ -62,6 +99,37 @@ impl Tensor {
         )?;
         record_value_selection("SortBackward", self, d, &values, &indices)?;
         Ok((values, indices))
+    }
+    /// [`Tensor::sort`] written into `values` (exactly `self`'s dtype) and `indices` (i64),
+    /// both of `self`'s shape, in any layouts whose elements don't share memory (PyTorch's
+    /// `sort(..., out=(values, indices))`). Checked before anything is written; refused while
+    /// `self` requires grad. Returns the two outputs.
+    ///
+    /// ```
+    /// use stride_core::{DType, Device, Tensor};
+    /// let x = Tensor::from_vec(vec![3i32, 1, 2], [3])?;
+    /// let v = Tensor::zeros([3], DType::I32, &Device::Cpu)?;
+    /// let i = Tensor::zeros([3], DType::I64, &Device::Cpu)?;
+    /// x.sort_out(0, false, true, &v, &i)?;
+    /// assert_eq!((v.to_vec::<i32>()?, i.to_vec::<i64>()?), (vec![1, 2, 3], vec![1, 2, 0]));
+    /// # Ok::<(), stride_core::Error>(())
+    /// ```
+    pub fn sort_out(
+        &self,
+        dim: i64,
+        descending: bool,
+        stable: bool,
+        values: &Tensor,
+        indices: &Tensor,
+    ) -> Result<(Tensor, Tensor)> {
+        let _ = stable;
+        let op = "sort";
+        unrecorded_out(op, &[self], || {
+            let d = wrap_dim(op, dim, self.dim())?;
+            deliver_pair(op, self, self.shape(), values, indices, |v, i| {
+                prim::sort(self.view_ref(), d, descending, v, i)
+            })
+        })
     }
 
     /// The indices that sort `self` along `dim` (the second result of [`Tensor::sort`]).
@@ -105,6 +173,50 @@ impl Tensor {
         )?;
         record_value_selection("TopkBackward", self, d, &values, &indices)?;
         Ok((values, indices))
+    }
+    /// [`Tensor::topk`] written into `values` (exactly `self`'s dtype) and `indices` (i64),
+    /// both of `self`'s shape with `dim` resized to `k`, in any layouts whose elements don't
+    /// share memory. Checked before anything is written; refused while `self` requires grad.
+    /// Returns the two outputs.
+    ///
+    /// ```
+    /// use stride_core::{DType, Device, Tensor};
+    /// let x = Tensor::from_vec(vec![0.5f32, 4.0, -1.0, 2.0], [4])?;
+    /// let v = Tensor::zeros([2], DType::F32, &Device::Cpu)?;
+    /// let i = Tensor::zeros([2], DType::I64, &Device::Cpu)?;
+    /// x.topk_out(2, 0, true, true, &v, &i)?;
+    /// assert_eq!((v.to_vec::<f32>()?, i.to_vec::<i64>()?), (vec![4.0, 2.0], vec![1, 3]));
+    /// # Ok::<(), stride_core::Error>(())
+    /// ```
+    #[allow(clippy::too_many_arguments)]
+    pub fn topk_out(
+        &self,
+        k: usize,
+        dim: i64,
+        largest: bool,
+        sorted: bool,
+        values: &Tensor,
+        indices: &Tensor,
+    ) -> Result<(Tensor, Tensor)> {
+        let _ = sorted;
+        let op = "topk";
+        unrecorded_out(op, &[self], || {
+            let d = wrap_dim(op, dim, self.dim())?;
+            let n = dim_size(self, d);
+            if k > n {
+                return Err(Error::invalid(
+                    op,
+                    format!(
+                        "k ({k}) is larger than dim {d} of size {n} (shape {:?})",
+                        self.shape()
+                    ),
+                ));
+            }
+            let shape = with_dim(self.shape(), d, k);
+            deliver_pair(op, self, &shape, values, indices, |v, i| {
+                prim::topk(self.view_ref(), d, k, largest, v, i)
+            })
+        })
     }
 
     fn kth_impl(
