@@ -7,6 +7,7 @@
 //! may be *exactly* an input: same storage and layout, for in-place ops). Everything else —
 //! softmax, norms, losses, optimizers — is composed from these in the frontend.
 
+use crate::debug::{self, Replay};
 use crate::{DType, Device, Error, Layout, Result, Scalar, Storage};
 
 pub mod index; // index primitives: gather, scatter, masked scans (backend/index.rs)
@@ -336,44 +337,73 @@ pub(crate) fn same_device(op: &'static str, views: &[View]) -> Result<Device> {
     Ok(d)
 }
 
+// Each primitive runs through `debug::primitive` (the debug tools' one hook; a relaxed atomic
+// load when they are off) with a closure that dispatches on the views' device: the
+// cross-check calls it again with the reference device's copies.
+
 pub(crate) fn copy_cast(src: View, dst: View) -> Result<()> {
-    match same_device("copy", &[dst, src])? {
-        Device::Cpu => crate::cpu::copy::copy_cast(src, dst),
-        Device::Cuda(_) => crate::cuda::elementwise::copy_cast(src, dst),
-    }
+    debug::primitive("copy", Replay::Widen, &[src], &[dst], |i, o| {
+        match same_device("copy", &[o[0], i[0]])? {
+            Device::Cpu => crate::cpu::copy::copy_cast(i[0], o[0]),
+            Device::Cuda(_) => crate::cuda::elementwise::copy_cast(i[0], o[0]),
+        }
+    })
 }
 pub(crate) fn fill(dst: View, value: Scalar) -> Result<()> {
-    match same_device("fill", &[dst])? {
-        Device::Cpu => crate::cpu::copy::fill(dst, value),
-        Device::Cuda(_) => crate::cuda::elementwise::fill(dst, value),
-    }
+    debug::primitive("fill", Replay::Widen, &[], &[dst], |_, o| {
+        match same_device("fill", &[o[0]])? {
+            Device::Cpu => crate::cpu::copy::fill(o[0], value),
+            Device::Cuda(_) => crate::cuda::elementwise::fill(o[0], value),
+        }
+    })
 }
 pub(crate) fn unary(op: UnaryOp, src: View, dst: View) -> Result<()> {
-    match same_device(op.name(), &[dst, src])? {
-        Device::Cpu => crate::cpu::elementwise::unary(op, src, dst),
-        Device::Cuda(_) => crate::cuda::elementwise::unary(op, src, dst),
-    }
+    debug::primitive(op.name(), Replay::Widen, &[src], &[dst], |i, o| {
+        match same_device(op.name(), &[o[0], i[0]])? {
+            Device::Cpu => crate::cpu::elementwise::unary(op, i[0], o[0]),
+            Device::Cuda(_) => crate::cuda::elementwise::unary(op, i[0], o[0]),
+        }
+    })
 }
 pub(crate) fn binary(op: BinaryOp, a: View, b: View, dst: View) -> Result<()> {
-    match same_device(op.name(), &[dst, a, b])? {
-        Device::Cpu => crate::cpu::elementwise::binary(op, a, b, dst),
-        Device::Cuda(_) => crate::cuda::elementwise::binary(op, a, b, dst),
-    }
+    // integer division and powers check their divisors/exponents before writing: on a GPU
+    // that check waits for the device, so every device reports it (`debug::host_sync`)
+    let _sync = if a.dtype.is_int()
+        && matches!(
+            op,
+            BinaryOp::FloorDivide | BinaryOp::Remainder | BinaryOp::Pow
+        )
+        && dst.layout.numel() > 0
+    {
+        Some(debug::host_sync(dst.storage.device(), "integer division check")?)
+    } else {
+        None
+    };
+    debug::primitive(op.name(), Replay::Widen, &[a, b], &[dst], |i, o| {
+        match same_device(op.name(), &[o[0], i[0], i[1]])? {
+            Device::Cpu => crate::cpu::elementwise::binary(op, i[0], i[1], o[0]),
+            Device::Cuda(_) => crate::cuda::elementwise::binary(op, i[0], i[1], o[0]),
+        }
+    })
 }
 pub(crate) fn ternary(op: TernaryOp, a: View, b: View, c: View, dst: View) -> Result<()> {
-    match same_device(op.name(), &[dst, a, b, c])? {
-        Device::Cpu => crate::cpu::elementwise::ternary(op, a, b, c, dst),
-        Device::Cuda(_) => crate::cuda::elementwise::ternary(op, a, b, c, dst),
-    }
+    debug::primitive(op.name(), Replay::Widen, &[a, b, c], &[dst], |i, o| {
+        match same_device(op.name(), &[o[0], i[0], i[1], i[2]])? {
+            Device::Cpu => crate::cpu::elementwise::ternary(op, i[0], i[1], i[2], o[0]),
+            Device::Cuda(_) => crate::cuda::elementwise::ternary(op, i[0], i[1], i[2], o[0]),
+        }
+    })
 }
 
 /// `dst = src` with the dims in `dims` reversed (`src` has `dst`'s shape). Its own primitive
 /// because a reversed dim would need a negative stride, which layouts never have.
 pub(crate) fn flip(src: View, dims: &[usize], dst: View) -> Result<()> {
-    match same_device("flip", &[dst, src])? {
-        Device::Cpu => crate::cpu::flip::flip(src, dims, dst),
-        Device::Cuda(_) => crate::cuda::flip::flip(src, dims, dst),
-    }
+    debug::primitive("flip", Replay::Widen, &[src], &[dst], |i, o| {
+        match same_device("flip", &[o[0], i[0]])? {
+            Device::Cpu => crate::cpu::flip::flip(i[0], dims, o[0]),
+            Device::Cuda(_) => crate::cuda::flip::flip(i[0], dims, o[0]),
+        }
+    })
 }
 
 /// What a random fill draws. Every variant is a pure function of (seed, offset, logical
@@ -397,10 +427,12 @@ pub enum RandomDist {
 /// element values depend only on their logical (row-major) index, never on the layout or the
 /// number of threads.
 pub(crate) fn random(dist: RandomDist, seed: u64, offset: u64, dst: View) -> Result<()> {
-    match device_of(&[dst]) {
-        Device::Cpu => crate::cpu::random::random(dist, seed, offset, dst),
-        Device::Cuda(_) => crate::cuda::random::random(dist, seed, offset, dst),
-    }
+    debug::primitive("random", Replay::SameDtype, &[], &[dst], |_, o| {
+        match device_of(&[o[0]]) {
+            Device::Cpu => crate::cpu::random::random(dist, seed, offset, o[0]),
+            Device::Cuda(_) => crate::cuda::random::random(dist, seed, offset, o[0]),
+        }
+    })
 }
 
 /// Batched matrix product `dst[i] = a[i] · b[i]`: `a` is `[*batch, M, K]`, `b` is
@@ -410,10 +442,12 @@ pub(crate) fn random(dist: RandomDist, seed: u64, offset: u64, dst: View) -> Res
 /// routes aliasing through a temporary); its prior contents are never read. K = 0 writes
 /// zeros.
 pub(crate) fn matmul(a: View, b: View, dst: View) -> Result<()> {
-    match device_of(&[dst]) {
-        Device::Cpu => crate::cpu::matmul::matmul(a, b, dst),
-        Device::Cuda(_) => crate::cuda::matmul::matmul(a, b, dst),
-    }
+    debug::primitive("matmul", Replay::Widen, &[a, b], &[dst], |i, o| {
+        match same_device("matmul", &[o[0], i[0], i[1]])? {
+            Device::Cpu => crate::cpu::matmul::matmul(i[0], i[1], o[0]),
+            Device::Cuda(_) => crate::cuda::matmul::matmul(i[0], i[1], o[0]),
+        }
+    })
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -544,10 +578,12 @@ impl CumulativeOp {
 /// `dst = op(src)` over the sorted, distinct `dims`; `dst` has `src`'s rank with size 1 in
 /// each reduced dim and the dtype [`ReduceOp::result_dtype`] gives.
 pub(crate) fn reduce(op: ReduceOp, src: View, dims: &[usize], dst: View) -> Result<()> {
-    match device_of(&[dst]) {
-        Device::Cpu => crate::cpu::reduce::reduce(op, src, dims, dst),
-        Device::Cuda(_) => crate::cuda::reduce::reduce(op, src, dims, dst),
-    }
+    debug::primitive(op.name(), Replay::Widen, &[src], &[dst], |i, o| {
+        match same_device(op.name(), &[o[0], i[0]])? {
+            Device::Cpu => crate::cpu::reduce::reduce(op, i[0], dims, o[0]),
+            Device::Cuda(_) => crate::cuda::reduce::reduce(op, i[0], dims, o[0]),
+        }
+    })
 }
 /// Values (optional, `src`'s dtype) and i64 indices of the extremum over `dims`; both
 /// outputs in keepdim form, as for [`reduce`].
@@ -558,15 +594,24 @@ pub(crate) fn arg_reduce(
     values: Option<View>,
     indices: View,
 ) -> Result<()> {
-    match device_of(&[indices]) {
-        Device::Cpu => crate::cpu::reduce::arg_reduce(op, src, dims, values, indices),
-        Device::Cuda(_) => crate::cuda::reduce::arg_reduce(op, src, dims, values, indices),
-    }
+    let outputs: Vec<View> = values.into_iter().chain([indices]).collect();
+    debug::primitive(op.name(), Replay::Widen, &[src], &outputs, |i, o| {
+        let (values, indices) = match o {
+            [v, ix] => (Some(*v), *ix),
+            _ => (None, o[0]),
+        };
+        match same_device(op.name(), &[indices, i[0]])? {
+            Device::Cpu => crate::cpu::reduce::arg_reduce(op, i[0], dims, values, indices),
+            Device::Cuda(_) => crate::cuda::reduce::arg_reduce(op, i[0], dims, values, indices),
+        }
+    })
 }
 /// Inclusive scan of `src` along `dim` into `dst` (same shape).
 pub(crate) fn cumulative(op: CumulativeOp, src: View, dim: usize, dst: View) -> Result<()> {
-    match device_of(&[dst]) {
-        Device::Cpu => crate::cpu::cumulative::cumulative(op, src, dim, dst),
-        Device::Cuda(_) => crate::cuda::reduce::cumulative(op, src, dim, dst),
-    }
+    debug::primitive(op.name(), Replay::Widen, &[src], &[dst], |i, o| {
+        match same_device(op.name(), &[o[0], i[0]])? {
+            Device::Cpu => crate::cpu::cumulative::cumulative(op, i[0], dim, o[0]),
+            Device::Cuda(_) => crate::cuda::reduce::cumulative(op, i[0], dim, o[0]),
+        }
+    })
 }

@@ -104,6 +104,26 @@ pub enum Error {
     #[error("{op}: no kernel for {device} yet; run it on the CPU (to_device(&Device::Cpu)) and move the result back")]
     NotImplemented { op: &'static str, device: Device },
 
+    /// Anomaly mode ([`crate::debug::detect_anomaly`]) found a NaN or an infinity that an op
+    /// produced from finite inputs; `report` names the op, its operands (shapes, dtypes,
+    /// strides, device) and where it was called (for a backward op: where its forward ran).
+    #[error("anomaly: {op} {report}")]
+    Anomaly { op: String, report: String },
+
+    /// A host synchronisation inside a [`crate::debug::forbid_sync`] scope; `report` says
+    /// what caused it and where it was called.
+    #[error("host synchronisation in a sync guard: {report}")]
+    HostSync { device: Device, report: String },
+
+    /// [`crate::debug::cross_check`] found an op whose result disagrees with the reference
+    /// device's; `report` names the op, its operand layouts and dtypes and the disagreement.
+    #[error("cross-check: {op} {report}")]
+    CrossCheck { op: String, report: String },
+
+    /// [`crate::debug::check_leaks`] saw allocated bytes grow across iterations.
+    #[error("memory leak check: {report}")]
+    Leak { device: Device, report: String },
+
     /// Any other invalid argument; the message says what and what to do.
     #[error("{op}: {msg}")]
     Invalid { op: &'static str, msg: String },

@@ -16,6 +16,7 @@ pub mod backend;
 mod cpu;
 mod creation;
 pub mod cuda;
+pub mod debug;
 pub mod device;
 mod display;
 pub mod dtype;

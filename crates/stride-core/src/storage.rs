@@ -173,6 +173,34 @@ static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 static CPU_ALLOCATED: AtomicU64 = AtomicU64::new(0);
 static CPU_PEAK: AtomicU64 = AtomicU64::new(0);
 static CPU_ALLOCS: AtomicU64 = AtomicU64::new(0);
+// For the profiler: bytes ever allocated, and the peak since the profiler last looked.
+static CPU_TOTAL: AtomicU64 = AtomicU64::new(0);
+static CPU_WINDOW_PEAK: AtomicU64 = AtomicU64::new(0);
+
+/// Bytes ever allocated on `device` (never decreases; the profiler's per-op allocation).
+pub(crate) fn allocated_total(device: Device) -> u64 {
+    match device {
+        Device::Cpu => CPU_TOTAL.load(Ordering::Relaxed),
+        Device::Cuda(i) => crate::cuda::device::existing(i).map_or(0, |d| d.allocator().total),
+    }
+}
+
+/// The most bytes allocated on `device` since the previous call (the profiler's per-op
+/// peak); starts the next window at the current allocation.
+pub(crate) fn take_window_peak(device: Device) -> u64 {
+    match device {
+        Device::Cpu => {
+            let now = CPU_ALLOCATED.load(Ordering::Relaxed);
+            CPU_WINDOW_PEAK.swap(now, Ordering::Relaxed).max(now)
+        }
+        Device::Cuda(i) => crate::cuda::device::existing(i).map_or(0, |d| {
+            let mut a = d.allocator();
+            let p = a.window_peak.max(a.allocated);
+            a.window_peak = a.allocated;
+            p
+        }),
+    }
+}
 
 /// Allocation statistics of one device's storages.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -188,6 +216,21 @@ pub struct MemoryStats {
     pub reserved_bytes: u64,
     /// The largest block in the allocator's cache (0 on the CPU, which has no cache).
     pub largest_free_block: u64,
+}
+
+impl std::fmt::Display for MemoryStats {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mib = |b: u64| b as f64 / (1u64 << 20) as f64;
+        write!(
+            f,
+            "{:.2} MiB allocated, {:.2} MiB reserved, peak {:.2} MiB, {} allocations, largest free block {:.2} MiB",
+            mib(self.allocated_bytes),
+            mib(self.reserved_bytes),
+            mib(self.peak_bytes),
+            self.allocation_count,
+            mib(self.largest_free_block)
+        )
+    }
 }
 
 /// Current allocation statistics of `device` (the CPU's are counted by stride's storages,
@@ -233,6 +276,8 @@ impl Storage {
         let bytes = (buf.len() * buf.dtype().size_in_bytes()) as u64;
         let now = CPU_ALLOCATED.fetch_add(bytes, Ordering::Relaxed) + bytes;
         CPU_PEAK.fetch_max(now, Ordering::Relaxed);
+        CPU_WINDOW_PEAK.fetch_max(now, Ordering::Relaxed);
+        CPU_TOTAL.fetch_add(bytes, Ordering::Relaxed);
         CPU_ALLOCS.fetch_add(1, Ordering::Relaxed);
         Storage(Arc::new(StorageInner {
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),

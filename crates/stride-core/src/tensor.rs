@@ -209,6 +209,8 @@ impl Tensor {
                 ),
             ));
         }
+        // the host reads the data: a wait on a GPU, reported on every device
+        let _sync = crate::debug::host_sync(self.device(), "to_vec")?;
         if !self.device().is_cpu() {
             return self.to_device(&Device::Cpu)?.to_vec();
         }
@@ -277,6 +279,10 @@ impl Tensor {
         if *device == self.device() {
             return Ok(self.clone());
         }
+        let _sync = crate::debug::host_sync(
+            if device.is_cpu() { self.device() } else { *device },
+            "to_device",
+        )?;
         let out = {
             let _g = crate::autograd::no_grad();
             crate::cuda::transfer::to_device(self, *device)?

@@ -198,7 +198,9 @@ pub(crate) fn run_backward(
                 None => Tensor::zeros(meta.shape.clone(), meta.dtype, &meta.device),
             })
             .collect::<Result<_>>()?;
-        let input_grads = node.apply(&grads, retain)?;
+        let input_grads = crate::debug::in_backward(node.name, node.forward_site.as_ref(), || {
+            node.apply(&grads, retain)
+        })?;
         if input_grads.len() != node.edges.len() {
             return Err(Error::invalid(
                 "backward",

@@ -55,6 +55,8 @@ pub(crate) struct Node {
     pub hooks: Mutex<Vec<(usize, GradHook)>>,
     /// Non-leaf outputs whose `.grad` is kept (`retain_grad`).
     pub retained: Mutex<Vec<(usize, Weak<TensorImpl>)>>,
+    /// Where the forward op was called, recorded in anomaly mode only.
+    pub forward_site: Option<crate::debug::CallSite>,
 }
 
 impl Node {
@@ -76,6 +78,7 @@ impl Node {
             backward: Mutex::new(Some(backward)),
             hooks: Mutex::new(vec![]),
             retained: Mutex::new(vec![]),
+            forward_site: crate::debug::forward_site(),
         })
     }
 

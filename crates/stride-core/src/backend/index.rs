@@ -12,6 +12,7 @@
 //! holding the storage locks, and reports the first bad index in logical order.
 
 use super::View;
+use crate::debug::{self, Replay};
 use crate::{DType, Device, Error, Result, Scalar};
 
 /// The indexed dim of an index operand: how its values address the indexed tensor.
@@ -80,10 +81,24 @@ impl ScatterOp {
 /// strides of the indexed tensor for the dims that are not indexed and 0 for the indexed ones.
 /// `src` and `dst` have one dtype. Errors (writing nothing) on an out-of-range index.
 pub(crate) fn gather(src: View, index: View, at: IndexDim, dst: View) -> Result<()> {
-    match super::device_of(&[dst]) {
-        Device::Cpu => crate::cpu::index::gather(src, index, at, dst),
-        Device::Cuda(_) => crate::cuda::index::gather(src, index, at, dst),
-    }
+    // the range check reads the indices before anything is written: a wait on a GPU
+    let _sync = range_check(dst, dst)?;
+    debug::primitive("gather", Replay::Widen, &[src, index], &[dst], |i, o| {
+        match super::device_of(&[o[0]]) {
+            Device::Cpu => crate::cpu::index::gather(i[0], i[1], at, o[0]),
+            Device::Cuda(_) => crate::cuda::index::gather(i[0], i[1], at, o[0]),
+        }
+    })
+}
+
+/// Gathers and scatters validate every index before writing: on a GPU the host waits for
+/// the verdict, so every device reports that wait to the debug tools.
+fn range_check(index: View, dst: View) -> Result<Option<debug::Announced>> {
+    Ok(if index.layout.numel() > 0 {
+        Some(debug::host_sync(dst.storage.device(), "index range check")?)
+    } else {
+        None
+    })
 }
 
 /// `dst_storage[dst.offset(p) + index[p]·at.stride] op= src[p]` for every position `p` of
@@ -101,53 +116,66 @@ pub(crate) fn scatter(
     op: ScatterOp,
     include_self: bool,
 ) -> Result<()> {
-    match super::device_of(&[dst]) {
-        Device::Cpu => crate::cpu::index::scatter(dst, index, at, src, op, include_self),
-        Device::Cuda(_) => crate::cuda::index::scatter(dst, index, at, src, op, include_self),
-    }
+    let _sync = range_check(index, dst)?;
+    debug::primitive(op.name(), Replay::Widen, &[index, src], &[dst], |i, o| {
+        match super::device_of(&[o[0]]) {
+            Device::Cpu => crate::cpu::index::scatter(o[0], i[0], at, i[1], op, include_self),
+            Device::Cuda(_) => crate::cuda::index::scatter(o[0], i[0], at, i[1], op, include_self),
+        }
+    })
 }
 
 /// The number of non-zero (true) elements.
 pub(crate) fn count_nonzero(src: View) -> Result<usize> {
-    match super::device_of(&[src]) {
+    // the count sizes an output: the host reads it
+    let _sync = debug::host_sync(src.storage.device(), "count_nonzero")?;
+    debug::primitive_value("count_nonzero", &[src], || match super::device_of(&[src]) {
         Device::Cpu => crate::cpu::index::count_nonzero(src),
         Device::Cuda(_) => crate::cuda::index::count_nonzero(src),
-    }
+    })
 }
 
 /// Writes the coordinates of the non-zero elements of `src`, in logical order, into `dst`
 /// (i64, shape `[count, src.ndim]`).
 pub(crate) fn nonzero(src: View, dst: View) -> Result<()> {
-    match super::device_of(&[dst]) {
-        Device::Cpu => crate::cpu::index::nonzero(src, dst),
-        Device::Cuda(_) => crate::cuda::index::nonzero(src, dst),
-    }
+    debug::primitive("nonzero", Replay::Widen, &[src], &[dst], |i, o| {
+        match super::device_of(&[o[0]]) {
+            Device::Cpu => crate::cpu::index::nonzero(i[0], o[0]),
+            Device::Cuda(_) => crate::cuda::index::nonzero(i[0], o[0]),
+        }
+    })
 }
 
 /// `dst` (1-D, `count(mask)` elements) = the elements of `src` where the bool `mask` is true,
 /// in logical order; `src` and `mask` have one shape (broadcast by the frontend).
 pub(crate) fn masked_select(src: View, mask: View, dst: View) -> Result<()> {
-    match super::device_of(&[dst]) {
-        Device::Cpu => crate::cpu::index::masked_select(src, mask, dst),
-        Device::Cuda(_) => crate::cuda::index::masked_select(src, mask, dst),
-    }
+    debug::primitive("masked_select", Replay::Widen, &[src, mask], &[dst], |i, o| {
+        match super::device_of(&[o[0]]) {
+            Device::Cpu => crate::cpu::index::masked_select(i[0], i[1], o[0]),
+            Device::Cuda(_) => crate::cuda::index::masked_select(i[0], i[1], o[0]),
+        }
+    })
 }
 
 /// The k-th true element of the bool `mask` (broadcast to `dst`'s shape, logical order) gets
 /// element k of the 1-D `src`. Errors (writing nothing) if `src` has fewer elements than
 /// `mask` has true ones. `src` may not share `dst`'s storage.
 pub(crate) fn masked_scatter(dst: View, mask: View, src: View) -> Result<()> {
-    match super::device_of(&[dst]) {
-        Device::Cpu => crate::cpu::index::masked_scatter(dst, mask, src),
-        Device::Cuda(_) => crate::cuda::index::masked_scatter(dst, mask, src),
-    }
+    let _sync = debug::host_sync(dst.storage.device(), "masked_scatter count")?;
+    debug::primitive("masked_scatter", Replay::Widen, &[mask, src], &[dst], |i, o| {
+        match super::device_of(&[o[0]]) {
+            Device::Cpu => crate::cpu::index::masked_scatter(o[0], i[0], i[1]),
+            Device::Cuda(_) => crate::cuda::index::masked_scatter(o[0], i[0], i[1]),
+        }
+    })
 }
 
 /// The smallest and largest element (`None` for an empty tensor): `Scalar::Int` for integer
 /// and bool tensors (exact), `Scalar::Float` for floats (NaN if any element is NaN).
 pub(crate) fn extrema(src: View) -> Result<Option<(Scalar, Scalar)>> {
-    match super::device_of(&[src]) {
+    let _sync = debug::host_sync(src.storage.device(), "extrema")?;
+    debug::primitive_value("extrema", &[src], || match super::device_of(&[src]) {
         Device::Cpu => crate::cpu::index::extrema(src),
         Device::Cuda(_) => crate::cuda::index::extrema(src),
-    }
+    })
 }

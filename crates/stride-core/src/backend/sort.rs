@@ -6,6 +6,7 @@
 //! slice of an operand along the op's dim; all operands are addressed through their layouts.
 
 use super::View;
+use crate::debug::{self, Replay};
 use crate::{Device, Result};
 
 /// Sorts each row of `src` along `dim` into `values` (src's dtype) and `indices` (i64, the
@@ -18,10 +19,12 @@ pub(crate) fn sort(
     values: View,
     indices: View,
 ) -> Result<()> {
-    match super::device_of(&[values]) {
-        Device::Cpu => crate::cpu::sort::sort(src, dim, descending, values, indices),
-        Device::Cuda(_) => crate::cuda::sort::sort(src, dim, descending, values, indices),
-    }
+    debug::primitive("sort", Replay::Widen, &[src], &[values, indices], |i, o| {
+        match super::device_of(&[o[0]]) {
+            Device::Cpu => crate::cpu::sort::sort(i[0], dim, descending, o[0], o[1]),
+            Device::Cuda(_) => crate::cuda::sort::sort(i[0], dim, descending, o[0], o[1]),
+        }
+    })
 }
 
 /// The first `k` elements of each row in the order of [`sort`] (`largest`: descending), into
@@ -34,10 +37,12 @@ pub(crate) fn topk(
     values: View,
     indices: View,
 ) -> Result<()> {
-    match super::device_of(&[values]) {
-        Device::Cpu => crate::cpu::sort::topk(src, dim, k, largest, values, indices),
-        Device::Cuda(_) => crate::cuda::sort::topk(src, dim, k, largest, values, indices),
-    }
+    debug::primitive("topk", Replay::Widen, &[src], &[values, indices], |i, o| {
+        match super::device_of(&[o[0]]) {
+            Device::Cpu => crate::cpu::sort::topk(i[0], dim, k, largest, o[0], o[1]),
+            Device::Cuda(_) => crate::cuda::sort::topk(i[0], dim, k, largest, o[0], o[1]),
+        }
+    })
 }
 
 /// Element `k` (0-based) of each row in ascending [`sort`] order, into `values` and `indices`
@@ -51,19 +56,24 @@ pub(crate) fn kth(
     values: View,
     indices: View,
 ) -> Result<()> {
-    match super::device_of(&[values]) {
-        Device::Cpu => crate::cpu::sort::kth(src, dim, k, nan_propagates, values, indices),
-        Device::Cuda(_) => crate::cuda::sort::kth(src, dim, k, nan_propagates, values, indices),
-    }
+    debug::primitive("kthvalue", Replay::Widen, &[src], &[values, indices], |i, o| {
+        match super::device_of(&[o[0]]) {
+            Device::Cpu => crate::cpu::sort::kth(i[0], dim, k, nan_propagates, o[0], o[1]),
+            Device::Cuda(_) => crate::cuda::sort::kth(i[0], dim, k, nan_propagates, o[0], o[1]),
+        }
+    })
 }
 
 /// The number of runs of equal (`==`) consecutive elements of the 1-D `sorted` (NaNs are
 /// never equal, so each is its own run, as in PyTorch's `unique`).
 pub(crate) fn count_unique_consecutive(sorted: View) -> Result<usize> {
-    match super::device_of(&[sorted]) {
-        Device::Cpu => crate::cpu::sort::count_unique_consecutive(sorted),
-        Device::Cuda(_) => crate::cuda::sort::count_unique_consecutive(sorted),
-    }
+    let _sync = debug::host_sync(sorted.storage.device(), "unique count")?;
+    debug::primitive_value("unique_count", &[sorted], || {
+        match super::device_of(&[sorted]) {
+            Device::Cpu => crate::cpu::sort::count_unique_consecutive(sorted),
+            Device::Cuda(_) => crate::cuda::sort::count_unique_consecutive(sorted),
+        }
+    })
 }
 
 /// For the 1-D `sorted`: `values[g]` = the first element of run `g`, `group[i]` (i64) = the
@@ -74,10 +84,12 @@ pub(crate) fn unique_consecutive(
     group: View,
     counts: View,
 ) -> Result<()> {
-    match super::device_of(&[values]) {
-        Device::Cpu => crate::cpu::sort::unique_consecutive(sorted, values, group, counts),
-        Device::Cuda(_) => crate::cuda::sort::unique_consecutive(sorted, values, group, counts),
-    }
+    debug::primitive("unique", Replay::Widen, &[sorted], &[values, group, counts], |i, o| {
+        match super::device_of(&[o[0]]) {
+            Device::Cpu => crate::cpu::sort::unique_consecutive(i[0], o[0], o[1], o[2]),
+            Device::Cuda(_) => crate::cuda::sort::unique_consecutive(i[0], o[0], o[1], o[2]),
+        }
+    })
 }
 
 /// One sorted row per position of `values`: `seq`'s layout is over `values`' shape, with
@@ -97,27 +109,34 @@ pub(crate) fn searchsorted(
     right: bool,
     out: View,
 ) -> Result<()> {
-    match super::device_of(&[out]) {
-        Device::Cpu => crate::cpu::sort::searchsorted(seq, rows, values, right, out),
-        Device::Cuda(_) => crate::cuda::sort::searchsorted(seq, rows, values, right, out),
-    }
+    debug::primitive("searchsorted", Replay::Widen, &[seq, values], &[out], |i, o| {
+        match super::device_of(&[o[0]]) {
+            Device::Cpu => crate::cpu::sort::searchsorted(i[0], rows, i[1], right, o[0]),
+            Device::Cuda(_) => crate::cuda::sort::searchsorted(i[0], rows, i[1], right, o[0]),
+        }
+    })
 }
 
 /// `out[v] += weight` (or `+= 1` without weights, then `out` is i64) for each value `v` of
 /// the 1-D integer `input`, in order. `weights` has `out`'s dtype. Errors (writing nothing)
 /// if a value is outside `0..out.len()`.
 pub(crate) fn bincount(input: View, weights: Option<View>, out: View) -> Result<()> {
-    match super::device_of(&[out]) {
-        Device::Cpu => crate::cpu::sort::bincount(input, weights, out),
-        Device::Cuda(_) => crate::cuda::sort::bincount(input, weights, out),
-    }
+    let inputs: Vec<View> = [input].into_iter().chain(weights).collect();
+    debug::primitive("bincount", Replay::Widen, &inputs, &[out], |i, o| {
+        match super::device_of(&[o[0]]) {
+            Device::Cpu => crate::cpu::sort::bincount(i[0], i.get(1).copied(), o[0]),
+            Device::Cuda(_) => crate::cuda::sort::bincount(i[0], i.get(1).copied(), o[0]),
+        }
+    })
 }
 
 /// Counts the float `input`'s elements into `out.len()` equal bins over `[lo, hi]`; elements
 /// outside (and NaN) are ignored, `hi` falls into the last bin. `out` has `input`'s dtype.
 pub(crate) fn histc(input: View, lo: f64, hi: f64, out: View) -> Result<()> {
-    match super::device_of(&[out]) {
-        Device::Cpu => crate::cpu::sort::histc(input, lo, hi, out),
-        Device::Cuda(_) => crate::cuda::sort::histc(input, lo, hi, out),
-    }
+    debug::primitive("histc", Replay::Widen, &[input], &[out], |i, o| {
+        match super::device_of(&[o[0]]) {
+            Device::Cpu => crate::cpu::sort::histc(i[0], lo, hi, o[0]),
+            Device::Cuda(_) => crate::cuda::sort::histc(i[0], lo, hi, o[0]),
+        }
+    })
 }

@@ -41,6 +41,10 @@ pub(crate) struct Allocator {
     pub count: u64,
     /// Calls to `cuMemAlloc` (cache misses).
     pub driver_allocs: u64,
+    /// Bytes ever handed out (the profiler's per-op allocation).
+    pub total: u64,
+    /// The peak since the profiler last looked (`storage::take_window_peak`).
+    pub window_peak: u64,
 }
 
 impl Allocator {
@@ -79,6 +83,8 @@ pub(crate) fn allocate(dev: &CudaDevice, bytes: usize) -> Result<(u64, usize)> {
     };
     a.allocated += size as u64;
     a.peak = a.peak.max(a.allocated);
+    a.window_peak = a.window_peak.max(a.allocated);
+    a.total += size as u64;
     a.count += 1;
     Ok((ptr, size))
 }

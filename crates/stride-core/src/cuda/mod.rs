@@ -147,6 +147,8 @@ pub(crate) fn alloc_storage(
 }
 
 /// Called before every host wait on `device`, with what causes it.
-pub(crate) fn note_sync(_device: Device, _why: &'static str) -> Result<()> {
-    Ok(())
+/// Reported to the debug tools (profiler, sync guard) unless the op that caused it announced
+/// it already (`debug::host_sync`).
+pub(crate) fn note_sync(device: Device, why: &'static str) -> Result<()> {
+    crate::debug::backend_sync(device, why)
 }

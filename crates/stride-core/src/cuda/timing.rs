@@ -59,3 +59,31 @@ pub fn memcpy_bandwidth(ordinal: usize, bytes: usize, reps: usize) -> Result<f64
     }
     Ok(2.0 * bytes as f64 / best)
 }
+
+/// A CUDA event recorded on a device's stream, for the profiler (cheap to clone).
+#[derive(Clone)]
+pub(crate) struct DeviceEvent(std::sync::Arc<cudarc::driver::CudaEvent>);
+
+impl DeviceEvent {
+    /// An event recorded now on `device`'s stream; `None` on the CPU or if recording fails
+    /// (the profiler then reports host time only).
+    pub(crate) fn record(device: crate::Device) -> Option<DeviceEvent> {
+        let crate::Device::Cuda(i) = device else {
+            return None;
+        };
+        let dev = device::existing(i)?;
+        let e = dev
+            .stream
+            .record_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
+            .ok()?;
+        Some(DeviceEvent(std::sync::Arc::new(e)))
+    }
+    /// Seconds from this event to `later` (both complete: the caller synchronised).
+    pub(crate) fn elapsed_s(&self, later: &DeviceEvent) -> Result<f64> {
+        let ms = self.0.elapsed_ms(&later.0).map_err(|e| crate::Error::Cuda {
+            device: crate::Device::Cpu,
+            msg: format!("profiler: reading event times: {e}"),
+        })?;
+        Ok(ms as f64 * 1e-3)
+    }
+}
