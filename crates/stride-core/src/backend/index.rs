@@ -13,7 +13,7 @@
 
 use super::View;
 use crate::debug::{self, Replay};
-use crate::{DType, Device, Error, Result, Scalar};
+use crate::{DType, Device, Error, Layout, Result, Scalar};
 
 /// The indexed dim of an index operand: how its values address the indexed tensor.
 #[derive(Debug, Clone, Copy)]
@@ -83,12 +83,65 @@ impl ScatterOp {
 pub(crate) fn gather(src: View, index: View, at: IndexDim, dst: View) -> Result<()> {
     // the range check reads the indices before anything is written: a wait on a GPU
     let _sync = range_check(dst, dst)?;
-    debug::primitive("gather", Replay::Widen, &[src, index], &[dst], |i, o| {
+    // the debug tools see the whole region `src` can address (see `region`)
+    let src_region = region(src.layout, &at);
+    let srcr = View {
+        layout: &src_region,
+        ..src
+    };
+    debug::primitive("gather", Replay::Widen, &[srcr, index], &[dst], |i, o| {
+        let (l, at) = from_region(src.layout, i[0].layout, at);
+        let src = View {
+            layout: &l,
+            ..i[0]
+        };
         match super::device_of(&[o[0]]) {
-            Device::Cpu => crate::cpu::index::gather(i[0], i[1], at, o[0]),
-            Device::Cuda(_) => crate::cuda::index::gather(i[0], i[1], at, o[0]),
+            Device::Cpu => crate::cpu::index::gather(src, i[1], at, o[0]),
+            Device::Cuda(_) => crate::cuda::index::gather(src, i[1], at, o[0]),
         }
     })
+}
+
+/// The storage an indexed operand (gather's `src`, scatter's `dst`) can address, as an
+/// ordinary layout: the indexed axis (`at.size` positions `at.stride` apart) first, then the
+/// operand's dims of non-zero stride. What the debug tools copy, replay and compare.
+fn region(l: &Layout, at: &IndexDim) -> Layout {
+    let mut shape = vec![at.size];
+    let mut strides = vec![at.stride];
+    for (&n, &st) in l.shape().iter().zip(l.strides()) {
+        if st != 0 {
+            shape.push(n);
+            strides.push(st);
+        }
+    }
+    Layout::new(shape, strides, l.offset())
+}
+
+/// The operand's own layout (shape and zero strides of `original`) over `region` — the
+/// inverse of [`region`], also over a copy of the region with other strides — and `at` with
+/// the region's stride for the indexed axis.
+fn from_region(original: &Layout, region: &Layout, at: IndexDim) -> (Layout, IndexDim) {
+    let rs = region.strides();
+    let mut k = 1;
+    let strides = original
+        .strides()
+        .iter()
+        .map(|&st| {
+            if st == 0 {
+                0
+            } else {
+                k += 1;
+                rs[k - 1]
+            }
+        })
+        .collect();
+    (
+        Layout::new(original.shape().to_vec(), strides, region.offset()),
+        IndexDim {
+            stride: rs[0],
+            ..at
+        },
+    )
 }
 
 /// Gathers and scatters validate every index before writing: on a GPU the host waits for
@@ -117,10 +170,20 @@ pub(crate) fn scatter(
     include_self: bool,
 ) -> Result<()> {
     let _sync = range_check(index, dst)?;
-    debug::primitive(op.name(), Replay::Widen, &[index, src], &[dst], |i, o| {
-        match super::device_of(&[o[0]]) {
-            Device::Cpu => crate::cpu::index::scatter(o[0], i[0], at, i[1], op, include_self),
-            Device::Cuda(_) => crate::cuda::index::scatter(o[0], i[0], at, i[1], op, include_self),
+    let dst_region = region(dst.layout, &at);
+    let dstr = View {
+        layout: &dst_region,
+        ..dst
+    };
+    debug::primitive(op.name(), Replay::Widen, &[index, src], &[dstr], |i, o| {
+        let (l, at) = from_region(dst.layout, o[0].layout, at);
+        let dst = View {
+            layout: &l,
+            ..o[0]
+        };
+        match super::device_of(&[dst]) {
+            Device::Cpu => crate::cpu::index::scatter(dst, i[0], at, i[1], op, include_self),
+            Device::Cuda(_) => crate::cuda::index::scatter(dst, i[0], at, i[1], op, include_self),
         }
     })
 }

@@ -41,7 +41,7 @@ const OWN_SOURCES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/src/");
 /// `release` profiles), else by the symbol's path.
 fn internal(f: &Frame) -> bool {
     let name = f.function.trim_start_matches('<');
-    if name.is_empty() || name.starts_with("{closure") || name == "start_thread" || name == "clone3" {
+    if name.is_empty() || name == "start_thread" || name == "clone3" {
         return true;
     }
     if let Some(file) = &f.file {
@@ -57,7 +57,7 @@ fn internal(f: &Frame) -> bool {
             || (registry && !file.contains("/stride-") && !file.contains("/stride/"))
             || (registry && file.contains("/stride-core-"));
     }
-    const PREFIXES: [&str; 10] = [
+    const PREFIXES: [&str; 11] = [
         "stride_core::",
         "backtrace::",
         "std::",
@@ -65,11 +65,12 @@ fn internal(f: &Frame) -> bool {
         "alloc::",
         "rayon",
         "test::",
+        "{closure",
         "__",
         "_start",
         "start_thread",
     ];
-    PREFIXES.iter().any(|p| name.starts_with(p)) || name == "clone3" || name == "main"
+    PREFIXES.iter().any(|p| name.starts_with(p)) || name == "main"
 }
 
 /// Whether a frame is stride-core's own (a candidate for "the function the caller called").

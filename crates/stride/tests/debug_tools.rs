@@ -1,10 +1,12 @@
-//! The debug tools (`stride_core::debug`) on every device present: anomaly mode, the sync
+//! The debug tools (`stride::debug`) on every device present: anomaly mode, the sync
 //! guard, the profiler, the cross-check and the injected fault it must catch. CUDA parts run
-//! where a GPU is present and say they skipped otherwise.
+//! where a GPU is present and say they skipped otherwise. (They live in the facade crate:
+//! call sites need line tables in the caller's crate, which the workspace's `test` profile
+//! keeps for every crate but stride-core.)
 
 use std::sync::Mutex;
-use stride_core::debug::{self, CrossCheckConfig};
-use stride_core::{cuda, DType, Device, Error, Tensor};
+use stride::debug::{self, CrossCheckConfig};
+use stride::{cuda, DType, Device, Error, Tensor};
 
 /// Tests here read process-wide counters (allocation, launches): one at a time.
 static LOCK: Mutex<()> = Mutex::new(());
@@ -110,7 +112,7 @@ fn sync_guard_refuses_every_host_wait_and_names_it() {
         let _g = debug::forbid_sync();
         // queued work only
         let y = x.mul(2.0).unwrap().exp().unwrap().sum_dims(&[1], false).unwrap();
-        let cases: Vec<(&str, Box<dyn Fn() -> stride_core::Result<()>>)> = vec![
+        let cases: Vec<(&str, Box<dyn Fn() -> stride::Result<()>>)> = vec![
             ("to_vec", Box::new(|| y.to_vec::<f32>().map(drop))),
             ("to_vec", Box::new(|| y.sum()?.item::<f32>().map(drop))),
             ("index range check", Box::new(|| x.index_select(0, &idx).map(drop))),
@@ -255,7 +257,7 @@ fn cross_check_passes_correct_ops_in_every_layout() {
                 let _ = y.sum_dims(&[1], false).unwrap();
                 let _ = y.softmax(0).unwrap();
                 let _ = y.matmul(&y.t().unwrap()).unwrap();
-                let w = x.clone_with(stride_core::MemoryFormat::Preserve).unwrap();
+                let w = x.clone_with(stride::MemoryFormat::Preserve).unwrap();
                 w.addcmul_(x, x, 0.5).unwrap();
                 let _ = y.sort(1, false, true).unwrap();
                 let _ = y.cumsum(0).unwrap();
@@ -280,7 +282,7 @@ fn cross_check_names_the_op_that_dropped_its_writes() {
         let a = t(vec![2.0; 12], &[3, 4], &dev);
         let _fault = debug::inject_fault("addcmul");
         // contiguous outputs are untouched by the fault
-        let c = a.clone_with(stride_core::MemoryFormat::Contiguous).unwrap();
+        let c = a.clone_with(stride::MemoryFormat::Contiguous).unwrap();
         c.addcmul_(&a, &a, 1.0).unwrap();
         assert_eq!(c.to_vec::<f32>().unwrap(), vec![6.0; 12]);
         // a strided output keeps its old values: no error without the cross-check
