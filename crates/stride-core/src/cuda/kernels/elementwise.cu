@@ -48,30 +48,53 @@ template <class X> struct alignas(4 * sizeof(X)) V4 { X v[4]; };
 // `tmask` for input k; bit 0 for the output), so every global access is coalesced. Blocks
 // are 32 x 4 threads; each thread moves 8 elements per operand per tile. Results do not
 // depend on the walk: an elementwise op computes each position on its own.
+// A tile's operand offsets come from its (batch, row, column) origin directly (a division
+// chain over the batch dims only), and tile numbers decode with 32-bit divisions where they
+// fit: ncu showed the 64-bit division chains per tile taking as many issue slots as the
+// copies. Full tiles skip the per-element bounds checks.
 #define TILE_LOOP(NB) \
     const int nd = g.ndim; \
     const i64 rows_ = g.size[nd - 2], cols_ = g.size[nd - 1]; \
     const i64 tr = (rows_ + 31) / 32, tc = (cols_ + 31) / 32, per = tr * tc; \
+    const bool small_ = (NB) * per < 0x7fffffffLL; \
     const int tx = threadIdx.x, ty = threadIdx.y; /* blocks of 32 x 4 threads */ \
     for (i64 tile = blockIdx.x; tile < (NB) * per; tile += gridDim.x)
 #define TILE_ORIGIN \
-    const i64 bt = tile / per, rem = tile - bt * per; \
-    const i64 r0 = (rem / tc) * 32, c0 = (rem - (rem / tc) * tc) * 32; \
-    const i64 lin = (bt * rows_ + r0) * cols_ + c0;
+    i64 bt, ti, tj; \
+    if (small_) { \
+        const unsigned int t_ = (unsigned int)tile, p_ = (unsigned int)per, c_ = (unsigned int)tc; \
+        const unsigned int b_ = t_ / p_, m_ = t_ - b_ * p_, i_ = m_ / c_; \
+        bt = b_; ti = i_; tj = m_ - i_ * c_; \
+    } else { \
+        bt = tile / per; const i64 m_ = tile - bt * per; ti = m_ / tc; tj = m_ - ti * tc; \
+    } \
+    const i64 r0 = ti * 32, c0 = tj * 32; \
+    const bool full_ = r0 + 32 <= rows_ && c0 + 32 <= cols_;
+// element offset of the tile origin (bt, r0, c0) in operand S
+__device__ __forceinline__ i64 tile_base(const Geo& g, const Str& s, i64 bt, i64 r0, i64 c0) {
+    const int nd = g.ndim;
+    i64 o = s.off + r0 * s.st[nd - 2] + c0 * s.st[nd - 1];
+    for (int d = nd - 3; d > 0; --d) {
+        const i64 n = g.size[d], q = bt / n;
+        o += (bt - q * n) * s.st[d];
+        bt = q;
+    }
+    return nd > 2 ? o + bt * s.st[0] : o;
+}
 // stage input P (strides S) into shared tile SH, read along its fastest dim (flag TR)
 #define TILE_STAGE(SH_, P_, S_, TR_) do { \
-        const i64 base_ = at(g, (S_), lin), sr_ = (S_).st[nd - 2], sc_ = (S_).st[nd - 1]; \
+        const i64 base_ = tile_base(g, (S_), bt, r0, c0), sr_ = (S_).st[nd - 2], sc_ = (S_).st[nd - 1]; \
         _Pragma("unroll") for (int j = 0; j < 8; ++j) { \
             const int r = (TR_) ? tx : ty + 4 * j, c = (TR_) ? ty + 4 * j : tx; \
-            if (r0 + r < rows_ && c0 + c < cols_) SH_[r][c] = (P_)[base_ + r * sr_ + c * sc_]; \
+            if (full_ || (r0 + r < rows_ && c0 + c < cols_)) SH_[r][c] = (P_)[base_ + r * sr_ + c * sc_]; \
         } } while (0)
 // for each position (r, c) of the tile held by this thread, in the output's fast order: BODY
 // with `oi` = the output's element offset
 #define TILE_EMIT(S_, TR_, BODY_) do { \
-        const i64 base_ = at(g, (S_), lin), sr_ = (S_).st[nd - 2], sc_ = (S_).st[nd - 1]; \
+        const i64 base_ = tile_base(g, (S_), bt, r0, c0), sr_ = (S_).st[nd - 2], sc_ = (S_).st[nd - 1]; \
         _Pragma("unroll") for (int j = 0; j < 8; ++j) { \
             const int r = (TR_) ? tx : ty + 4 * j, c = (TR_) ? ty + 4 * j : tx; \
-            if (r0 + r < rows_ && c0 + c < cols_) { const i64 oi = base_ + r * sr_ + c * sc_; BODY_; } \
+            if (full_ || (r0 + r < rows_ && c0 + c < cols_)) { const i64 oi = base_ + r * sr_ + c * sc_; BODY_; } \
         } } while (0)
 #define STORE(p, s, i, v) do { if (contig) (p)[(s).off + (i)] = (v); else (p)[at(g, (s), (i))] = (v); } while (0)
 
