@@ -15,6 +15,12 @@ import time
 
 def main():
     quick = "--quick" in sys.argv
+    only = None
+    if "--only" in sys.argv:
+        only = [p for p in sys.argv[sys.argv.index("--only") + 1].split(",") if p]
+
+    def want(key):
+        return only is None or any(key.startswith(p) for p in only)
     if "--first-call" in sys.argv:
         return first_call()
     try:
@@ -54,25 +60,34 @@ def main():
     x = torch.randn(side, side, device=dev, generator=g)
     y = torch.randn(side, side, device=dev, generator=g)
     out = torch.empty(side, side, device=dev)
-    secs["copy"] = gpu_time(lambda: out.copy_(x))
+    if want("copy"):
+        secs["copy"] = gpu_time(lambda: out.copy_(x))
     xt = x.t()
-    secs["copy_t"] = gpu_time(lambda: out.copy_(xt))
-    secs["add"] = gpu_time(lambda: x + y)
+    if want("copy_t"):
+        secs["copy_t"] = gpu_time(lambda: out.copy_(xt))
+    if want("add"):
+        secs["add"] = gpu_time(lambda: x + y)
     yt = y.t()
-    secs["add_t"] = gpu_time(lambda: x + yt)
+    if want("add_t"):
+        secs["add_t"] = gpu_time(lambda: x + yt)
     w = torch.randn(side, side, device=dev, generator=g)
     wt = w.t()
-    secs["mul_t_inplace"] = gpu_time(lambda: wt.mul_(1.0))
+    if want("mul_t_inplace"):
+        secs["mul_t_inplace"] = gpu_time(lambda: wt.mul_(1.0))
     del x, y, out, xt, yt, w, wt
     rs = 2048 if quick else 16384
     r = torch.randn(rs, rs, device=dev, generator=g)
-    secs["sum_last"] = gpu_time(lambda: r.sum(dim=-1))
-    secs["sum_first"] = gpu_time(lambda: r.sum(dim=0))
+    if want("sum_last"):
+        secs["sum_last"] = gpu_time(lambda: r.sum(dim=-1))
+    if want("sum_first"):
+        secs["sum_first"] = gpu_time(lambda: r.sum(dim=0))
     del r
     sizes = [256, 512] if quick else [1024, 4096, 8192]
     names = {torch.float32: "float32", torch.float16: "float16", torch.bfloat16: "bfloat16"}
     for dt in [torch.float32, torch.float16, torch.bfloat16]:
         for s in sizes:
+            if not want(f"matmul_{names[dt]}_{s}"):
+                continue
             a = torch.randn(s, s, device=dev, generator=g).to(dt)
             b = torch.randn(s, s, device=dev, generator=g).to(dt)
             secs[f"matmul_{names[dt]}_{s}"] = gpu_time(lambda: a @ b, reps=3 if s >= 8192 else reps)
@@ -89,9 +104,11 @@ def main():
         torch.cuda.synchronize()
         ts.append((time.perf_counter() - t0) / calls)
     ts.sort()
-    secs["tiny_add_"] = ts[2]
+    if want("tiny_add_"):
+        secs["tiny_add_"] = ts[2]
     for key, latents in [("sae_step", 512), ("sae_step_16x", 512 * 16)]:
-        secs[key] = sae_step_time(torch, dev, latents, quick)
+        if want(key):
+            secs[key] = sae_step_time(torch, dev, latents, quick)
     fc = subprocess.run([sys.executable, os.path.abspath(__file__), "--first-call"],
                         capture_output=True, text=True)
     try:

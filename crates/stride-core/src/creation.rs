@@ -22,7 +22,14 @@ impl Tensor {
         dtype: DType,
         device: &Device,
     ) -> Result<Tensor> {
-        let t = Tensor::alloc_contiguous(shape.into().dims(), dtype, device)?;
+        let dims = shape.into();
+        let dims = dims.dims();
+        let t = Tensor::alloc_for_overwrite(
+            dims,
+            crate::layout::contiguous_strides(dims),
+            dtype,
+            device,
+        )?;
         backend::fill(t.view_ref(), value.into())?;
         Ok(t)
     }
@@ -38,11 +45,28 @@ impl Tensor {
     }
 
     fn like(&self, format: MemoryFormat, dtype: DType) -> Result<Tensor> {
-        let strides = match format {
+        Tensor::alloc(
+            self.shape(),
+            self.strides_for(format),
+            dtype,
+            &self.device(),
+        )
+    }
+    fn strides_for(&self, format: MemoryFormat) -> Vec<usize> {
+        match format {
             MemoryFormat::Preserve => self.layout().dense_strides_like(),
             MemoryFormat::Contiguous => crate::layout::contiguous_strides(self.shape()),
-        };
-        Tensor::alloc(self.shape(), strides, dtype, &self.device())
+        }
+    }
+    /// [`Tensor::empty_like`] for a tensor that one backend primitive then writes in full
+    /// (no zero-fill on CUDA; see [`Tensor::alloc_for_overwrite`]).
+    pub(crate) fn like_for_overwrite(&self, format: MemoryFormat) -> Result<Tensor> {
+        Tensor::alloc_for_overwrite(
+            self.shape(),
+            self.strides_for(format),
+            self.dtype(),
+            &self.device(),
+        )
     }
     pub fn zeros_like(&self, format: MemoryFormat) -> Result<Tensor> {
         self.like(format, self.dtype())
@@ -54,7 +78,7 @@ impl Tensor {
         self.like(format, self.dtype())
     }
     pub fn full_like(&self, value: impl Into<Scalar>, format: MemoryFormat) -> Result<Tensor> {
-        let t = self.like(format, self.dtype())?;
+        let t = self.like_for_overwrite(format)?;
         backend::fill(t.view_ref(), value.into())?;
         Ok(t)
     }

@@ -70,17 +70,38 @@ impl Tensor {
             dtype: self.0.dtype,
         }
     }
-    /// Allocates a tensor with the given strides (which must be dense for `shape`).
+    /// Allocates a zero-filled tensor with the given strides (which must be dense for `shape`).
     pub(crate) fn alloc(
         shape: &[usize],
         strides: Vec<usize>,
         dtype: DType,
         device: &Device,
     ) -> Result<Tensor> {
+        Tensor::alloc_with(shape, strides, dtype, device, true)
+    }
+    /// [`Tensor::alloc`] for a result that one backend primitive then writes in full before
+    /// anyone can read it (and that is dropped if the primitive fails): on CUDA the zero-fill,
+    /// a whole extra pass over the memory, is skipped. Unwritten elements would be a kernel
+    /// bug, which the conformance check's poisoned outputs catch. The CPU still zero-fills.
+    pub(crate) fn alloc_for_overwrite(
+        shape: &[usize],
+        strides: Vec<usize>,
+        dtype: DType,
+        device: &Device,
+    ) -> Result<Tensor> {
+        Tensor::alloc_with(shape, strides, dtype, device, false)
+    }
+    fn alloc_with(
+        shape: &[usize],
+        strides: Vec<usize>,
+        dtype: DType,
+        device: &Device,
+        zero: bool,
+    ) -> Result<Tensor> {
         let numel = crate::shape::checked_numel("alloc", shape)?;
         let storage = match device {
             Device::Cpu => Storage::from_cpu(CpuBuffer::zeros(dtype, numel)),
-            Device::Cuda(i) => crate::cuda::alloc_storage(*i, dtype, numel, true)?,
+            Device::Cuda(i) => crate::cuda::alloc_storage(*i, dtype, numel, zero)?,
         };
         Ok(Tensor::from_parts(
             storage,
@@ -262,7 +283,7 @@ impl Tensor {
         if dtype == self.dtype() {
             return Ok(self.clone());
         }
-        let out = Tensor::alloc(
+        let out = Tensor::alloc_for_overwrite(
             self.shape(),
             self.layout().dense_strides_like(),
             dtype,

@@ -210,7 +210,7 @@ impl Tensor {
     }
     /// A copy with its own storage in the given memory format.
     pub fn clone_with(&self, format: MemoryFormat) -> Result<Tensor> {
-        let out = self.empty_like(format)?;
+        let out = self.like_for_overwrite(format)?;
         backend::copy_cast(self.view_ref(), out.view_ref())?;
         record_copy("CloneBackward", self, &out)?;
         Ok(out)

@@ -850,6 +850,44 @@ fn topk_kthvalue_median_match_the_cpu() {
     }
 }
 
+/// Long rows with `k <= 1024` take the selection kernel (`k_topk_select`): values and indices
+/// must still be the CPU's, ties (many in `tricky` data and in bool/u8 rows) included.
+#[test]
+fn topk_by_selection_matches_the_cpu() {
+    let Some(g) = gpu("topk_by_selection_matches_the_cpu") else {
+        return;
+    };
+    let mut rng = Rng(44);
+    for (shape, dts) in [
+        (vec![6usize, 5000], ALL.to_vec()),
+        (vec![256, 8192], vec![DType::F32]),
+        (vec![2, 70_000], vec![DType::F32, DType::I64]),
+    ] {
+        let n: usize = shape.iter().product();
+        for dt in dts {
+            let x = tricky(dt, n, &mut rng);
+            for xl in both_layouts(&x, &shape, dt, &g).into_iter().step_by(3) {
+                for k in [1, 16, 1000, 1024] {
+                    for largest in [true, false] {
+                        let ctx =
+                            format!("topk {dt} {shape:?} x:{} k={k} largest={largest}", xl.name);
+                        let (wv, wi) = xl.cpu.topk(k, 1, largest, true).unwrap();
+                        let (gv, gi) = xl.gpu.topk(k, 1, largest, true).unwrap();
+                        assert_bits(&wv, &gv, &ctx);
+                        assert_bits(&wi, &gi, &format!("{ctx} indices"));
+                    }
+                }
+            }
+        }
+    }
+    // all equal: every key ties with the threshold
+    let x = Tensor::zeros([3, 4000], DType::F32, &Device::Cpu).unwrap();
+    let (wv, wi) = x.topk(700, 1, true, true).unwrap();
+    let (gv, gi) = on(&x, &g).topk(700, 1, true, true).unwrap();
+    assert_bits(&wv, &gv, "topk of equal values");
+    assert_bits(&wi, &gi, "topk of equal values, indices");
+}
+
 // ---------------------------------------------------------------------------------------------
 // unique, searchsorted, bincount, histc
 

@@ -27,6 +27,10 @@ pub struct CudaArgs {
     /// The CUDA device.
     #[arg(long, default_value_t = 0)]
     device: usize,
+    /// Only the rows whose id starts with one of these comma-separated prefixes (e.g.
+    /// `copy,sum,sae_step_16x`; `first_call` for the fresh-process row), here and in the peer.
+    #[arg(long)]
+    only: Option<String>,
     /// Internal: measure the first op of a fresh process and print JSON (used by the bench
     /// itself, once with a cold and once with a warm kernel cache).
     #[arg(long, hide = true)]
@@ -107,6 +111,11 @@ pub fn run(args: CudaArgs) -> Result<(), String> {
     let big = if q { 1 << 22 } else { 1 << 26 }; // elements (64M f32 = 256 MiB)
     let bw = cuda::memcpy_bandwidth(d, big * 4, if q { 3 } else { 20 }).map_err(e)?;
     let gen = Generator::new(0);
+    let only = args.only.clone();
+    let want = move |id: &str| {
+        only.as_ref()
+            .is_none_or(|o| o.split(',').any(|p| !p.is_empty() && id.starts_with(p)))
+    };
     let mut rows: Vec<Row> = vec![];
     let mut add = |id: &str, name: String, seconds: f64, bytes: f64, flops: f64, t: Target| {
         say(&format!("  {name}"));
@@ -128,88 +137,105 @@ pub fn run(args: CudaArgs) -> Result<(), String> {
     let y = Tensor::randn([side, side], DType::F32, &dev, Some(&gen)).map_err(e)?;
     let out = Tensor::empty([side, side], DType::F32, &dev).map_err(e)?;
     let m = format!("{}M", n >> 20);
-    let t = gpu_time(d, reps, batches, || out.copy_(&x).map(|_| ())).map_err(e)?;
-    add(
-        "copy",
-        format!("copy {m} f32"),
-        t,
-        2.0 * nb,
-        0.0,
-        Target::Bandwidth(0.85),
-    );
+    if want("copy") {
+        let t = gpu_time(d, reps, batches, || out.copy_(&x).map(|_| ())).map_err(e)?;
+        add(
+            "copy",
+            format!("copy {m} f32"),
+            t,
+            2.0 * nb,
+            0.0,
+            Target::Bandwidth(0.85),
+        );
+    }
     let xt = x.t().map_err(e)?;
-    let t = gpu_time(d, reps, batches, || out.copy_(&xt).map(|_| ())).map_err(e)?;
-    add(
-        "copy_t",
-        format!("copy {m} f32 from a transposed view"),
-        t,
-        2.0 * nb,
-        0.0,
-        Target::Bandwidth(0.85),
-    );
-    let t = gpu_time(d, reps, batches, || x.add(&y).map(|_| ())).map_err(e)?;
-    add(
-        "add",
-        format!("add {m} f32"),
-        t,
-        3.0 * nb,
-        0.0,
-        Target::Bandwidth(0.85),
-    );
+    if want("copy_t") {
+        let t = gpu_time(d, reps, batches, || out.copy_(&xt).map(|_| ())).map_err(e)?;
+        add(
+            "copy_t",
+            format!("copy {m} f32 from a transposed view"),
+            t,
+            2.0 * nb,
+            0.0,
+            Target::Bandwidth(0.85),
+        );
+    }
+    if want("add") {
+        let t = gpu_time(d, reps, batches, || x.add(&y).map(|_| ())).map_err(e)?;
+        add(
+            "add",
+            format!("add {m} f32"),
+            t,
+            3.0 * nb,
+            0.0,
+            Target::Bandwidth(0.85),
+        );
+    }
     let yt = y.t().map_err(e)?;
-    let t = gpu_time(d, reps, batches, || x.add(&yt).map(|_| ())).map_err(e)?;
-    add(
-        "add_t",
-        format!("add {m} f32, one operand transposed"),
-        t,
-        3.0 * nb,
-        0.0,
-        Target::Bandwidth(0.85),
-    );
+    if want("add_t") {
+        let t = gpu_time(d, reps, batches, || x.add(&yt).map(|_| ())).map_err(e)?;
+        add(
+            "add_t",
+            format!("add {m} f32, one operand transposed"),
+            t,
+            3.0 * nb,
+            0.0,
+            Target::Bandwidth(0.85),
+        );
+    }
     let w = Tensor::randn([side, side], DType::F32, &dev, Some(&gen)).map_err(e)?;
     let wt = w.t().map_err(e)?;
-    let t = gpu_time(d, reps, batches, || wt.mul_(1.0).map(|_| ())).map_err(e)?;
-    add(
-        "mul_t_inplace",
-        format!("mul_ into w.t(), {m} f32"),
-        t,
-        2.0 * nb,
-        0.0,
-        Target::Bandwidth(0.85),
-    );
+    if want("mul_t_inplace") {
+        let t = gpu_time(d, reps, batches, || wt.mul_(1.0).map(|_| ())).map_err(e)?;
+        add(
+            "mul_t_inplace",
+            format!("mul_ into w.t(), {m} f32"),
+            t,
+            2.0 * nb,
+            0.0,
+            Target::Bandwidth(0.85),
+        );
+    }
     drop((x, y, out, xt, yt, w, wt));
     // -- reductions of a 16k x 16k f32 -----------------------------------------------------
     let rs = if q { 2048 } else { 16384 };
     let r = Tensor::randn([rs, rs], DType::F32, &dev, Some(&gen)).map_err(e)?;
     let rb = (rs * rs * 4) as f64;
-    let t = gpu_time(d, reps, batches, || r.sum_dims(&[-1], false).map(|_| ())).map_err(e)?;
-    add(
-        "sum_last",
-        format!("sum over the last dim of {rs}x{rs} f32"),
-        t,
-        rb,
-        0.0,
-        Target::Bandwidth(0.80),
-    );
-    let t = gpu_time(d, reps, batches, || r.sum_dims(&[0], false).map(|_| ())).map_err(e)?;
-    add(
-        "sum_first",
-        format!("sum over the first dim of {rs}x{rs} f32"),
-        t,
-        rb,
-        0.0,
-        Target::Bandwidth(0.80),
-    );
+    if want("sum_last") {
+        let t = gpu_time(d, reps, batches, || r.sum_dims(&[-1], false).map(|_| ())).map_err(e)?;
+        add(
+            "sum_last",
+            format!("sum over the last dim of {rs}x{rs} f32"),
+            t,
+            rb,
+            0.0,
+            Target::Bandwidth(0.80),
+        );
+    }
+    if want("sum_first") {
+        let t = gpu_time(d, reps, batches, || r.sum_dims(&[0], false).map(|_| ())).map_err(e)?;
+        add(
+            "sum_first",
+            format!("sum over the first dim of {rs}x{rs} f32"),
+            t,
+            rb,
+            0.0,
+            Target::Bandwidth(0.80),
+        );
+    }
     drop(r);
     // -- matrix products (TF32 off, as PyTorch's default) ----------------------------------
     let sizes: &[usize] = if q { &[256, 512] } else { &[1024, 4096, 8192] };
     for dt in [DType::F32, DType::F16, DType::BF16] {
         for &s in sizes {
+            let id = format!("matmul_{}_{s}", dt.name());
+            if !want(&id) {
+                continue;
+            }
             let a = Tensor::randn([s, s], dt, &dev, Some(&gen)).map_err(e)?;
             let b = Tensor::randn([s, s], dt, &dev, Some(&gen)).map_err(e)?;
             let reps = if s >= 8192 { 3 } else { reps };
             let t = gpu_time(d, reps, batches, || a.matmul(&b).map(|_| ())).map_err(e)?;
-            let id = format!("matmul_{}_{s}", dt.name());
             add(
                 &id,
                 format!("matmul {} {s}", dt.name()),
@@ -221,32 +247,37 @@ pub fn run(args: CudaArgs) -> Result<(), String> {
         }
     }
     // -- host overhead of a tiny op ------------------------------------------------------
-    let calls = if q { 1000 } else { 10_000 };
-    let a = Tensor::randn([256], DType::F32, &dev, Some(&gen)).map_err(e)?;
-    let b = Tensor::randn([256], DType::F32, &dev, Some(&gen)).map_err(e)?;
-    a.add_(&b).map_err(e)?;
-    cuda::synchronize(d).map_err(e)?;
-    let mut ts = vec![];
-    for _ in 0..5 {
-        let t0 = Instant::now();
-        for _ in 0..calls {
-            a.add_(&b).map_err(e)?;
-        }
+    if want("tiny_add_") {
+        let calls = if q { 1000 } else { 10_000 };
+        let a = Tensor::randn([256], DType::F32, &dev, Some(&gen)).map_err(e)?;
+        let b = Tensor::randn([256], DType::F32, &dev, Some(&gen)).map_err(e)?;
+        a.add_(&b).map_err(e)?;
         cuda::synchronize(d).map_err(e)?;
-        ts.push(t0.elapsed().as_secs_f64() / calls as f64);
+        let mut ts = vec![];
+        for _ in 0..5 {
+            let t0 = Instant::now();
+            for _ in 0..calls {
+                a.add_(&b).map_err(e)?;
+            }
+            cuda::synchronize(d).map_err(e)?;
+            ts.push(t0.elapsed().as_secs_f64() / calls as f64);
+        }
+        say("  tiny add_");
+        rows.push(Row {
+            id: "tiny_add_".into(),
+            name: format!("add_ of 256 f32, host time per call over {calls} calls"),
+            seconds: median(ts),
+            bytes: 0.0,
+            flops: 0.0,
+            target: Target::FasterThanTorch,
+            host: true,
+        });
     }
-    say("  tiny add_");
-    rows.push(Row {
-        id: "tiny_add_".into(),
-        name: format!("add_ of 256 f32, host time per call over {calls} calls"),
-        seconds: median(ts),
-        bytes: 0.0,
-        flops: 0.0,
-        target: Target::FasterThanTorch,
-        host: true,
-    });
     // -- one SAE training step (forward, backward, Adam), default size and 16x its width ----
     for (id, latents) in [("sae_step", 512usize), ("sae_step_16x", 512 * 16)] {
+        if !want(id) {
+            continue;
+        }
         let t = sae_step_time(&dev, latents, q).map_err(e)?;
         say(&format!("  {id}"));
         rows.push(Row {
@@ -262,14 +293,18 @@ pub fn run(args: CudaArgs) -> Result<(), String> {
         });
     }
     // -- first call in a fresh process, cold and warm kernel cache --------------------------
-    say("  first call (fresh processes) ...");
-    let first = first_calls(d);
+    let first = if want("first_call") {
+        say("  first call (fresh processes) ...");
+        first_calls(d)
+    } else {
+        json!("skipped (--only)")
+    };
     // -- the peer --------------------------------------------------------------------------
     let peer = if args.no_peer {
         Err("skipped (--no-peer)".to_string())
     } else {
         say("running the PyTorch peer ...");
-        torch_peer(&args.python, q)
+        torch_peer(&args.python, q, args.only.as_deref())
     };
     let torch = peer.as_ref().ok();
     let met = |r: &Row| -> Option<bool> {
@@ -508,7 +543,11 @@ fn first_calls(d: usize) -> Value {
 }
 
 /// (name, seconds by row id, first-call JSON) from `scripts/bench_torch.py`.
-fn torch_peer(python: &str, quick: bool) -> Result<(String, BTreeMap<String, f64>, Value), String> {
+fn torch_peer(
+    python: &str,
+    quick: bool,
+    only: Option<&str>,
+) -> Result<(String, BTreeMap<String, f64>, Value), String> {
     let built =
         std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../scripts/bench_torch.py");
     let here = std::path::PathBuf::from("scripts/bench_torch.py");
@@ -520,6 +559,9 @@ fn torch_peer(python: &str, quick: bool) -> Result<(String, BTreeMap<String, f64
     cmd.arg(&script);
     if quick {
         cmd.arg("--quick");
+    }
+    if let Some(o) = only {
+        cmd.args(["--only", o]);
     }
     let o = cmd
         .output()

@@ -3,12 +3,41 @@
 //! (family, dtype) module and launches it; the output is always addressed through its layout.
 
 use super::device::CudaDevice;
-use super::launch::{arg, dptr, launch, vectorised, walk, Walk};
+use super::launch::{arg, dense, dptr, launch, launch_dense, queued, walk, Walk};
 use super::source;
 use super::tile;
 use crate::backend::{BinaryOp, TernaryOp, UnaryOp, View};
 use crate::{with_dtype, DType, Error, Result, Scalar};
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::ffi::c_void;
+use std::sync::{Arc, Mutex, OnceLock};
+
+/// `<name>_dense`: the dense kernel of kernel `name` (kernels/elementwise.cu), as the
+/// `&'static str` kernel names are (one small leak per distinct name, cached).
+fn dense_name(name: &'static str) -> &'static str {
+    static NAMES: OnceLock<Mutex<HashMap<&'static str, &'static str>>> = OnceLock::new();
+    let mut m = NAMES
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
+    m.entry(name)
+        .or_insert_with(|| Box::leak(format!("{name}_dense").into_boxed_str()))
+}
+
+/// Launches dense kernel `f` with `(n, bc, ptrs..., extra...)`.
+fn run_dense<const N: usize>(
+    dev: &CudaDevice,
+    f: &cudarc::driver::CudaFunction,
+    op: &'static str,
+    n: i64,
+    d: &super::launch::Dense<N>,
+    extra: &[*mut c_void],
+) -> Result<()> {
+    let mut args: Vec<*mut c_void> = vec![arg(&n), arg(&d.bc)];
+    args.extend(d.ptrs.iter().map(arg));
+    args.extend_from_slice(extra);
+    unsafe { launch_dense(dev, f, op, n, &mut args) }
+}
 
 fn no_kernel(op: &'static str, dtype: DType) -> Error {
     Error::UnsupportedDType {
@@ -35,21 +64,50 @@ pub(crate) fn copy_walk(
     (dst_dtype, po): (DType, u64),
     w: &Walk<2>,
 ) -> Result<()> {
+    let (sb, db) = (src_dtype.size_in_bytes(), dst_dtype.size_in_bytes());
+    let dn = dense(w, [(po, db), (pa, sb)]);
+    if src_dtype == dst_dtype {
+        // a dense copy that does not overlap itself moves bytes: cuMemcpyDtoDAsync, which
+        // is the measured copy bandwidth
+        if let Some(d) = &dn {
+            let [o, a] = d.ptrs;
+            let bytes = w.n as u64 * db as u64;
+            if d.bc == 0 && (o + bytes <= a || a + bytes <= o) {
+                dev.bind()?;
+                let r = unsafe {
+                    cudarc::driver::result::memcpy_dtod_async(
+                        o,
+                        a,
+                        bytes as usize,
+                        dev.stream.cu_stream(),
+                    )
+                };
+                return queued(dev, op, "cuMemcpyDtoDAsync", r);
+            }
+        }
+    }
     let tiled = tile::tiled(w);
     let f = if src_dtype == dst_dtype {
-        let b = dst_dtype.size_in_bytes();
-        let (module, name, tiled_name) = match b {
-            1 => ("copy_1", "copy_1", "tiled_1"),
-            2 => ("copy_2", "copy_2", "tiled_2"),
-            4 => ("copy_4", "copy_4", "tiled_4"),
-            _ => ("copy_8", "copy_8", "tiled_8"),
+        let (module, name, dense_k, tiled_name) = match db {
+            1 => ("copy_1", "copy_1", "copy_dense_1", "tiled_1"),
+            2 => ("copy_2", "copy_2", "copy_dense_2", "tiled_2"),
+            4 => ("copy_4", "copy_4", "copy_dense_4", "tiled_4"),
+            _ => ("copy_8", "copy_8", "copy_dense_8", "tiled_8"),
         };
-        let name = if tiled.is_some() { tiled_name } else { name };
-        dev.function(module, name, || source::copy_module(b))?
+        let name = if tiled.is_some() {
+            tiled_name
+        } else if dn.is_some() {
+            dense_k
+        } else {
+            name
+        };
+        dev.function(module, name, || source::copy_module(db))?
     } else {
         let module = format!("cast_{}_{}", source::tag(src_dtype), source::tag(dst_dtype));
         let name = if tiled.is_some() {
             "tiled"
+        } else if dn.is_some() {
+            dense_name(source::cast_name(dst_dtype))
         } else {
             source::cast_name(dst_dtype)
         };
@@ -58,18 +116,14 @@ pub(crate) fn copy_walk(
     if let Some(t) = tiled {
         return tile::launch_tiled(dev, &f, op, &t, [po, pa]);
     }
+    if let Some(d) = dn {
+        return run_dense(dev, &f, op, w.n, &d, &[]);
+    }
     let [so, sa] = w.strs;
-    let contig = vectorised(
-        w.contig,
-        &[
-            (po, &so, dst_dtype.size_in_bytes()),
-            (pa, &sa, src_dtype.size_in_bytes()),
-        ],
-    );
     let mut args = [
         arg(&w.geo),
         arg(&w.n),
-        arg(&contig),
+        arg(&w.contig),
         arg(&po),
         arg(&so),
         arg(&pa),
@@ -92,19 +146,39 @@ pub(crate) fn fill(dst: View, value: Scalar) -> Result<()> {
         u64::from_le_bytes(b)
     });
     let b = dst.dtype.size_in_bytes();
-    let (module, name) = match b {
-        1 => ("copy_1", "fill_1"),
-        2 => ("copy_2", "fill_2"),
-        4 => ("copy_4", "fill_4"),
-        _ => ("copy_8", "fill_8"),
+    let dn = dense(&w, [(po, b)]);
+    if let Some(d) = &dn {
+        // dense fills of 1, 2 and 4 bytes are driver memsets (full write bandwidth)
+        let (o, n) = (d.ptrs[0], w.n as usize);
+        let s = dev.stream.cu_stream();
+        dev.bind()?;
+        use cudarc::driver::sys;
+        let r = match b {
+            1 => Some(unsafe { sys::cuMemsetD8Async(o, bits as u8, n, s) }),
+            2 => Some(unsafe { sys::cuMemsetD16Async(o, bits as u16, n, s) }),
+            4 => Some(unsafe { sys::cuMemsetD32Async(o, bits as u32, n, s) }),
+            _ => None,
+        };
+        if let Some(r) = r {
+            return queued(&dev, "fill", "cuMemsetAsync", r.result());
+        }
+    }
+    let (module, name, dense_k) = match b {
+        1 => ("copy_1", "fill_1", "fill_dense_1"),
+        2 => ("copy_2", "fill_2", "fill_dense_2"),
+        4 => ("copy_4", "fill_4", "fill_dense_4"),
+        _ => ("copy_8", "fill_8", "fill_dense_8"),
     };
+    let name = if dn.is_some() { dense_k } else { name };
     let f = dev.function(module, name, || source::copy_module(b))?;
+    if let Some(d) = dn {
+        return run_dense(&dev, &f, "fill", w.n, &d, &[arg(&bits)]);
+    }
     let [so] = w.strs;
-    let contig = vectorised(w.contig, &[(po, &so, b)]);
     let mut args = [
         arg(&w.geo),
         arg(&w.n),
-        arg(&contig),
+        arg(&w.contig),
         arg(&po),
         arg(&so),
         arg(&bits),
@@ -121,25 +195,34 @@ pub(crate) fn unary(op: UnaryOp, src: View, dst: View) -> Result<()> {
     let w = walk(op.name(), [&dst, &src])?;
     let module = format!("unary_{}_{}", op.name(), source::tag(src.dtype));
     let tiled = tile::tiled(&w);
-    let name = if tiled.is_some() { "tiled" } else { op.name() };
+    let dn = dense(
+        &w,
+        [
+            (po, dst.dtype.size_in_bytes()),
+            (pa, src.dtype.size_in_bytes()),
+        ],
+    );
+    let name = if tiled.is_some() {
+        "tiled"
+    } else if dn.is_some() {
+        dense_name(op.name())
+    } else {
+        op.name()
+    };
     let f = dev.function(&module, name, || {
         source::unary_module(op, src.dtype).unwrap_or_default()
     })?;
     if let Some(t) = tiled {
         return tile::launch_tiled(&dev, &f, op.name(), &t, [po, pa]);
     }
+    if let Some(d) = dn {
+        return run_dense(&dev, &f, op.name(), w.n, &d, &[]);
+    }
     let [so, sa] = w.strs;
-    let contig = vectorised(
-        w.contig,
-        &[
-            (po, &so, dst.dtype.size_in_bytes()),
-            (pa, &sa, src.dtype.size_in_bytes()),
-        ],
-    );
     let mut args = [
         arg(&w.geo),
         arg(&w.n),
-        arg(&contig),
+        arg(&w.contig),
         arg(&po),
         arg(&so),
         arg(&pa),
@@ -176,26 +259,35 @@ pub(crate) fn binary(op: BinaryOp, a: View, b: View, dst: View) -> Result<()> {
     }
     let w = walk(op.name(), [&dst, &a, &b])?;
     let tiled = tile::tiled(&w);
-    let name = if tiled.is_some() { "tiled" } else { op.name() };
+    let dn = dense(
+        &w,
+        [
+            (po, dst.dtype.size_in_bytes()),
+            (pa, t.size_in_bytes()),
+            (pb, t.size_in_bytes()),
+        ],
+    );
+    let name = if tiled.is_some() {
+        "tiled"
+    } else if dn.is_some() {
+        dense_name(op.name())
+    } else {
+        op.name()
+    };
     let f = dev.function(&module, name, || {
         source::binary_module(op, t).unwrap_or_default()
     })?;
     if let Some(tl) = tiled {
         return tile::launch_tiled(&dev, &f, op.name(), &tl, [po, pa, pb]);
     }
+    if let Some(d) = dn {
+        return run_dense(&dev, &f, op.name(), w.n, &d, &[]);
+    }
     let [so, sa, sb] = w.strs;
-    let contig = vectorised(
-        w.contig,
-        &[
-            (po, &so, dst.dtype.size_in_bytes()),
-            (pa, &sa, t.size_in_bytes()),
-            (pb, &sb, t.size_in_bytes()),
-        ],
-    );
     let mut args = [
         arg(&w.geo),
         arg(&w.n),
-        arg(&contig),
+        arg(&w.contig),
         arg(&po),
         arg(&so),
         arg(&pa),
@@ -257,27 +349,34 @@ pub(crate) fn ternary(op: TernaryOp, a: View, b: View, c: View, dst: View) -> Re
     let (_, pc) = dptr(&c)?;
     let w = walk(op.name(), [&dst, &a, &b, &c])?;
     let module = format!("ternary_{}_{}", op.name(), source::tag(t));
-    let f = dev.function(&module, source::ternary_name(op), || {
-        source::ternary_module(op, t).unwrap_or_default()
-    })?;
     let (vf, vi): (f64, i64) = match op {
         TernaryOp::Addcmul(v) | TernaryOp::Addcdiv(v) => (v.to_f64(), v.to_i64()),
         _ => (0.0, 0),
     };
-    let [so, sa, sb, sc] = w.strs;
-    let contig = vectorised(
-        w.contig,
-        &[
-            (po, &so, t.size_in_bytes()),
-            (pa, &sa, a.dtype.size_in_bytes()),
-            (pb, &sb, t.size_in_bytes()),
-            (pc, &sc, t.size_in_bytes()),
+    let dn = dense(
+        &w,
+        [
+            (po, t.size_in_bytes()),
+            (pa, a.dtype.size_in_bytes()),
+            (pb, t.size_in_bytes()),
+            (pc, t.size_in_bytes()),
         ],
     );
+    let name = match dn {
+        Some(_) => dense_name(source::ternary_name(op)),
+        None => source::ternary_name(op),
+    };
+    let f = dev.function(&module, name, || {
+        source::ternary_module(op, t).unwrap_or_default()
+    })?;
+    if let Some(d) = dn {
+        return run_dense(&dev, &f, op.name(), w.n, &d, &[arg(&vf), arg(&vi)]);
+    }
+    let [so, sa, sb, sc] = w.strs;
     let mut args = [
         arg(&w.geo),
         arg(&w.n),
-        arg(&contig),
+        arg(&w.contig),
         arg(&po),
         arg(&so),
         arg(&pa),

@@ -189,6 +189,24 @@ pub(crate) unsafe fn launch_cfg(
     Ok(())
 }
 
+/// Counts a driver operation queued on the stream (a memcpy or memset standing in for a
+/// kernel) as a launch, with [`launch_cfg`]'s error handling and `STRIDE_CUDA_SYNC=1` check.
+pub(crate) fn queued(
+    dev: &CudaDevice,
+    op: &'static str,
+    what: &str,
+    r: std::result::Result<(), cudarc::driver::DriverError>,
+) -> Result<()> {
+    r.map_err(|e| dev.err(&format!("{op}: {what}"), e))?;
+    dev.launches.fetch_add(1, Ordering::Relaxed);
+    if sync_each_launch() {
+        dev.stream
+            .synchronize()
+            .map_err(|e| dev.err(&format!("{op}: {what} failed"), e))?;
+    }
+    Ok(())
+}
+
 fn sync_each_launch() -> bool {
     static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     *ON.get_or_init(|| std::env::var("STRIDE_CUDA_SYNC").is_ok_and(|v| v == "1"))
@@ -199,17 +217,54 @@ pub(crate) fn arg<T>(v: &T) -> *mut c_void {
     v as *const T as *mut c_void
 }
 
-/// `contig` upgraded to 2 — the kernels' vectorised dense path — when the operands are one
-/// dense run (`contig == 1`) and each operand's first element (`(base address, strides,
-/// element size)`) is aligned to 4 of its elements, as the 4-element vector accesses need.
-pub(crate) fn vectorised(contig: i32, operands: &[(u64, &Str, usize)]) -> i32 {
-    let aligned = operands.iter().all(|&(p, s, size)| {
-        let addr = p.wrapping_add((s.off as u64).wrapping_mul(size as u64));
-        addr % (4 * size as u64) == 0
-    });
-    if contig == 1 && aligned {
-        2
-    } else {
-        contig
+/// Blocks per SM of the `k_*_dense` kernels (their `__launch_bounds__(256, 4)`): all resident
+/// at once, so the grid-stride loop has no second wave.
+pub(crate) const DENSE_BLOCKS_PER_SM: u64 = 4;
+
+/// The dense form of a planned walk: every operand's first element (address) and the
+/// broadcast bits (bit k - 1 for input k: one element read for all), when the walk is one dim,
+/// the output and the other inputs dense (stride 1) and each of those aligned to 4 of its
+/// elements, as the dense kernels' 4-element vector accesses need.
+pub(crate) struct Dense<const N: usize> {
+    pub ptrs: [u64; N],
+    pub bc: i32,
+}
+
+/// [`Dense`] of `w`, whose operand k has base address `ops[k].0` and element size `ops[k].1`.
+pub(crate) fn dense<const N: usize>(w: &Walk<N>, ops: [(u64, usize); N]) -> Option<Dense<N>> {
+    if w.geo.ndim != 1 || w.n <= 0 {
+        return None;
     }
+    let mut bc = 0;
+    let mut ptrs = [0u64; N];
+    for k in 0..N {
+        let (p, size) = ops[k];
+        let s = &w.strs[k];
+        let addr = p.wrapping_add((s.off as u64).wrapping_mul(size as u64));
+        match s.st[0] {
+            0 if k > 0 => bc |= 1 << (k - 1),
+            1 if addr % (4 * size as u64) == 0 => {}
+            _ => return None,
+        }
+        ptrs[k] = addr;
+    }
+    Some(Dense { ptrs, bc })
+}
+
+/// Launches a `k_*_dense` kernel over `n` elements (see kernels/elementwise.cu).
+///
+/// # Safety
+/// As [`launch`].
+pub(crate) unsafe fn launch_dense(
+    dev: &CudaDevice,
+    f: &CudaFunction,
+    op: &'static str,
+    n: i64,
+    args: &mut [*mut c_void],
+) -> Result<()> {
+    // a block moves 256 threads x 4 vectors x 4 elements per step
+    let blocks = (n as u64)
+        .div_ceil(BLOCK as u64 * 16)
+        .clamp(1, dev.sm_count as u64 * DENSE_BLOCKS_PER_SM) as u32;
+    launch_cfg(dev, f, op, (blocks, 1, 1), (BLOCK, 1, 1), 0, args)
 }

@@ -6,7 +6,8 @@
 //! any correct sort of the pairs is the stable sort, and selections break ties by position.
 //! Rows of up to [`TILE`] elements sort in shared memory, several rows per block; longer rows
 //! sort their tiles, then merge runs pairwise within the row (by rank, in global memory).
-//! `topk` and `kth` are sorts that write the selected elements only.
+//! `topk` of long rows is a selection (a radix select of the k-th key, then the k pairs
+//! sorted); `kth` and other topks are sorts that write the selected elements only.
 //!
 //! `unique`'s run detection is a stream compaction (kernels/compact.cu); `searchsorted` a
 //! binary search per value; `bincount` checks its values first (a counted synchronisation)
@@ -32,6 +33,8 @@ use std::sync::Arc;
 const TILE: usize = 2048;
 /// Threads per block of the shared-memory sorts.
 const SORT_THREADS: u32 = 512;
+/// The largest `k` of a topk by selection (`KSEL` in kernels/sort.cu).
+const KSEL: usize = 1024;
 /// Bytes of one (key, position) pair (`SK`).
 pub(super) const SK_BYTES: usize = 16;
 
@@ -180,6 +183,44 @@ fn sort_rows(
                 &mut args,
             )
         };
+    }
+    // topk of long rows: a selection per row (kernels/sort.cu, k_topk_select) instead of the
+    // full sort, where one block per row has enough rows to fill the GPU or short enough rows
+    if let Pick::Sorted(k) = pick {
+        if k < n && k <= KSEL && (n <= 1 << 16 || n_rows >= dev.sm_count as i64) {
+            let f = dev.function(&module, "topk_select", || source::sort_module(t))?;
+            let p = (k as u32).next_power_of_two();
+            let k64 = k as i64;
+            let blocks = (n_rows as u64).clamp(1, dev.sm_count as u64 * 16) as u32;
+            let mut args = [
+                arg(&go),
+                arg(&si),
+                arg(&sv),
+                arg(&sx),
+                arg(&n_rows),
+                arg(&n64),
+                arg(&ss),
+                arg(&vs),
+                arg(&xs),
+                arg(&p),
+                arg(&desc),
+                arg(&k64),
+                arg(&ps),
+                arg(&pv),
+                arg(&pi),
+            ];
+            return unsafe {
+                launch_cfg(
+                    &dev,
+                    &f,
+                    op,
+                    (blocks, 1, 1),
+                    (SORT_THREADS, 1, 1),
+                    0,
+                    &mut args,
+                )
+            };
+        }
     }
     // long rows: (key, position) pairs of every row, sorted tile by tile, then merged
     let total = n_rows * n64;

@@ -487,25 +487,25 @@ impl Compact {
         match self {
             Compact::CountNonzero(t) => {
                 defs.push(format!("typedef {} T;", ctype(t)));
-                defs.push("#define PARAMS const Geo g, const Str sx, const T* x".into());
+                defs.push("#define PARAMS const __grid_constant__ Geo g, const __grid_constant__ Str sx, const T* x".into());
                 defs.push("#define FLAG(i) E<T>::nonzero(x[at(g, sx, i)])".into());
                 defs.push("#define EACH(i, r, f)".into());
             }
             Compact::Nonzero(t) => {
                 defs.push(format!("typedef {} T;", ctype(t)));
-                defs.push("#define PARAMS const Geo g, const Str sx, const T* x, i64* out, const i64 oo, const i64 r0, const i64 c0, const Geo shp, const i64 rows".into());
+                defs.push("#define PARAMS const __grid_constant__ Geo g, const __grid_constant__ Str sx, const T* x, i64* out, const i64 oo, const i64 r0, const i64 c0, const __grid_constant__ Geo shp, const i64 rows".into());
                 defs.push("#define FLAG(i) E<T>::nonzero(x[at(g, sx, i)])".into());
                 defs.push("#define EACH(i, r, f) if ((f) && (i64)(r) < rows) { i64 p = (i); for (int d = shp.ndim - 1; d >= 0; --d) { const i64 q = p / shp.size[d]; out[oo + (i64)(r) * r0 + d * c0] = p - q * shp.size[d]; p = q; } }".into());
             }
             Compact::MaskedSelect(b) => {
                 defs.push(format!("typedef {} T;", word(b)));
-                defs.push("#define PARAMS const Geo g, const Str sx, const Str sm, const T* x, const bool* mask, T* out, const i64 oo, const i64 os, const i64 rows".into());
+                defs.push("#define PARAMS const __grid_constant__ Geo g, const __grid_constant__ Str sx, const __grid_constant__ Str sm, const T* x, const bool* mask, T* out, const i64 oo, const i64 os, const i64 rows".into());
                 defs.push("#define FLAG(i) mask[at(g, sm, i)]".into());
                 defs.push("#define EACH(i, r, f) if ((f) && (i64)(r) < rows) out[oo + (i64)(r) * os] = x[at(g, sx, i)];".into());
             }
             Compact::MaskedScatter(b) => {
                 defs.push(format!("typedef {} T;", word(b)));
-                defs.push("#define PARAMS const Geo g, const Str sd, const Str sm, T* dst, const bool* mask, const T* src, const i64 so, const i64 ss, const i64 avail".into());
+                defs.push("#define PARAMS const __grid_constant__ Geo g, const __grid_constant__ Str sd, const __grid_constant__ Str sm, T* dst, const bool* mask, const T* src, const i64 so, const i64 ss, const i64 avail".into());
                 defs.push("#define FLAG(i) mask[at(g, sm, i)]".into());
                 defs.push("#define EACH(i, r, f) if ((f) && (i64)(r) < avail) dst[at(g, sd, i)] = src[so + (i64)(r) * ss];".into());
             }

@@ -95,6 +95,23 @@ pub(crate) fn alloc_result(
     Tensor::alloc(shape, strides, dtype, device)
 }
 
+/// [`alloc_result`] for a result that one backend primitive then writes in full (see
+/// [`Tensor::alloc_for_overwrite`]: no zero-fill on CUDA).
+pub(crate) fn alloc_result_for_overwrite(
+    shape: &[usize],
+    dtype: DType,
+    device: &Device,
+    like: Option<&Tensor>,
+) -> Result<Tensor> {
+    let strides = match like {
+        Some(t) if t.shape() == shape && t.layout().is_non_overlapping_and_dense() => {
+            t.layout().dense_strides_like()
+        }
+        _ => contiguous_strides(shape),
+    };
+    Tensor::alloc_for_overwrite(shape, strides, dtype, device)
+}
+
 /// Runs `launch` (one backend primitive writing its `dst`) so that the result lands in
 /// `dest`. Writes directly when `dest` has the result dtype and no input partially aliases
 /// it; otherwise computes into a temporary and copies it back through `dest`'s layout (never
@@ -111,7 +128,7 @@ pub(crate) fn write_result(
 ) -> Result<Tensor> {
     match dest {
         Dest::New => {
-            let out = alloc_result(shape, dtype, &device, like)?;
+            let out = alloc_result_for_overwrite(shape, dtype, &device, like)?;
             launch(out.view_ref())?;
             Ok(out)
         }
@@ -124,7 +141,7 @@ pub(crate) fn write_result(
             if out.dtype() == dtype && !partial_alias {
                 launch(o)?;
             } else {
-                let tmp = alloc_result(shape, dtype, &device, Some(out))?;
+                let tmp = alloc_result_for_overwrite(shape, dtype, &device, Some(out))?;
                 launch(tmp.view_ref())?;
                 backend::copy_cast(tmp.view_ref(), o)?;
             }
@@ -159,7 +176,7 @@ pub(crate) fn copy_into(op: &'static str, src: &Tensor, dst: &Tensor) -> Result<
         dtype: src.dtype(),
     };
     if src.storage().same(dst.storage()) && &layout != dst.layout() {
-        let tmp = alloc_result(dst.shape(), src.dtype(), &dst.device(), None)?;
+        let tmp = alloc_result_for_overwrite(dst.shape(), src.dtype(), &dst.device(), None)?;
         backend::copy_cast(s, tmp.view_ref())?;
         backend::copy_cast(tmp.view_ref(), dst.view_ref())?;
     } else {

@@ -26,7 +26,7 @@
 //! - an `out` sharing memory with the input is fine (the result is computed as if into a
 //!   fresh tensor, then copied); PyTorch refuses partial overlap.
 
-use super::output::{alloc_result, check_out, write_result, Dest};
+use super::output::{alloc_result_for_overwrite, check_out, write_result, Dest};
 use crate::backend::{self, ArgReduceOp, ReduceOp, View};
 use crate::shape::wrap_dims;
 use crate::{DType, Device, Error, Layout, Result, Tensor};
@@ -288,7 +288,7 @@ fn arg_extremum(
         return Ok((v, deliver(name, indices, i)?));
     }
     let target = |d: Dest, dtype: DType| match d {
-        Dest::New => alloc_result(&r.shape, dtype, &device, None),
+        Dest::New => alloc_result_for_overwrite(&r.shape, dtype, &device, None),
         Dest::Into(t) => Ok(t.clone()),
     };
     let v = values.map(|d| target(d, x.dtype())).transpose()?;

@@ -1,22 +1,30 @@
 // Copies and fills that move bits: one kernel per element size (1, 2, 4, 8 bytes), so a copy
-// within one dtype keeps NaN payloads, as the CPU's does.
+// within one dtype keeps NaN payloads, as the CPU's does. (A dense copy that does not overlap
+// itself is a cuMemcpyDtoDAsync, and a dense fill of 1, 2 or 4 bytes a cuMemsetD*Async, on
+// the host; these kernels do the rest.)
 
 #define COPY_FILL(B, W) \
-    extern "C" __global__ void k_copy_##B(const Geo g, const i64 n, const int contig, \
-                                        W* o, const Str so, const W* a, const Str sa) { \
-        VEC_BEGIN VO(W, o, so)[k_] = VP(W, a, sa)[k_]; \
-        VEC_TAIL o[so.off + i] = a[sa.off + i]; VEC_END \
+    extern "C" __global__ void k_copy_##B(const __grid_constant__ Geo g, const i64 n, const int contig, \
+                                        W* o, const __grid_constant__ Str so, const W* a, \
+                                        const __grid_constant__ Str sa) { \
         GRID_LOOP(i, n) { W x = LOAD(a, sa, i); STORE(o, so, i, x); } \
     } \
-    extern "C" __global__ void k_fill_##B(const Geo g, const i64 n, const int contig, \
-                                        W* o, const Str so, const u64 bits) { \
+    DENSE_KERNEL k_copy_dense_##B(const i64 n, const int bc, W* o, const W* a) { \
+        DUOF(W) DENSE_LOOP(n) { DLOAD(W, xa_, a, bc & 1); DSTORE(W, o, { r_.v[j_] = xa_[u_].v[j_]; }); } \
+        DENSE_TAIL { o[i] = DIN(a, 1, i); } \
+    } \
+    extern "C" __global__ void k_fill_##B(const __grid_constant__ Geo g, const i64 n, const int contig, \
+                                        W* o, const __grid_constant__ Str so, const u64 bits) { \
         const W v = (W)bits; \
-        VEC_BEGIN V4<W> r_; r_.v[0] = v; r_.v[1] = v; r_.v[2] = v; r_.v[3] = v; VO(W, o, so)[k_] = r_; \
-        VEC_TAIL o[so.off + i] = v; VEC_END \
         GRID_LOOP(i, n) { STORE(o, so, i, v); } \
     } \
-    extern "C" __global__ void k_tiled_##B(const Geo g, const i64 nb, const int tmask, \
-                                         W* o, const Str so, const W* a, const Str sa) { \
+    DENSE_KERNEL k_fill_dense_##B(const i64 n, const int bc, W* o, const u64 bits) { \
+        const W v = (W)bits; \
+        DUOF(W) DENSE_LOOP(n) { DSTORE(W, o, { r_.v[j_] = v; }); } \
+        DENSE_TAIL { o[i] = v; } \
+    } \
+    TILED_KERNEL k_tiled_##B(const __grid_constant__ Geo g, const i64 nb, const int tmask, \
+                             W* o, const __grid_constant__ Str so, const W* a, const __grid_constant__ Str sa) { \
         __shared__ W ta[32][33]; \
         TILE_LOOP(nb) { TILE_ORIGIN \
             TILE_STAGE(ta, a, sa, tmask & 2); __syncthreads(); \

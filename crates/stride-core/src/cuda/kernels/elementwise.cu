@@ -3,26 +3,43 @@
 //
 // Every kernel addresses every operand — the output included — through its (Geo, Str):
 // `contig` is a fast path the host picks when all operands are one dense run (DESIGN.md
-// invariant 1), never a different semantics.
+// invariant 1), never a different semantics; so are the k_<name>_dense kernels below and the
+// tiled walk. Geo and Str parameters are __grid_constant__: read in place from the parameter
+// space (without it, nvcc copied them to a 300-500 byte per-thread stack frame).
 
 #define LOAD(p, s, i) (contig ? (p)[(s).off + (i)] : (p)[at(g, (s), (i))])
 
-// ---- the vectorised dense path (contig == 2) ------------------------------------------------
-// Every operand is one dense run whose first element is aligned to 4 elements (the host
-// checks), so each thread moves 4 consecutive elements per access: 16-byte loads for f32,
-// which HBM needs to reach its bandwidth. The tail (n mod 4) goes element by element.
+// ---- the dense kernels (k_<name>_dense) ------------------------------------------------------
+// The host launches these instead of the strided kernel when the walk is one dim, the output
+// and every input dense (stride 1) with its first element aligned to 4 elements — or an input
+// is one element broadcast to all (stride 0: bit k of `bc` for input k, read as a scalar).
+// No geometry: pointers arrive at the first element. Each thread moves DU 4-element vectors
+// per operand per step (16-byte accesses for f32), every load issued before any store, in a
+// grid-stride loop over steps of DU x blockDim vectors (vector u of a thread's step is
+// b_ + u * blockDim, so a warp's accesses stay contiguous). The n mod 4 tail goes one by one.
+// Each position is computed exactly as by the strided kernel: only the walk differs.
 template <class X> struct alignas(4 * sizeof(X)) V4 { X v[4]; };
-#define VEC_BEGIN \
-    if (contig == 2) { \
-        const i64 nv_ = n >> 2; \
-        for (i64 k_ = (i64)blockIdx.x * blockDim.x + threadIdx.x; k_ < nv_; k_ += (i64)gridDim.x * blockDim.x) {
-#define VEC_TAIL \
-        } \
-        for (i64 i = (nv_ << 2) + (i64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (i64)gridDim.x * blockDim.x) {
-#define VEC_END } return; }
-// operand P (element type X, strides S) as 4-vectors
-#define VP(X, P, S) ((const V4<X>*)((P) + (S).off))
-#define VO(X, P, S) ((V4<X>*)((P) + (S).off))
+// DU: vectors per operand per thread per step, set by each kernel (2 for 8-byte elements)
+#define DENSE_LOOP(N) \
+    const i64 n_ = (N), nv_ = n_ >> 2, gs_ = (i64)gridDim.x * blockDim.x; \
+    for (i64 b_ = (i64)blockIdx.x * blockDim.x * DU + threadIdx.x; b_ < nv_; b_ += gs_ * DU)
+#define DK(u) (b_ + (i64)(u) * blockDim.x)
+// R_[u] = vector DK(u) of input P (elements X), or P[0] splatted when BC
+#define DLOAD(X, R_, P, BC) V4<X> R_[DU]; \
+    _Pragma("unroll") for (int u_ = 0; u_ < DU; ++u_) { \
+        if (BC) { const X s_ = (P)[0]; R_[u_].v[0] = s_; R_[u_].v[1] = s_; R_[u_].v[2] = s_; R_[u_].v[3] = s_; } \
+        else if (DK(u_) < nv_) R_[u_] = ((const V4<X>*)(P))[DK(u_)]; }
+// for each loaded vector u_ and lane j_: BODY, then store vector r_ (elements X) to P
+#define DSTORE(X, P, BODY) \
+    _Pragma("unroll") for (int u_ = 0; u_ < DU; ++u_) if (DK(u_) < nv_) { V4<X> r_; \
+        _Pragma("unroll") for (int j_ = 0; j_ < 4; ++j_) { BODY; } ((V4<X>*)(P))[DK(u_)] = r_; }
+#define DENSE_TAIL for (i64 i = (nv_ << 2) + (i64)blockIdx.x * blockDim.x + threadIdx.x; i < n_; i += gs_)
+#define DIN(P, BIT, I) ((bc & (BIT)) ? (P)[0] : (P)[I])
+// The host launches DENSE_BLOCKS_PER_SM blocks of 256 threads per SM (a grid-stride loop with
+// no second wave), with DU·16 bytes per operand in flight per thread: plenty to saturate HBM.
+#define DENSE_KERNEL extern "C" __global__ void __launch_bounds__(256, 4)
+#define DUOF(X) constexpr int DU = sizeof(X) >= 8 ? 2 : 4;
+#define DUOF2(X, Y) constexpr int DU = (sizeof(X) >= 8 || sizeof(Y) >= 8) ? 2 : 4;
 
 // ---- the tiled walk: an input whose fastest dim is not the output's -------------------------
 // The host moves that input's fastest dim to Geo position ndim-2, so a tile is 32 x 32
@@ -31,45 +48,74 @@ template <class X> struct alignas(4 * sizeof(X)) V4 { X v[4]; };
 // `tmask` for input k; bit 0 for the output), so every global access is coalesced. Blocks
 // are 32 x 4 threads; each thread moves 8 elements per operand per tile. Results do not
 // depend on the walk: an elementwise op computes each position on its own.
+// A tile's operand offsets come from its (batch, row, column) origin directly (a division
+// chain over the batch dims only), and tile numbers decode with 32-bit divisions where they
+// fit: ncu showed the 64-bit division chains per tile taking as many issue slots as the
+// copies. Full tiles skip the per-element bounds checks.
 #define TILE_LOOP(NB) \
     const int nd = g.ndim; \
     const i64 rows_ = g.size[nd - 2], cols_ = g.size[nd - 1]; \
     const i64 tr = (rows_ + 31) / 32, tc = (cols_ + 31) / 32, per = tr * tc; \
+    const bool small_ = (NB) * per < 0x7fffffffLL; \
     const int tx = threadIdx.x, ty = threadIdx.y; /* blocks of 32 x 4 threads */ \
     for (i64 tile = blockIdx.x; tile < (NB) * per; tile += gridDim.x)
 #define TILE_ORIGIN \
-    const i64 bt = tile / per, rem = tile - bt * per; \
-    const i64 r0 = (rem / tc) * 32, c0 = (rem - (rem / tc) * tc) * 32; \
-    const i64 lin = (bt * rows_ + r0) * cols_ + c0;
+    i64 bt, ti, tj; \
+    if (small_) { \
+        const unsigned int t_ = (unsigned int)tile, p_ = (unsigned int)per, c_ = (unsigned int)tc; \
+        const unsigned int b_ = t_ / p_, m_ = t_ - b_ * p_, i_ = m_ / c_; \
+        bt = b_; ti = i_; tj = m_ - i_ * c_; \
+    } else { \
+        bt = tile / per; const i64 m_ = tile - bt * per; ti = m_ / tc; tj = m_ - ti * tc; \
+    } \
+    const i64 r0 = ti * 32, c0 = tj * 32; \
+    const bool full_ = r0 + 32 <= rows_ && c0 + 32 <= cols_;
+// element offset of the tile origin (bt, r0, c0) in operand S
+__device__ __forceinline__ i64 tile_base(const Geo& g, const Str& s, i64 bt, i64 r0, i64 c0) {
+    const int nd = g.ndim;
+    i64 o = s.off + r0 * s.st[nd - 2] + c0 * s.st[nd - 1];
+    for (int d = nd - 3; d > 0; --d) {
+        const i64 n = g.size[d], q = bt / n;
+        o += (bt - q * n) * s.st[d];
+        bt = q;
+    }
+    return nd > 2 ? o + bt * s.st[0] : o;
+}
 // stage input P (strides S) into shared tile SH, read along its fastest dim (flag TR)
 #define TILE_STAGE(SH_, P_, S_, TR_) do { \
-        const i64 base_ = at(g, (S_), lin), sr_ = (S_).st[nd - 2], sc_ = (S_).st[nd - 1]; \
+        const i64 base_ = tile_base(g, (S_), bt, r0, c0), sr_ = (S_).st[nd - 2], sc_ = (S_).st[nd - 1]; \
         _Pragma("unroll") for (int j = 0; j < 8; ++j) { \
             const int r = (TR_) ? tx : ty + 4 * j, c = (TR_) ? ty + 4 * j : tx; \
-            if (r0 + r < rows_ && c0 + c < cols_) SH_[r][c] = (P_)[base_ + r * sr_ + c * sc_]; \
+            if (full_ || (r0 + r < rows_ && c0 + c < cols_)) SH_[r][c] = (P_)[base_ + r * sr_ + c * sc_]; \
         } } while (0)
 // for each position (r, c) of the tile held by this thread, in the output's fast order: BODY
 // with `oi` = the output's element offset
 #define TILE_EMIT(S_, TR_, BODY_) do { \
-        const i64 base_ = at(g, (S_), lin), sr_ = (S_).st[nd - 2], sc_ = (S_).st[nd - 1]; \
+        const i64 base_ = tile_base(g, (S_), bt, r0, c0), sr_ = (S_).st[nd - 2], sc_ = (S_).st[nd - 1]; \
         _Pragma("unroll") for (int j = 0; j < 8; ++j) { \
             const int r = (TR_) ? tx : ty + 4 * j, c = (TR_) ? ty + 4 * j : tx; \
-            if (r0 + r < rows_ && c0 + c < cols_) { const i64 oi = base_ + r * sr_ + c * sc_; BODY_; } \
+            if (full_ || (r0 + r < rows_ && c0 + c < cols_)) { const i64 oi = base_ + r * sr_ + c * sc_; BODY_; } \
         } } while (0)
 #define STORE(p, s, i, v) do { if (contig) (p)[(s).off + (i)] = (v); else (p)[at(g, (s), (i))] = (v); } while (0)
 
+// The tiled kernels hold 8 elements per operand per thread with 64-bit offsets; unbounded,
+// ptxas gave them ~250 registers (2 blocks of 128 threads per SM). Bounded to 8 blocks per SM
+// they fit in 64 registers without spilling.
+#define TILED_KERNEL extern "C" __global__ void __launch_bounds__(128, 8)
+
 // out[i] = EXPR(x)
 #define UNARY(NAME, OUT, EXPR) \
-    extern "C" __global__ void k_##NAME(const Geo g, const i64 n, const int contig, \
-                                    OUT* __restrict__ o, const Str so, const T* a, const Str sa) { \
-        VEC_BEGIN V4<T> xa_ = VP(T, a, sa)[k_]; V4<OUT> r_; \
-            _Pragma("unroll") for (int j_ = 0; j_ < 4; ++j_) { T x = xa_.v[j_]; r_.v[j_] = (OUT)(EXPR); } \
-            VO(OUT, o, so)[k_] = r_; \
-        VEC_TAIL T x = a[sa.off + i]; o[so.off + i] = (OUT)(EXPR); VEC_END \
+    extern "C" __global__ void k_##NAME(const __grid_constant__ Geo g, const i64 n, const int contig, \
+                                    OUT* o, const __grid_constant__ Str so, const T* a, const __grid_constant__ Str sa) { \
         GRID_LOOP(i, n) { T x = LOAD(a, sa, i); STORE(o, so, i, (OUT)(EXPR)); } \
     } \
-    extern "C" __global__ void k_tiled(const Geo g, const i64 nb, const int tmask, \
-                                   OUT* o, const Str so, const T* a, const Str sa) { \
+    DENSE_KERNEL k_##NAME##_dense(const i64 n, const int bc, OUT* o, const T* a) { \
+        DUOF(T) DENSE_LOOP(n) { DLOAD(T, xa_, a, bc & 1); \
+            DSTORE(OUT, o, { T x = xa_[u_].v[j_]; r_.v[j_] = (OUT)(EXPR); }); } \
+        DENSE_TAIL { T x = DIN(a, 1, i); o[i] = (OUT)(EXPR); } \
+    } \
+    TILED_KERNEL k_tiled(const __grid_constant__ Geo g, const i64 nb, const int tmask, \
+                         OUT* o, const __grid_constant__ Str so, const T* a, const __grid_constant__ Str sa) { \
         __shared__ T ta[32][33]; \
         TILE_LOOP(nb) { TILE_ORIGIN \
             TILE_STAGE(ta, a, sa, tmask & 2); __syncthreads(); \
@@ -78,18 +124,20 @@ template <class X> struct alignas(4 * sizeof(X)) V4 { X v[4]; };
 
 // out[i] = EXPR(x, y)
 #define BINARY(NAME, OUT, EXPR) \
-    extern "C" __global__ void k_##NAME(const Geo g, const i64 n, const int contig, \
-                                    OUT* o, const Str so, const T* a, const Str sa, \
-                                    const T* b, const Str sb) { \
-        VEC_BEGIN V4<T> xa_ = VP(T, a, sa)[k_]; V4<T> yb_ = VP(T, b, sb)[k_]; V4<OUT> r_; \
-            _Pragma("unroll") for (int j_ = 0; j_ < 4; ++j_) { T x = xa_.v[j_]; T y = yb_.v[j_]; r_.v[j_] = (OUT)(EXPR); } \
-            VO(OUT, o, so)[k_] = r_; \
-        VEC_TAIL T x = a[sa.off + i]; T y = b[sb.off + i]; o[so.off + i] = (OUT)(EXPR); VEC_END \
+    extern "C" __global__ void k_##NAME(const __grid_constant__ Geo g, const i64 n, const int contig, \
+                                    OUT* o, const __grid_constant__ Str so, const T* a, const __grid_constant__ Str sa, \
+                                    const T* b, const __grid_constant__ Str sb) { \
         GRID_LOOP(i, n) { T x = LOAD(a, sa, i); T y = LOAD(b, sb, i); STORE(o, so, i, (OUT)(EXPR)); } \
     } \
-    extern "C" __global__ void k_tiled(const Geo g, const i64 nb, const int tmask, \
-                                   OUT* o, const Str so, const T* a, const Str sa, \
-                                   const T* b, const Str sb) { \
+    DENSE_KERNEL k_##NAME##_dense(const i64 n, const int bc, OUT* o, const T* a, \
+                                                const T* b) { \
+        DUOF(T) DENSE_LOOP(n) { DLOAD(T, xa_, a, bc & 1); DLOAD(T, yb_, b, bc & 2); \
+            DSTORE(OUT, o, { T x = xa_[u_].v[j_]; T y = yb_[u_].v[j_]; r_.v[j_] = (OUT)(EXPR); }); } \
+        DENSE_TAIL { T x = DIN(a, 1, i); T y = DIN(b, 2, i); o[i] = (OUT)(EXPR); } \
+    } \
+    TILED_KERNEL k_tiled(const __grid_constant__ Geo g, const i64 nb, const int tmask, \
+                         OUT* o, const __grid_constant__ Str so, const T* a, const __grid_constant__ Str sa, \
+                         const T* b, const __grid_constant__ Str sb) { \
         __shared__ T ta[32][33]; \
         __shared__ T tb[32][33]; \
         TILE_LOOP(nb) { TILE_ORIGIN \
@@ -100,42 +148,44 @@ template <class X> struct alignas(4 * sizeof(X)) V4 { X v[4]; };
 
 // out[i] = EXPR(x, y, z); x has type A (bool for `where`), vf/vi carry a scalar operand.
 #define TERNARY(NAME, A, EXPR) \
-    extern "C" __global__ void k_##NAME(const Geo g, const i64 n, const int contig, \
-                                    T* o, const Str so, const A* a, const Str sa, \
-                                    const T* b, const Str sb, const T* c, const Str sc, \
+    extern "C" __global__ void k_##NAME(const __grid_constant__ Geo g, const i64 n, const int contig, \
+                                    T* o, const __grid_constant__ Str so, const A* a, const __grid_constant__ Str sa, \
+                                    const T* b, const __grid_constant__ Str sb, const T* c, const __grid_constant__ Str sc, \
                                     const double vf, const i64 vi) { \
-        VEC_BEGIN V4<A> xa_ = VP(A, a, sa)[k_]; V4<T> yb_ = VP(T, b, sb)[k_]; \
-            V4<T> zc_ = VP(T, c, sc)[k_]; V4<T> r_; \
-            _Pragma("unroll") for (int j_ = 0; j_ < 4; ++j_) { \
-                A x = xa_.v[j_]; T y = yb_.v[j_]; T z = zc_.v[j_]; r_.v[j_] = (T)(EXPR); } \
-            VO(T, o, so)[k_] = r_; \
-        VEC_TAIL A x = a[sa.off + i]; T y = b[sb.off + i]; T z = c[sc.off + i]; \
-            o[so.off + i] = (T)(EXPR); VEC_END \
         GRID_LOOP(i, n) { A x = LOAD(a, sa, i); T y = LOAD(b, sb, i); T z = LOAD(c, sc, i); \
                           STORE(o, so, i, (T)(EXPR)); } \
+    } \
+    DENSE_KERNEL k_##NAME##_dense(const i64 n, const int bc, T* o, const A* a, \
+                                                const T* b, const T* c, const double vf, \
+                                                const i64 vi) { \
+        DUOF(T) DENSE_LOOP(n) { DLOAD(A, xa_, a, bc & 1); DLOAD(T, yb_, b, bc & 2); DLOAD(T, zc_, c, bc & 4); \
+            DSTORE(T, o, { A x = xa_[u_].v[j_]; T y = yb_[u_].v[j_]; T z = zc_[u_].v[j_]; \
+                           r_.v[j_] = (T)(EXPR); }); } \
+        DENSE_TAIL { A x = DIN(a, 1, i); T y = DIN(b, 2, i); T z = DIN(c, 4, i); o[i] = (T)(EXPR); } \
     }
 
 // *flag = 1 if any element of b is zero (mode 0) or negative (mode 1): integer division and
 // integer pow refuse such operands before writing anything, as on the CPU.
 #define ANY_BAD(NAME) \
-    extern "C" __global__ void k_##NAME(const Geo g, const i64 n, const T* b, const Str sb, \
-                                    const int mode, int* flag) { \
+    extern "C" __global__ void k_##NAME(const __grid_constant__ Geo g, const i64 n, const T* b, \
+                                    const __grid_constant__ Str sb, const int mode, int* flag) { \
         const int contig = 0; \
         GRID_LOOP(i, n) { T y = LOAD(b, sb, i); if (mode == 0 ? y == (T)0 : is_neg(y)) *flag = 1; } \
     }
 
 // out[i] = cast(x) from T to D, by T's category (Element::cast of the CPU backend).
 #define CAST(NAME, D, HOW) \
-    extern "C" __global__ void k_##NAME(const Geo g, const i64 n, const int contig, \
-                                    D* o, const Str so, const T* a, const Str sa) { \
-        VEC_BEGIN V4<T> xa_ = VP(T, a, sa)[k_]; V4<D> r_; \
-            _Pragma("unroll") for (int j_ = 0; j_ < 4; ++j_) { T x = xa_.v[j_]; r_.v[j_] = (HOW); } \
-            VO(D, o, so)[k_] = r_; \
-        VEC_TAIL T x = a[sa.off + i]; o[so.off + i] = (HOW); VEC_END \
+    extern "C" __global__ void k_##NAME(const __grid_constant__ Geo g, const i64 n, const int contig, \
+                                    D* o, const __grid_constant__ Str so, const T* a, const __grid_constant__ Str sa) { \
         GRID_LOOP(i, n) { T x = LOAD(a, sa, i); STORE(o, so, i, (HOW)); } \
     } \
-    extern "C" __global__ void k_tiled(const Geo g, const i64 nb, const int tmask, \
-                                   D* o, const Str so, const T* a, const Str sa) { \
+    DENSE_KERNEL k_##NAME##_dense(const i64 n, const int bc, D* o, const T* a) { \
+        DUOF2(T, D) DENSE_LOOP(n) { DLOAD(T, xa_, a, bc & 1); \
+            DSTORE(D, o, { T x = xa_[u_].v[j_]; r_.v[j_] = (HOW); }); } \
+        DENSE_TAIL { T x = DIN(a, 1, i); o[i] = (HOW); } \
+    } \
+    TILED_KERNEL k_tiled(const __grid_constant__ Geo g, const i64 nb, const int tmask, \
+                         D* o, const __grid_constant__ Str so, const T* a, const __grid_constant__ Str sa) { \
         __shared__ T ta[32][33]; \
         TILE_LOOP(nb) { TILE_ORIGIN \
             TILE_STAGE(ta, a, sa, tmask & 2); __syncthreads(); \

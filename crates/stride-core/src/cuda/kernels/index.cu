@@ -10,14 +10,14 @@
 // order, so the smallest bad i is the first bad index PyTorch and the CPU backend name.
 // res[0] holds ~i of the first bad position (0: none; atomicMax of ~i is atomicMin of i),
 // then k_bad_value stores that index's value in res[1]: the host reads both at once.
-extern "C" __global__ void k_check_index(const Geo g, const Str sx, const i64 n, const I* x,
+extern "C" __global__ void k_check_index(const __grid_constant__ Geo g, const __grid_constant__ Str sx, const i64 n, const I* x,
                                          const i64 lo, const i64 hi, u64* res) {
     GRID_LOOP(i, n) {
         i64 v = (i64)x[at(g, sx, i)];
         if (v < lo || v >= hi) atomicMax(&res[0], ~(u64)i);
     }
 }
-extern "C" __global__ void k_bad_value(const Geo g, const Str sx, const I* x, u64* res) {
+extern "C" __global__ void k_bad_value(const __grid_constant__ Geo g, const __grid_constant__ Str sx, const I* x, u64* res) {
     if (blockIdx.x == 0 && threadIdx.x == 0 && res[0] != 0)
         res[1] = (u64)(i64)x[at(g, sx, (i64)~res[0])];
 }
@@ -25,8 +25,8 @@ extern "C" __global__ void k_bad_value(const Geo g, const Str sx, const I* x, u6
 
 #ifdef WANT_GATHER
 // out[p] = src[src.offset(p) + wrap(index[p])·stride] over the output's merged geometry.
-extern "C" __global__ void k_gather(const Geo g, const i64 n, const Str so, const Str ss,
-                                    const Str sx, T* out, const T* src, const I* x,
+extern "C" __global__ void k_gather(const __grid_constant__ Geo g, const i64 n, const __grid_constant__ Str so, const __grid_constant__ Str ss,
+                                    const __grid_constant__ Str sx, T* out, const T* src, const I* x,
                                     const i64 size, const i64 stride, const int wrap) {
     GRID_LOOP(i, n) {
         i64 oo, os, ox;
@@ -45,8 +45,8 @@ extern "C" __global__ void k_gather(const Geo g, const i64 n, const Str so, cons
 // exactly the CPU's sequence of roundings, and the last assignment wins. With has_init, a
 // first pass sets every destination the fiber hits to the op's identity (include_self =
 // false). init and alpha are the elements' bits, made on the host by the CPU's conversions.
-extern "C" __global__ void k_scatter(const Geo g, const i64 m, const Str sd, const Str sx,
-                                     const Str ss, const i64 n, const i64 xd, const i64 sa,
+extern "C" __global__ void k_scatter(const __grid_constant__ Geo g, const i64 m, const __grid_constant__ Str sd, const __grid_constant__ Str sx,
+                                     const __grid_constant__ Str ss, const i64 n, const i64 xd, const i64 sa,
                                      T* dst, const I* x, const T* src, const i64 size,
                                      const i64 stride, const int wrap, const int has_init,
                                      const u64 init_bits, const int use_alpha,
@@ -95,8 +95,8 @@ extern "C" __global__ void k_scatter_keys(const i64 n, const I* x, const i64 x0,
         a[k] = s;
     }
 }
-extern "C" __global__ void k_scatter_sorted(const Geo g, const i64 m, const Str sd,
-                                            const Str ss, const i64 n, const i64 sa, T* dst,
+extern "C" __global__ void k_scatter_sorted(const __grid_constant__ Geo g, const i64 m, const __grid_constant__ Str sd,
+                                            const __grid_constant__ Str ss, const i64 n, const i64 sa, T* dst,
                                             const T* src, const SK* keys, const i64 stride,
                                             const int has_init, const u64 init_bits,
                                             const int use_alpha, const u64 alpha_bits) {
@@ -151,7 +151,7 @@ __device__ __forceinline__ Ext ext_block(Ext e) {
     }
     return sh[0];
 }
-extern "C" __global__ void k_extrema_part(const Geo g, const i64 n, const Str s, const T* x,
+extern "C" __global__ void k_extrema_part(const __grid_constant__ Geo g, const i64 n, const __grid_constant__ Str s, const T* x,
                                           Ext* part) {
     Ext e; e.lo = 0; e.il = -1; e.hi = 0; e.ih = -1;
     GRID_LOOP(i, n) {

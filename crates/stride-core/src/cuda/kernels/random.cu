@@ -50,8 +50,8 @@ __device__ __forceinline__ double u53(u32 a, u32 b) {
 
 // a, b: (low, high) | (mean, std) | (p, value); cap: what replaces a uniform that rounded up
 // to `high`; ilow, irange: randint's low and (high − low) as u64.
-extern "C" __global__ void k_random(const Geo g, const i64 n, const int contig, T* o,
-                                    const Str so, const Str sl, const int dist,
+extern "C" __global__ void k_random(const __grid_constant__ Geo g, const i64 n, const int contig, T* o,
+                                    const __grid_constant__ Str so, const __grid_constant__ Str sl, const int dist,
                                     const double a, const double b, const double cap,
                                     const i64 ilow, const u64 irange, const u64 seed,
                                     const u64 offset, const int wide) {

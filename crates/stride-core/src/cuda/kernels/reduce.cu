@@ -10,22 +10,28 @@
 //   contiguous eighths of the reduced range, folded in order; the eighths merge in order;
 // - per_thread = 0: one block of RBLOCK threads per output, each thread folding r = t, t+RBLOCK,
 //   ... then a fixed tree merge (a reduction over the input's contiguous dim).
-// Loops load 4 elements before folding them (in order), to keep enough loads in flight.
+// Loops load U_THREAD / U_BLOCK elements before folding them (in order), to keep enough loads
+// in flight.
 // Either way the grouping depends only on shapes and strides, so results are reproducible.
 
 #define RBLOCK 256
 
-// fold elements r0, r0+STEPR, ... < r1 of row p into a, in order, 4 loads at a time
-#define FOLD_RANGE(A, P, R0, R1, STEPR) do { \
+// fold elements r0, r0+STEPR, ... < r1 of row p into a, in order, U loads issued before
+// they are folded (the fold order, and so the result, does not depend on U)
+#define FOLD_RANGE(A, P, R0, R1, STEPR, U) do { \
         i64 r_ = (R0); \
-        for (; r_ + 3 * (STEPR) < (R1); r_ += 4 * (STEPR)) { \
-            T x0 = (P)[at(gr, ir, r_)], x1 = (P)[at(gr, ir, r_ + (STEPR))]; \
-            T x2 = (P)[at(gr, ir, r_ + 2 * (STEPR))], x3 = (P)[at(gr, ir, r_ + 3 * (STEPR))]; \
-            A = STEP(A, x0, r_); A = STEP(A, x1, r_ + (STEPR)); \
-            A = STEP(A, x2, r_ + 2 * (STEPR)); A = STEP(A, x3, r_ + 3 * (STEPR)); \
+        for (; r_ + ((U) - 1) * (STEPR) < (R1); r_ += (U) * (STEPR)) { \
+            T x_[U]; \
+            _Pragma("unroll") for (int u_ = 0; u_ < (U); ++u_) x_[u_] = (P)[at(gr, ir, r_ + u_ * (STEPR))]; \
+            _Pragma("unroll") for (int u_ = 0; u_ < (U); ++u_) A = STEP(A, x_[u_], r_ + u_ * (STEPR)); \
         } \
         for (; r_ < (R1); r_ += (STEPR)) { T x = (P)[at(gr, ir, r_)]; A = STEP(A, x, r_); } \
     } while (0)
+// loads in flight per thread (8 x 4 bytes x ~1000 threads per SM covers HBM's latency); the
+// kernels are bounded to 64 registers so that 4 blocks fit per SM (unbounded, ptxas took 80:
+// 3 blocks, and a 16k-column first-dim sum's 512 blocks ran in two waves)
+#define U_THREAD 8
+#define U_BLOCK 8
 // the per-thread schedule's loop header: o = this thread's output (may be >= n_out), and its
 // eighth [lo, hi) of the reduced range
 #define PER_THREAD_LOOP \
@@ -34,15 +40,15 @@
     for (i64 ob_ = (i64)blockIdx.x * 32; ob_ < n_out; ob_ += (i64)gridDim.x * 32)
 
 #ifdef WANT_REDUCE
-extern "C" __global__ void k_reduce(const Geo gk, const Str ik, const Str ok, const i64 n_out,
-                                    const Geo gr, const Str ir, const i64 n_red,
+extern "C" __global__ void __launch_bounds__(RBLOCK, 4) k_reduce(const __grid_constant__ Geo gk, const __grid_constant__ Str ik, const __grid_constant__ Str ok, const i64 n_out,
+                                    const __grid_constant__ Geo gr, const __grid_constant__ Str ir, const i64 n_red,
                                     const T* __restrict__ in, OUT* out, const int per_thread) {
     __shared__ ACC sh[RBLOCK];
     if (per_thread) {
         PER_THREAD_LOOP {
             const i64 o = ob_ + threadIdx.x;
             ACC a = INIT;
-            if (o < n_out) { const T* p = in + at(gk, ik, o); FOLD_RANGE(a, p, lo, hi, 1); }
+            if (o < n_out) { const T* p = in + at(gk, ik, o); FOLD_RANGE(a, p, lo, hi, 1, U_THREAD); }
             sh[threadIdx.y * 32 + threadIdx.x] = a;
             __syncthreads();
             if (threadIdx.y == 0 && o < n_out) {
@@ -57,7 +63,7 @@ extern "C" __global__ void k_reduce(const Geo gk, const Str ik, const Str ok, co
     for (i64 o = blockIdx.x; o < n_out; o += gridDim.x) {
         const T* p = in + at(gk, ik, o);
         ACC a = INIT;
-        FOLD_RANGE(a, p, (i64)threadIdx.x, n_red, (i64)RBLOCK);
+        FOLD_RANGE(a, p, (i64)threadIdx.x, n_red, (i64)RBLOCK, U_BLOCK);
         sh[threadIdx.x] = a;
         __syncthreads();
         for (int s = RBLOCK / 2; s > 0; s >>= 1) {
@@ -74,8 +80,8 @@ extern "C" __global__ void k_reduce(const Geo gk, const Str ik, const Str ok, co
 #ifdef WANT_ARG
 // Arg reductions: ACC is KeyIdx; values (optional) and i64 indices.
 
-extern "C" __global__ void k_arg_reduce(const Geo gk, const Str ik, const Str ok, const Str oi,
-                                        const i64 n_out, const Geo gr, const Str ir,
+extern "C" __global__ void __launch_bounds__(RBLOCK, 4) k_arg_reduce(const __grid_constant__ Geo gk, const __grid_constant__ Str ik, const __grid_constant__ Str ok, const __grid_constant__ Str oi,
+                                        const i64 n_out, const __grid_constant__ Geo gr, const __grid_constant__ Str ir,
                                         const i64 n_red, const T* __restrict__ in, T* vals,
                                         i64* idx, const int per_thread) {
     __shared__ KeyIdx sh[RBLOCK];
@@ -84,7 +90,7 @@ extern "C" __global__ void k_arg_reduce(const Geo gk, const Str ik, const Str ok
             const i64 o = ob_ + threadIdx.x;
             KeyIdx a = INIT;
             const T* p = in + (o < n_out ? at(gk, ik, o) : 0);
-            if (o < n_out) FOLD_RANGE(a, p, lo, hi, 1);
+            if (o < n_out) FOLD_RANGE(a, p, lo, hi, 1, U_THREAD);
             sh[threadIdx.y * 32 + threadIdx.x] = a;
             __syncthreads();
             if (threadIdx.y == 0 && o < n_out) {
@@ -100,7 +106,7 @@ extern "C" __global__ void k_arg_reduce(const Geo gk, const Str ik, const Str ok
     for (i64 o = blockIdx.x; o < n_out; o += gridDim.x) {
         const T* p = in + at(gk, ik, o);
         KeyIdx a = INIT;
-        FOLD_RANGE(a, p, (i64)threadIdx.x, n_red, (i64)RBLOCK);
+        FOLD_RANGE(a, p, (i64)threadIdx.x, n_red, (i64)RBLOCK, U_BLOCK);
         sh[threadIdx.x] = a;
         __syncthreads();
         for (int s = RBLOCK / 2; s > 0; s >>= 1) {
@@ -119,7 +125,7 @@ extern "C" __global__ void k_arg_reduce(const Geo gk, const Str ik, const Str ok
 
 #ifdef WANT_SCAN
 // Inclusive scans along one dim: one thread per line, in order (as the CPU).
-extern "C" __global__ void k_scan(const Geo gl, const Str il, const Str ol, const i64 n_lines,
+extern "C" __global__ void k_scan(const __grid_constant__ Geo gl, const __grid_constant__ Str il, const __grid_constant__ Str ol, const i64 n_lines,
                                   const i64 len, const i64 ist, const i64 ost,
                                   const T* __restrict__ in, OUT* out) {
     GRID_LOOP(l, n_lines) {

@@ -73,7 +73,7 @@ __device__ __forceinline__ u64 key_of(const T x, const int desc) {
 // the row's first NaN if it has one.
 
 // Short rows (n <= TILE): E = max(P, 1024) elements per block, R = E / P rows.
-extern "C" __global__ void k_sort_rows(const Geo go, const Str si, const Str sv, const Str sx,
+extern "C" __global__ void k_sort_rows(const __grid_constant__ Geo go, const __grid_constant__ Str si, const __grid_constant__ Str sv, const __grid_constant__ Str sx,
                                        const i64 n_rows, const i64 n, const i64 ss,
                                        const i64 vs, const i64 xs, const unsigned int P,
                                        const int desc, const int mode, const i64 k,
@@ -123,8 +123,131 @@ extern "C" __global__ void k_sort_rows(const Geo go, const Str si, const Str sv,
     }
 }
 
+// topk of long rows by selection (one block of SORT_THREADS threads per row, k <= KSEL): the
+// k smallest (key, position) pairs of a row are exactly those with key < t, plus the first
+// (by position) of those with key == t, where t is the k-th smallest key. t is found by a
+// radix select on the key's bytes, most significant first (a histogram of the digit among
+// the keys that match the digits chosen so far); one ordered pass then collects the pairs
+// (block-wide ranks by warp ballots, so ties go to the smallest positions), and a bitonic
+// sort of the k pairs orders them. The same k pairs in the same order as the full sort, so
+// the same values and indices as the CPU.
+#define KSEL 1024
+extern "C" __global__ void __launch_bounds__(SORT_THREADS)
+k_topk_select(const __grid_constant__ Geo go, const __grid_constant__ Str si,
+              const __grid_constant__ Str sv, const __grid_constant__ Str sx, const i64 n_rows,
+              const i64 n, const i64 ss, const i64 vs, const i64 xs, const unsigned int P,
+              const int desc, const i64 k, const T* src, T* vals, i64* idx) {
+    __shared__ unsigned int hist[256];
+    __shared__ SK sel[KSEL];
+    __shared__ unsigned int wl[SORT_THREADS / 32], we[SORT_THREADS / 32];
+    __shared__ unsigned int s_digit, s_before;
+    const u64 kmask = (u64)(KMASK);
+    const int bits = 64 - __clzll((long long)kmask);
+    const unsigned int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const unsigned int nwarps = blockDim.x >> 5;
+    const unsigned int lt = (1u << lane) - 1;
+    for (i64 r = blockIdx.x; r < n_rows; r += gridDim.x) {
+        i64 oi, ov, ox;
+        at3(go, si, sv, sx, r, oi, ov, ox);
+        const T* row = src + oi;
+        // radix select of t; krem: how many of the keys equal to the prefix are still wanted
+        u64 prefix = 0, hmask = 0;
+        i64 krem = k;
+        for (int shift = bits - 8; shift >= 0; shift -= 8) {
+            for (unsigned int b = threadIdx.x; b < 256; b += blockDim.x) hist[b] = 0;
+            __syncthreads();
+            for (i64 jb = 0; jb < n; jb += blockDim.x) {
+                const i64 j = jb + threadIdx.x;
+                unsigned int d = 256;
+                if (j < n) {
+                    const u64 kk = key_of(row[j * ss], desc);
+                    if ((kk & hmask) == prefix) d = (unsigned int)(kk >> shift) & 255u;
+                }
+                // lanes with one digit add once (many keys share their top digits)
+                const unsigned int same = __match_any_sync(0xffffffffu, d);
+                if (d < 256 && (__ffs(same) - 1) == (int)lane) atomicAdd(&hist[d], __popc(same));
+            }
+            __syncthreads();
+            if (warp == 0) {
+                unsigned int c[8], sum = 0;
+#pragma unroll
+                for (int q = 0; q < 8; ++q) { c[q] = hist[lane * 8 + q]; sum += c[q]; }
+                unsigned int inc = sum;
+#pragma unroll
+                for (int o = 1; o < 32; o <<= 1) {
+                    const unsigned int v = __shfl_up_sync(0xffffffffu, inc, o);
+                    if (lane >= (unsigned int)o) inc += v;
+                }
+                const unsigned int exc = inc - sum;
+                if ((i64)exc < krem && krem <= (i64)inc) {
+                    unsigned int cum = exc;
+                    int d = lane * 8 + 7;
+#pragma unroll
+                    for (int q = 0; q < 8; ++q) {
+                        if ((i64)(cum + c[q]) >= krem) { d = lane * 8 + q; break; }
+                        cum += c[q];
+                    }
+                    s_digit = d;
+                    s_before = cum;
+                }
+            }
+            __syncthreads();
+            prefix |= (u64)s_digit << shift;
+            hmask |= (u64)255 << shift;
+            krem -= s_before;
+            __syncthreads();
+        }
+        // collect, in position order: every key < t, and the first krem keys == t
+        const i64 nless = k - krem;
+        i64 got_l = 0, got_e = 0;
+        for (i64 jb = 0; jb < n && (got_l < nless || got_e < krem); jb += blockDim.x) {
+            const i64 j = jb + threadIdx.x;
+            u64 kk = 0;
+            bool isl = false, ise = false;
+            if (j < n) {
+                kk = key_of(row[j * ss], desc);
+                isl = kk < prefix;
+                ise = kk == prefix;
+            }
+            const unsigned int bl = __ballot_sync(0xffffffffu, isl);
+            const unsigned int be = __ballot_sync(0xffffffffu, ise);
+            if (lane == 0) { wl[warp] = __popc(bl); we[warp] = __popc(be); }
+            __syncthreads();
+            i64 bl_before = 0, be_before = 0, tl = 0, te = 0;
+            for (unsigned int w = 0; w < nwarps; ++w) {
+                if (w < warp) { bl_before += wl[w]; be_before += we[w]; }
+                tl += wl[w];
+                te += we[w];
+            }
+            if (isl) {
+                const i64 slot = got_l + bl_before + __popc(bl & lt);
+                sel[slot].key = kk; sel[slot].pos = (unsigned int)j; sel[slot].pad = 0;
+            }
+            if (ise) {
+                const i64 e = got_e + be_before + __popc(be & lt);
+                if (e < krem) {
+                    const i64 slot = nless + e;
+                    sel[slot].key = kk; sel[slot].pos = (unsigned int)j; sel[slot].pad = 0;
+                }
+            }
+            got_l += tl;
+            got_e += te;
+            __syncthreads();
+        }
+        for (unsigned int e = k + threadIdx.x; e < P; e += blockDim.x) sel[e] = sk_max();
+        __syncthreads();
+        bitonic(sel, P, P);
+        for (i64 j = threadIdx.x; j < k; j += blockDim.x) {
+            const i64 pos = sel[j].pos;
+            vals[ov + j * vs] = row[pos * ss];
+            idx[ox + j * xs] = pos;
+        }
+        __syncthreads();
+    }
+}
+
 // Long rows: the SKs of every row, row after row (a[r·n + j]).
-extern "C" __global__ void k_sort_init(const Geo go, const Str si, const i64 n_rows,
+extern "C" __global__ void k_sort_init(const __grid_constant__ Geo go, const __grid_constant__ Str si, const i64 n_rows,
                                        const i64 n, const i64 ss, const int desc, const T* src,
                                        SK* a) {
     GRID_LOOP(g, n_rows * n) {
@@ -137,7 +260,7 @@ extern "C" __global__ void k_sort_init(const Geo go, const Str si, const i64 n_r
     }
 }
 
-extern "C" __global__ void k_sort_write(const Geo go, const Str si, const Str sv, const Str sx,
+extern "C" __global__ void k_sort_write(const __grid_constant__ Geo go, const __grid_constant__ Str si, const __grid_constant__ Str sv, const __grid_constant__ Str sx,
                                         const i64 n_rows, const i64 n, const i64 ss,
                                         const i64 vs, const i64 xs, const int mode,
                                         const i64 k, const int nanprop, const T* src, T* vals,
@@ -210,8 +333,8 @@ extern "C" __global__ void k_merge(const SK* in, SK* out, const i64 n_rows, cons
 #ifdef WANT_SEARCH
 // out[p] = the number of elements of p's sorted row that are < values[p] (<= with right), in
 // key order; g/so/sv/sq walk the output, the values and the rows' starts.
-extern "C" __global__ void k_searchsorted(const Geo g, const i64 N, const Str so, const Str sv,
-                                          const Str sq, const i64 m, const i64 rs,
+extern "C" __global__ void k_searchsorted(const __grid_constant__ Geo g, const i64 N, const __grid_constant__ Str so, const __grid_constant__ Str sv,
+                                          const __grid_constant__ Str sq, const i64 m, const i64 rs,
                                           const int right, i64* out, const T* vals,
                                           const T* seq) {
     GRID_LOOP(i, N) {
@@ -284,7 +407,7 @@ extern "C" __global__ void k_bincount_sum_f64(const i64 n, const i64 bins, const
 // bin = (x - l)·nb / (h - l) truncated (Rust's saturating float -> usize), the last bin
 // taking h. Counts are integers (atomics are exact), then cast to T.
 typedef E<T>::C C;
-extern "C" __global__ void k_histc_count(const Geo g, const i64 n, const Str s, const T* x,
+extern "C" __global__ void k_histc_count(const __grid_constant__ Geo g, const i64 n, const __grid_constant__ Str s, const T* x,
                                          const double l64, const double h64,
                                          const double nb64, const i64 bins, u64* cnt) {
     const C l = (C)l64, h = (C)h64, nb = (C)nb64;
