@@ -62,8 +62,14 @@ fn main() -> Result<()> {
         let m = Tensor::randn([4, 4], DType::F32, dev, None)?;
         let mut ops: Vec<(&str, Box<dyn FnMut() -> Result<()>>)> = vec![
             ("add_ of 256 f32", Box::new(|| a.add_(&b).map(drop))),
-            ("mul of 256 f32 (new tensor)", Box::new(|| a.mul(&b).map(drop))),
-            ("exp of 256 f32 (new tensor)", Box::new(|| a.exp().map(drop))),
+            (
+                "mul of 256 f32 (new tensor)",
+                Box::new(|| a.mul(&b).map(drop)),
+            ),
+            (
+                "exp of 256 f32 (new tensor)",
+                Box::new(|| a.exp().map(drop)),
+            ),
             ("matmul 4x4", Box::new(|| m.matmul(&m).map(drop))),
             ("sum of 256 f32", Box::new(|| a.sum().map(drop))),
         ];

@@ -301,7 +301,11 @@ impl Tensor {
             return Ok(self.clone());
         }
         let _sync = crate::debug::host_sync(
-            if device.is_cpu() { self.device() } else { *device },
+            if device.is_cpu() {
+                self.device()
+            } else {
+                *device
+            },
             "to_device",
         )?;
         let out = {

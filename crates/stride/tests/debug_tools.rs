@@ -54,7 +54,10 @@ fn anomaly_names_the_op_its_operands_and_this_line() {
         assert!(report.contains("float32 [3, 2] strides [1, 3]"), "{report}");
         assert!(report.contains("non-contiguous"), "{report}");
         assert!(report.contains(&dev.to_string()), "{report}");
-        assert!(report.contains("called at ") && report.contains("tests/debug_tools.rs:"), "{report}");
+        assert!(
+            report.contains("called at ") && report.contains("tests/debug_tools.rs:"),
+            "{report}"
+        );
         // finite results pass
         x.exp().unwrap();
     }
@@ -92,8 +95,14 @@ fn anomaly_in_backward_names_the_node_and_where_its_forward_ran() {
         let Error::Anomaly { report, .. } = &err else {
             panic!("{dev}: expected an anomaly, got {err}")
         };
-        assert!(report.contains("in SqrtBackward (its forward op"), "{report}");
-        assert!(report.contains("called at ") && report.contains("tests/debug_tools.rs:"), "{report}");
+        assert!(
+            report.contains("in SqrtBackward (its forward op"),
+            "{report}"
+        );
+        assert!(
+            report.contains("called at ") && report.contains("tests/debug_tools.rs:"),
+            "{report}"
+        );
     }
 }
 
@@ -111,13 +120,25 @@ fn sync_guard_refuses_every_host_wait_and_names_it() {
             .unwrap();
         let _g = debug::forbid_sync();
         // queued work only
-        let y = x.mul(2.0).unwrap().exp().unwrap().sum_dims(&[1], false).unwrap();
+        let y = x
+            .mul(2.0)
+            .unwrap()
+            .exp()
+            .unwrap()
+            .sum_dims(&[1], false)
+            .unwrap();
         let cases: Vec<(&str, Box<dyn Fn() -> stride::Result<()>>)> = vec![
             ("to_vec", Box::new(|| y.to_vec::<f32>().map(drop))),
             ("to_vec", Box::new(|| y.sum()?.item::<f32>().map(drop))),
-            ("index range check", Box::new(|| x.index_select(0, &idx).map(drop))),
+            (
+                "index range check",
+                Box::new(|| x.index_select(0, &idx).map(drop)),
+            ),
             ("count_nonzero", Box::new(|| x.gt(3.0)?.nonzero().map(drop))),
-            ("to_device", Box::new(|| x.to_device(&Device::Cpu).map(drop))),
+            (
+                "to_device",
+                Box::new(|| x.to_device(&Device::Cpu).map(drop)),
+            ),
         ];
         for (why, f) in &cases {
             if *why == "to_device" && dev.is_cpu() {
@@ -141,12 +162,18 @@ fn sync_guard_refuses_every_host_wait_and_names_it() {
 fn host_waits_are_the_same_on_every_device() {
     let _l = lock();
     let program = |dev: &Device| -> Vec<String> {
-        let x = t((0..24).map(|i| (i as f32 - 7.0) * 0.5).collect(), &[4, 6], dev);
+        let x = t(
+            (0..24).map(|i| (i as f32 - 7.0) * 0.5).collect(),
+            &[4, 6],
+            dev,
+        );
         let xi = x.to_dtype(DType::I64).unwrap();
         let idx = t(vec![3.0, 1.0], &[2], dev).to_dtype(DType::I32).unwrap();
         let prof = debug::Profiler::start();
         let _ = x.index_select(1, &idx).unwrap();
-        let _ = x.gather(1, &idx.unsqueeze(0).unwrap().expand(&[4, 2]).unwrap()).unwrap();
+        let _ = x
+            .gather(1, &idx.unsqueeze(0).unwrap().expand(&[4, 2]).unwrap())
+            .unwrap();
         let _ = x.gt(0.0).unwrap().nonzero().unwrap();
         let _ = x.masked_select(&x.lt(1.0).unwrap()).unwrap();
         let _ = xi.floor_divide(3i64).unwrap();
@@ -173,9 +200,13 @@ fn host_waits_are_the_same_on_every_device() {
 fn profiler_counts_times_allocations_syncs_and_writes_a_chrome_trace() {
     let _l = lock();
     for dev in devices() {
-        let x = t((0..4096).map(|i| (i as f32).sin()).collect(), &[64, 64], &dev)
-            .requires_grad_(true)
-            .unwrap();
+        let x = t(
+            (0..4096).map(|i| (i as f32).sin()).collect(),
+            &[64, 64],
+            &dev,
+        )
+        .requires_grad_(true)
+        .unwrap();
         let prof = debug::Profiler::start();
         let y = x.exp().unwrap();
         let z = {
@@ -209,13 +240,21 @@ fn profiler_counts_times_allocations_syncs_and_writes_a_chrome_trace() {
         let inside = r
             .events
             .iter()
-            .filter(|e| e.kind == "op" && e.start_s >= block.start_s && e.start_s <= block.start_s + block.host_s)
+            .filter(|e| {
+                e.kind == "op"
+                    && e.start_s >= block.start_s
+                    && e.start_s <= block.start_s + block.host_s
+            })
             .count();
         assert!(inside >= 2, "{r}");
         // one host wait: item
         assert_eq!(r.syncs.len(), 1, "{r}");
         assert_eq!(r.syncs[0].why, "to_vec");
-        assert!(r.syncs[0].site.contains("Tensor::item"), "{}", r.syncs[0].site);
+        assert!(
+            r.syncs[0].site.contains("Tensor::item"),
+            "{}",
+            r.syncs[0].site
+        );
         // table and trace
         let table = r.table();
         assert!(table.lines().next().unwrap().contains("device ms"));
@@ -242,9 +281,13 @@ fn cross_check_passes_correct_ops_in_every_layout() {
     let _l = lock();
     for dev in devices() {
         for dt in [DType::F32, DType::F16, DType::BF16] {
-            let base = t((0..48).map(|i| (i as f32 * 0.37).sin()).collect(), &[6, 8], &dev)
-                .to_dtype(dt)
-                .unwrap();
+            let base = t(
+                (0..48).map(|i| (i as f32 * 0.37).sin()).collect(),
+                &[6, 8],
+                &dev,
+            )
+            .to_dtype(dt)
+            .unwrap();
             let g = debug::cross_check();
             let layouts = [
                 base.clone(),
@@ -278,7 +321,9 @@ fn cross_check_names_the_op_that_dropped_its_writes() {
     let _l = lock();
     for dev in devices() {
         // the motivating bug: addcmul_ into a transposed (non-contiguous) output
-        let w = t((0..12).map(|i| i as f32).collect(), &[4, 3], &dev).t().unwrap();
+        let w = t((0..12).map(|i| i as f32).collect(), &[4, 3], &dev)
+            .t()
+            .unwrap();
         let a = t(vec![2.0; 12], &[3, 4], &dev);
         let _fault = debug::inject_fault("addcmul");
         // contiguous outputs are untouched by the fault
@@ -288,7 +333,11 @@ fn cross_check_names_the_op_that_dropped_its_writes() {
         // a strided output keeps its old values: no error without the cross-check
         let before = w.to_vec::<f32>().unwrap();
         w.addcmul_(&a, &a, 0.5).unwrap();
-        assert_eq!(w.to_vec::<f32>().unwrap(), before, "{dev}: the fault must drop the write");
+        assert_eq!(
+            w.to_vec::<f32>().unwrap(),
+            before,
+            "{dev}: the fault must drop the write"
+        );
         // the cross-check catches it and names it
         let g = debug::cross_check();
         w.mul_(1.0).unwrap(); // a correct op first
@@ -298,7 +347,10 @@ fn cross_check_names_the_op_that_dropped_its_writes() {
         assert_eq!(d.api.as_deref(), Some("Tensor::addcmul_"));
         assert_eq!(d.mismatched, 12);
         assert_eq!(d.max_abs_diff, 2.0);
-        assert!(d.operands.contains("strides [1, 3]") && d.operands.contains("non-contiguous"), "{d}");
+        assert!(
+            d.operands.contains("strides [1, 3]") && d.operands.contains("non-contiguous"),
+            "{d}"
+        );
         assert!(d.site.contains("debug_tools.rs:"), "{d}");
         assert_eq!(d.reference, "cpu float64");
         drop(g);
@@ -308,6 +360,9 @@ fn cross_check_names_the_op_that_dropped_its_writes() {
             ..Default::default()
         });
         let err = w.addcmul_(&a, &a, 0.5).unwrap_err();
-        assert!(matches!(&err, Error::CrossCheck { op, .. } if op == "addcmul"), "{err}");
+        assert!(
+            matches!(&err, Error::CrossCheck { op, .. } if op == "addcmul"),
+            "{err}"
+        );
     }
 }

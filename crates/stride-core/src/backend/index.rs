@@ -91,10 +91,7 @@ pub(crate) fn gather(src: View, index: View, at: IndexDim, dst: View) -> Result<
     };
     debug::primitive("gather", Replay::Widen, &[srcr, index], &[dst], |i, o| {
         let (l, at) = from_region(src.layout, i[0].layout, at);
-        let src = View {
-            layout: &l,
-            ..i[0]
-        };
+        let src = View { layout: &l, ..i[0] };
         match super::device_of(&[o[0]]) {
             Device::Cpu => crate::cpu::index::gather(src, i[1], at, o[0]),
             Device::Cuda(_) => crate::cuda::index::gather(src, i[1], at, o[0]),
@@ -177,10 +174,7 @@ pub(crate) fn scatter(
     };
     debug::primitive(op.name(), Replay::Widen, &[index, src], &[dstr], |i, o| {
         let (l, at) = from_region(dst.layout, o[0].layout, at);
-        let dst = View {
-            layout: &l,
-            ..o[0]
-        };
+        let dst = View { layout: &l, ..o[0] };
         match super::device_of(&[dst]) {
             Device::Cpu => crate::cpu::index::scatter(dst, i[0], at, i[1], op, include_self),
             Device::Cuda(_) => crate::cuda::index::scatter(dst, i[0], at, i[1], op, include_self),
@@ -201,23 +195,31 @@ pub(crate) fn count_nonzero(src: View) -> Result<usize> {
 /// Writes the coordinates of the non-zero elements of `src`, in logical order, into `dst`
 /// (i64, shape `[count, src.ndim]`).
 pub(crate) fn nonzero(src: View, dst: View) -> Result<()> {
-    debug::primitive("nonzero", Replay::Widen, &[src], &[dst], |i, o| {
-        match super::device_of(&[o[0]]) {
+    debug::primitive(
+        "nonzero",
+        Replay::Widen,
+        &[src],
+        &[dst],
+        |i, o| match super::device_of(&[o[0]]) {
             Device::Cpu => crate::cpu::index::nonzero(i[0], o[0]),
             Device::Cuda(_) => crate::cuda::index::nonzero(i[0], o[0]),
-        }
-    })
+        },
+    )
 }
 
 /// `dst` (1-D, `count(mask)` elements) = the elements of `src` where the bool `mask` is true,
 /// in logical order; `src` and `mask` have one shape (broadcast by the frontend).
 pub(crate) fn masked_select(src: View, mask: View, dst: View) -> Result<()> {
-    debug::primitive("masked_select", Replay::Widen, &[src, mask], &[dst], |i, o| {
-        match super::device_of(&[o[0]]) {
+    debug::primitive(
+        "masked_select",
+        Replay::Widen,
+        &[src, mask],
+        &[dst],
+        |i, o| match super::device_of(&[o[0]]) {
             Device::Cpu => crate::cpu::index::masked_select(i[0], i[1], o[0]),
             Device::Cuda(_) => crate::cuda::index::masked_select(i[0], i[1], o[0]),
-        }
-    })
+        },
+    )
 }
 
 /// The k-th true element of the bool `mask` (broadcast to `dst`'s shape, logical order) gets
@@ -225,12 +227,16 @@ pub(crate) fn masked_select(src: View, mask: View, dst: View) -> Result<()> {
 /// `mask` has true ones. `src` may not share `dst`'s storage.
 pub(crate) fn masked_scatter(dst: View, mask: View, src: View) -> Result<()> {
     let _sync = debug::host_sync(dst.storage.device(), "masked_scatter count")?;
-    debug::primitive("masked_scatter", Replay::Widen, &[mask, src], &[dst], |i, o| {
-        match super::device_of(&[o[0]]) {
+    debug::primitive(
+        "masked_scatter",
+        Replay::Widen,
+        &[mask, src],
+        &[dst],
+        |i, o| match super::device_of(&[o[0]]) {
             Device::Cpu => crate::cpu::index::masked_scatter(o[0], i[0], i[1]),
             Device::Cuda(_) => crate::cuda::index::masked_scatter(o[0], i[0], i[1]),
-        }
-    })
+        },
+    )
 }
 
 /// The smallest and largest element (`None` for an empty tensor): `Scalar::Int` for integer

@@ -56,12 +56,16 @@ pub(crate) fn kth(
     values: View,
     indices: View,
 ) -> Result<()> {
-    debug::primitive("kthvalue", Replay::Widen, &[src], &[values, indices], |i, o| {
-        match super::device_of(&[o[0]]) {
+    debug::primitive(
+        "kthvalue",
+        Replay::Widen,
+        &[src],
+        &[values, indices],
+        |i, o| match super::device_of(&[o[0]]) {
             Device::Cpu => crate::cpu::sort::kth(i[0], dim, k, nan_propagates, o[0], o[1]),
             Device::Cuda(_) => crate::cuda::sort::kth(i[0], dim, k, nan_propagates, o[0], o[1]),
-        }
-    })
+        },
+    )
 }
 
 /// The number of runs of equal (`==`) consecutive elements of the 1-D `sorted` (NaNs are
@@ -84,12 +88,16 @@ pub(crate) fn unique_consecutive(
     group: View,
     counts: View,
 ) -> Result<()> {
-    debug::primitive("unique", Replay::Widen, &[sorted], &[values, group, counts], |i, o| {
-        match super::device_of(&[o[0]]) {
+    debug::primitive(
+        "unique",
+        Replay::Widen,
+        &[sorted],
+        &[values, group, counts],
+        |i, o| match super::device_of(&[o[0]]) {
             Device::Cpu => crate::cpu::sort::unique_consecutive(i[0], o[0], o[1], o[2]),
             Device::Cuda(_) => crate::cuda::sort::unique_consecutive(i[0], o[0], o[1], o[2]),
-        }
-    })
+        },
+    )
 }
 
 /// One sorted row per position of `values`: `seq`'s layout is over `values`' shape, with
@@ -109,12 +117,16 @@ pub(crate) fn searchsorted(
     right: bool,
     out: View,
 ) -> Result<()> {
-    debug::primitive("searchsorted", Replay::Widen, &[seq, values], &[out], |i, o| {
-        match super::device_of(&[o[0]]) {
+    debug::primitive(
+        "searchsorted",
+        Replay::Widen,
+        &[seq, values],
+        &[out],
+        |i, o| match super::device_of(&[o[0]]) {
             Device::Cpu => crate::cpu::sort::searchsorted(i[0], rows, i[1], right, o[0]),
             Device::Cuda(_) => crate::cuda::sort::searchsorted(i[0], rows, i[1], right, o[0]),
-        }
-    })
+        },
+    )
 }
 
 /// `out[v] += weight` (or `+= 1` without weights, then `out` is i64) for each value `v` of
@@ -122,21 +134,29 @@ pub(crate) fn searchsorted(
 /// if a value is outside `0..out.len()`.
 pub(crate) fn bincount(input: View, weights: Option<View>, out: View) -> Result<()> {
     let inputs: Vec<View> = [input].into_iter().chain(weights).collect();
-    debug::primitive("bincount", Replay::Widen, &inputs, &[out], |i, o| {
-        match super::device_of(&[o[0]]) {
+    debug::primitive(
+        "bincount",
+        Replay::Widen,
+        &inputs,
+        &[out],
+        |i, o| match super::device_of(&[o[0]]) {
             Device::Cpu => crate::cpu::sort::bincount(i[0], i.get(1).copied(), o[0]),
             Device::Cuda(_) => crate::cuda::sort::bincount(i[0], i.get(1).copied(), o[0]),
-        }
-    })
+        },
+    )
 }
 
 /// Counts the float `input`'s elements into `out.len()` equal bins over `[lo, hi]`; elements
 /// outside (and NaN) are ignored, `hi` falls into the last bin. `out` has `input`'s dtype.
 pub(crate) fn histc(input: View, lo: f64, hi: f64, out: View) -> Result<()> {
-    debug::primitive("histc", Replay::Widen, &[input], &[out], |i, o| {
-        match super::device_of(&[o[0]]) {
+    debug::primitive(
+        "histc",
+        Replay::Widen,
+        &[input],
+        &[out],
+        |i, o| match super::device_of(&[o[0]]) {
             Device::Cpu => crate::cpu::sort::histc(i[0], lo, hi, o[0]),
             Device::Cuda(_) => crate::cuda::sort::histc(i[0], lo, hi, o[0]),
-        }
-    })
+        },
+    )
 }

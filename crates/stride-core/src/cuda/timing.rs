@@ -80,10 +80,13 @@ impl DeviceEvent {
     }
     /// Seconds from this event to `later` (both complete: the caller synchronised).
     pub(crate) fn elapsed_s(&self, later: &DeviceEvent) -> Result<f64> {
-        let ms = self.0.elapsed_ms(&later.0).map_err(|e| crate::Error::Cuda {
-            device: crate::Device::Cpu,
-            msg: format!("profiler: reading event times: {e}"),
-        })?;
+        let ms = self
+            .0
+            .elapsed_ms(&later.0)
+            .map_err(|e| crate::Error::Cuda {
+                device: crate::Device::Cpu,
+                msg: format!("profiler: reading event times: {e}"),
+            })?;
         Ok(ms as f64 * 1e-3)
     }
 }

@@ -108,9 +108,8 @@ pub(crate) fn check(
 ) -> Result<()> {
     for (k, out) in outputs.iter().enumerate() {
         let (f, nans, infs) = flags_of(out)?;
-        let plural = |n: usize, one: &str, many: &str| {
-            format!("{n} {}", if n == 1 { one } else { many })
-        };
+        let plural =
+            |n: usize, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
         let what = if f.nan && !before.nan {
             plural(nans, "NaN", "NaNs")
         } else if cfg.check_inf && f.inf && !before.inf && !before.nan {

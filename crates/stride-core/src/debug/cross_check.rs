@@ -62,7 +62,10 @@ pub struct Disagreement {
 
 impl std::fmt::Display for Disagreement {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let api = self.api.as_deref().map_or(String::new(), |a| format!(" (in {a})"));
+        let api = self
+            .api
+            .as_deref()
+            .map_or(String::new(), |a| format!(" (in {a})"));
         write!(
             f,
             "{}{api} disagrees with the reference ({}) at {} of {} elements of output {}; the largest difference is {:.6e} at {:?} (this device {}, reference {}, tolerance {:.3e}); {}; {}",

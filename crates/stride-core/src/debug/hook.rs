@@ -54,7 +54,12 @@ fn hooked(
         None => None,
     };
     let snapshot = match &on.cross {
-        Some(c) => Some(cross_check::Snapshot::take(&c.borrow(), inputs, outputs, replay)?),
+        Some(c) => Some(cross_check::Snapshot::take(
+            &c.borrow(),
+            inputs,
+            outputs,
+            replay,
+        )?),
         None => None,
     };
     let device = outputs

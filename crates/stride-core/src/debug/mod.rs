@@ -52,8 +52,8 @@ pub use site::{CallSite, Frame};
 pub use sync_guard::{forbid_sync, SyncGuard};
 
 pub(crate) use hook::{
-    Announced,
-    backend_sync, forward_site, host_sync, in_backward, primitive, primitive_value, Replay,
+    backend_sync, forward_site, host_sync, in_backward, primitive, primitive_value, Announced,
+    Replay,
 };
 
 use crate::backend::View;
@@ -84,12 +84,7 @@ pub(crate) fn describe_view(v: &View) -> String {
 
 /// Every operand of a primitive, inputs then outputs.
 pub(crate) fn describe_operands(inputs: &[View], outputs: &[View]) -> String {
-    let list = |vs: &[View]| {
-        vs.iter()
-            .map(describe_view)
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
+    let list = |vs: &[View]| vs.iter().map(describe_view).collect::<Vec<_>>().join(", ");
     format!("inputs: [{}]; outputs: [{}]", list(inputs), list(outputs))
 }
 

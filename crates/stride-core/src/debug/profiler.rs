@@ -333,8 +333,10 @@ impl ProfileReport {
     pub fn chrome_trace(&self) -> String {
         use serde_json::json;
         let us = |s: f64| s * 1e6;
-        let mut ev = vec![json!({"name": "process_name", "ph": "M", "pid": 0, "args": {"name": "stride"}}),
-            json!({"name": "thread_name", "ph": "M", "pid": 0, "tid": 0, "args": {"name": "host"}})];
+        let mut ev = vec![
+            json!({"name": "process_name", "ph": "M", "pid": 0, "args": {"name": "stride"}}),
+            json!({"name": "thread_name", "ph": "M", "pid": 0, "tid": 0, "args": {"name": "host"}}),
+        ];
         let mut gpu_tracks: Vec<Device> = vec![];
         for e in &self.events {
             ev.push(json!({
@@ -354,18 +356,24 @@ impl ProfileReport {
                         gpu_tracks.len()
                     }
                 };
-                ev.push(json!({"name": e.name, "cat": "device", "ph": "X", "pid": 0, "tid": tid,
-                               "ts": us(d0), "dur": us(ds), "args": {"operands": e.operands}}));
+                ev.push(
+                    json!({"name": e.name, "cat": "device", "ph": "X", "pid": 0, "tid": tid,
+                               "ts": us(d0), "dur": us(ds), "args": {"operands": e.operands}}),
+                );
             }
             if e.kind == "op" {
-                ev.push(json!({"name": format!("allocated bytes ({})", e.device), "ph": "C", "pid": 0,
-                               "ts": us(e.start_s + e.host_s), "args": {"peak": e.peak_bytes}}));
+                ev.push(
+                    json!({"name": format!("allocated bytes ({})", e.device), "ph": "C", "pid": 0,
+                               "ts": us(e.start_s + e.host_s), "args": {"peak": e.peak_bytes}}),
+                );
             }
         }
         for y in &self.syncs {
-            ev.push(json!({"name": format!("host sync: {}", y.why), "cat": "sync", "ph": "i", "s": "t",
+            ev.push(
+                json!({"name": format!("host sync: {}", y.why), "cat": "sync", "ph": "i", "s": "t",
                            "pid": 0, "tid": 0, "ts": us(y.at_s),
-                           "args": {"device": y.device.to_string(), "site": y.site}}));
+                           "args": {"device": y.device.to_string(), "site": y.site}}),
+            );
         }
         json!({"traceEvents": ev, "displayTimeUnit": "ms"}).to_string()
     }
@@ -424,7 +432,12 @@ fn operands(inputs: &[View], outputs: &[View]) -> String {
     format!("{} -> {}", ins.join(", "), outs.join(", "))
 }
 
-pub(crate) fn finish_all(timer: Option<Timer>, name: &'static str, inputs: &[View], outputs: &[View]) {
+pub(crate) fn finish_all(
+    timer: Option<Timer>,
+    name: &'static str,
+    inputs: &[View],
+    outputs: &[View],
+) {
     let Some(t) = timer else { return };
     let host = t.start.elapsed();
     let end = t.event.as_ref().and_then(|_| DeviceEvent::record(t.device));

@@ -77,7 +77,10 @@ fn internal(f: &Frame) -> bool {
 fn own(f: &Frame) -> bool {
     match &f.file {
         Some(file) => file.starts_with(OWN_SOURCES) || file.contains("/stride-core-"),
-        None => f.function.trim_start_matches('<').starts_with("stride_core::"),
+        None => f
+            .function
+            .trim_start_matches('<')
+            .starts_with("stride_core::"),
     }
 }
 
@@ -105,11 +108,25 @@ fn short_api(f: &Frame) -> Option<String> {
         return Some(name.trim_start_matches("stride_core::").to_string());
     }
     // shared helpers that a frontend reached by a tail call: they would name the wrong op
-    const HELPERS: [&str; 6] = ["unary", "binary", "ternary", "unary_raw", "binary_raw", "ternary_raw"];
+    const HELPERS: [&str; 6] = [
+        "unary",
+        "binary",
+        "ternary",
+        "unary_raw",
+        "binary_raw",
+        "ternary_raw",
+    ];
     if HELPERS.contains(&name) {
         return None;
     }
-    let tensor_files = ["/ops/", "/tensor.rs", "/view.rs", "/creation.rs", "/display.rs", "/autograd/tensor_api.rs"];
+    let tensor_files = [
+        "/ops/",
+        "/tensor.rs",
+        "/view.rs",
+        "/creation.rs",
+        "/display.rs",
+        "/autograd/tensor_api.rs",
+    ];
     Some(match &f.file {
         Some(file) if tensor_files.iter().any(|t| file.contains(t)) => format!("Tensor::{name}"),
         _ => name.to_string(),
