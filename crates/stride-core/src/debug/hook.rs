@@ -184,7 +184,7 @@ pub(crate) fn in_backward<R>(
             forward_site: forward_site.cloned(),
         })
     });
-    let range = profiler::range_start(node);
+    let range = profiler::open_range(node);
     let r = f();
     profiler::range_end(range);
     state::with(|s| s.backward.pop());

@@ -446,7 +446,7 @@ pub(crate) fn finish_all(
     let peak = crate::storage::take_window_peak(t.device);
     let desc = operands(inputs, outputs);
     let events = t.event.zip(end);
-    for (k, rec) in t.recs.iter().enumerate() {
+    for rec in &t.recs {
         let mut r = rec.borrow_mut();
         let before = r.allocated_total.insert(t.device, total).unwrap_or(total);
         let start = t.start.duration_since(r.t0);
@@ -456,8 +456,7 @@ pub(crate) fn finish_all(
             device: t.device,
             start,
             host,
-            // device events are shared by value only with the first profiler
-            events: if k == 0 { events.clone() } else { None },
+            events: events.clone(),
             launches: launched,
             bytes_allocated: total.saturating_sub(before),
             peak_bytes: peak,
@@ -481,7 +480,7 @@ pub fn range(name: &str) -> RangeGuard {
     }
 }
 
-fn open_range(name: &str) -> Option<Vec<(Rc<RefCell<Recorder>>, usize)>> {
+pub(crate) fn open_range(name: &str) -> Option<Vec<(Rc<RefCell<Recorder>>, usize)>> {
     if !state::any_active() {
         return None;
     }
@@ -519,10 +518,6 @@ impl Drop for RangeGuard {
     fn drop(&mut self) {
         range_end(self.open.take());
     }
-}
-
-pub(crate) fn range_start(name: &str) -> Option<Vec<(Rc<RefCell<Recorder>>, usize)>> {
-    open_range(name)
 }
 
 pub(crate) fn range_end(open: Option<Vec<(Rc<RefCell<Recorder>>, usize)>>) {
