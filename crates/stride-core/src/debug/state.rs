@@ -44,6 +44,17 @@ pub(crate) struct ThreadState {
     pub backward: Vec<BackwardCtx>,
 }
 
+impl ThreadState {
+    /// No guard of this thread applies to its ops.
+    fn nothing_on(&self) -> bool {
+        self.anomaly.is_empty()
+            && self.sync_guards.is_empty()
+            && self.profilers.is_empty()
+            && self.cross.is_empty()
+            && self.faults.is_empty()
+    }
+}
+
 thread_local! {
     static STATE: RefCell<ThreadState> = RefCell::default();
 }
@@ -93,7 +104,8 @@ impl Active {
 
 pub(crate) fn active_here() -> Active {
     with(|s| {
-        if s.quiet > 0 {
+        // a guard alive on another thread sends every op here: look before cloning anything
+        if s.quiet > 0 || s.nothing_on() {
             return Active::default();
         }
         Active {
