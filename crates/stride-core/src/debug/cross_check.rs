@@ -169,12 +169,19 @@ pub(crate) struct Snapshot {
 }
 
 fn reference_copy(v: &View, config: &CrossCheckConfig, replay: Replay) -> Result<Tensor> {
-    // a fresh copy first: on the same device `to_device` would share the storage
-    let t = tensor_of(v).clone_with(MemoryFormat::Contiguous)?;
-    let t = t.to_device(&config.reference)?;
-    match (replay, config.dtype) {
-        (Replay::Widen, Some(d)) if v.dtype.is_float() => t.to_dtype(d),
-        _ => Ok(t),
+    let t = tensor_of(v);
+    let dtype = match (replay, config.dtype) {
+        (Replay::Widen, Some(d)) if v.dtype.is_float() => d,
+        _ => v.dtype,
+    };
+    // One copy where one will do: a transfer and a cast each make a fresh tensor, but on the
+    // same device and in the same dtype `to_device`/`to_dtype` would share the storage.
+    if t.device() != config.reference {
+        t.to_device(&config.reference)?.to_dtype(dtype)
+    } else if dtype != v.dtype {
+        t.to_dtype(dtype)
+    } else {
+        t.clone_with(MemoryFormat::Contiguous)
     }
 }
 
