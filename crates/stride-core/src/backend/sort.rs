@@ -6,8 +6,62 @@
 //! slice of an operand along the op's dim; all operands are addressed through their layouts.
 
 use super::View;
+use crate::cpu::index::check_extent;
 use crate::debug::{self, Replay};
-use crate::{Device, Result};
+use crate::{DType, Device, Error, Result};
+
+/// Checks a row op's operands once, for every backend: `src` and `values` of one dtype,
+/// `indices` i64, one shape off `dim` (where `values` has `out_len` elements), rows shorter
+/// than 2^32, and every operand inside its storage.
+fn check_rows(
+    op: &'static str,
+    src: &View,
+    dim: usize,
+    out_len: usize,
+    values: &View,
+    indices: &View,
+) -> Result<()> {
+    let (s, v, i) = (
+        src.layout.shape(),
+        values.layout.shape(),
+        indices.layout.shape(),
+    );
+    let ok = values.dtype == src.dtype
+        && indices.dtype == DType::I64
+        && v == i
+        && v.len() == s.len()
+        && (s.is_empty() || dim < s.len())
+        && (0..s.len()).all(|d| {
+            if d == dim {
+                v[d] == out_len
+            } else {
+                v[d] == s[d]
+            }
+        });
+    if !ok {
+        return Err(internal(op, "operands disagree"));
+    }
+    let n = row_len(src, dim);
+    if n >= u32::MAX as usize {
+        return Err(Error::invalid(
+            op,
+            format!("dim {dim} has {n} elements; rows of 2^32 or more elements are not supported"),
+        ));
+    }
+    for x in [src, values, indices] {
+        check_extent(op, x, 0)?;
+    }
+    Ok(())
+}
+
+/// The length of `v`'s rows along `dim` (1 for a 0-d view).
+fn row_len(v: &View, dim: usize) -> usize {
+    v.layout.shape().get(dim).copied().unwrap_or(1)
+}
+
+fn internal(op: &'static str, msg: &str) -> Error {
+    Error::invalid(op, format!("internal error: {msg} (please report)"))
+}
 
 /// Sorts each row of `src` along `dim` into `values` (src's dtype) and `indices` (i64, the
 /// position of each value in its row); all three have `src`'s shape. Stable; `descending`
@@ -19,6 +73,7 @@ pub(crate) fn sort(
     values: View,
     indices: View,
 ) -> Result<()> {
+    check_rows("sort", &src, dim, row_len(&src, dim), &values, &indices)?;
     debug::primitive("sort", Replay::Widen, &[src], &[values, indices], |i, o| {
         match super::device_of(&[o[0]]) {
             Device::Cpu => crate::cpu::sort::sort(i[0], dim, descending, o[0], o[1]),
@@ -37,6 +92,10 @@ pub(crate) fn topk(
     values: View,
     indices: View,
 ) -> Result<()> {
+    check_rows("topk", &src, dim, k, &values, &indices)?;
+    if k > row_len(&src, dim) {
+        return Err(internal("topk", "k exceeds the row"));
+    }
     debug::primitive("topk", Replay::Widen, &[src], &[values, indices], |i, o| {
         match super::device_of(&[o[0]]) {
             Device::Cpu => crate::cpu::sort::topk(i[0], dim, k, largest, o[0], o[1]),
@@ -56,6 +115,10 @@ pub(crate) fn kth(
     values: View,
     indices: View,
 ) -> Result<()> {
+    check_rows("kthvalue", &src, dim, 1, &values, &indices)?;
+    if k >= row_len(&src, dim) {
+        return Err(internal("kthvalue", "k exceeds the row"));
+    }
     debug::primitive(
         "kthvalue",
         Replay::Widen,

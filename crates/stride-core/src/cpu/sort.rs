@@ -353,51 +353,6 @@ unsafe fn load_row<T: SortKey>(
     }
 }
 
-/// Checks the operands of a row op: `src` and `values` of one dtype, `indices` i64, one
-/// shape off `dim`, and rows shorter than 2^32.
-fn check_rows(
-    op: &'static str,
-    src: &View,
-    dim: usize,
-    out_len: usize,
-    values: &View,
-    indices: &View,
-) -> Result<()> {
-    let (s, v, i) = (
-        src.layout.shape(),
-        values.layout.shape(),
-        indices.layout.shape(),
-    );
-    let ok = values.dtype == src.dtype
-        && indices.dtype == DType::I64
-        && v == i
-        && v.len() == s.len()
-        && (s.is_empty() || dim < s.len())
-        && (0..s.len()).all(|d| {
-            if d == dim {
-                v[d] == out_len
-            } else {
-                v[d] == s[d]
-            }
-        });
-    if !ok {
-        return Err(internal(op, "operands disagree"));
-    }
-    if dim_len(src.layout, dim) >= u32::MAX as usize {
-        return Err(Error::invalid(
-            op,
-            format!(
-                "dim {dim} has {} elements; rows of 2^32 or more elements are not supported",
-                dim_len(src.layout, dim)
-            ),
-        ));
-    }
-    for x in [src, values, indices] {
-        check_extent(op, x, 0)?;
-    }
-    Ok(())
-}
-
 pub(crate) fn sort(
     src: View,
     dim: usize,
@@ -406,7 +361,6 @@ pub(crate) fn sort(
     indices: View,
 ) -> Result<()> {
     let n = dim_len(src.layout, dim);
-    check_rows("sort", &src, dim, n, &values, &indices)?;
     if src.layout.numel() == 0 {
         return Ok(());
     }
@@ -484,10 +438,6 @@ pub(crate) fn topk(
     indices: View,
 ) -> Result<()> {
     let n = dim_len(src.layout, dim);
-    check_rows("topk", &src, dim, k, &values, &indices)?;
-    if k > n {
-        return Err(internal("topk", "k exceeds the row"));
-    }
     if values.layout.numel() == 0 {
         return Ok(());
     }
@@ -567,10 +517,6 @@ pub(crate) fn kth(
     indices: View,
 ) -> Result<()> {
     let n = dim_len(src.layout, dim);
-    check_rows("kthvalue", &src, dim, 1, &values, &indices)?;
-    if k >= n {
-        return Err(internal("kthvalue", "k exceeds the row"));
-    }
     if values.layout.numel() == 0 {
         return Ok(());
     }

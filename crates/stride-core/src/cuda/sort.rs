@@ -45,51 +45,6 @@ fn dim_stride(l: &Layout, dim: usize) -> i64 {
     l.strides().get(dim).map_or(0, |&s| s as i64)
 }
 
-/// Checks the operands of a row op as the CPU does: `src` and `values` of one dtype,
-/// `indices` i64, one shape off `dim`, and rows shorter than 2^32.
-fn check_rows(
-    op: &'static str,
-    src: &View,
-    dim: usize,
-    out_len: usize,
-    values: &View,
-    indices: &View,
-) -> Result<()> {
-    let (s, v, i) = (
-        src.layout.shape(),
-        values.layout.shape(),
-        indices.layout.shape(),
-    );
-    let ok = values.dtype == src.dtype
-        && indices.dtype == DType::I64
-        && v == i
-        && v.len() == s.len()
-        && (s.is_empty() || dim < s.len())
-        && (0..s.len()).all(|d| {
-            if d == dim {
-                v[d] == out_len
-            } else {
-                v[d] == s[d]
-            }
-        });
-    if !ok {
-        return Err(internal(op, "operands disagree"));
-    }
-    if dim_len(src.layout, dim) >= u32::MAX as usize {
-        return Err(Error::invalid(
-            op,
-            format!(
-                "dim {dim} has {} elements; rows of 2^32 or more elements are not supported",
-                dim_len(src.layout, dim)
-            ),
-        ));
-    }
-    for x in [src, values, indices] {
-        check_extent(op, x, 0)?;
-    }
-    Ok(())
-}
-
 /// What a row op writes: `Sorted(k)` the first k sorted elements (sort, topk), `Kth` element
 /// k of the ascending order (or the first NaN with `nanprop`).
 #[derive(Clone, Copy)]
@@ -310,7 +265,6 @@ pub(crate) fn sort(
     indices: View,
 ) -> Result<()> {
     let n = dim_len(src.layout, dim);
-    check_rows("sort", &src, dim, n, &values, &indices)?;
     sort_rows(
         "sort",
         src,
@@ -330,11 +284,6 @@ pub(crate) fn topk(
     values: View,
     indices: View,
 ) -> Result<()> {
-    let n = dim_len(src.layout, dim);
-    check_rows("topk", &src, dim, k, &values, &indices)?;
-    if k > n {
-        return Err(internal("topk", "k exceeds the row"));
-    }
     sort_rows("topk", src, dim, largest, Pick::Sorted(k), values, indices)
 }
 
@@ -346,11 +295,6 @@ pub(crate) fn kth(
     values: View,
     indices: View,
 ) -> Result<()> {
-    let n = dim_len(src.layout, dim);
-    check_rows("kthvalue", &src, dim, 1, &values, &indices)?;
-    if k >= n {
-        return Err(internal("kthvalue", "k exceeds the row"));
-    }
     sort_rows(
         "kthvalue",
         src,
