@@ -1,7 +1,7 @@
 //! The frozen-encoder hunt of the README's troubleshooting section, in a few lines.
 //!
 //! ```text
-//! cargo run --release -p stride --example frozen_encoder
+//! cargo run --release -p stride --example frozen_encoder [-- cuda]
 //! ```
 //!
 //! A TopK sparse autoencoder whose encoder weight is a transposed clone of its decoder's
@@ -15,11 +15,17 @@ use stride::models::train::{SaeTrainer, TrainConfig};
 use stride::prelude::*;
 
 fn main() -> Result<()> {
+    // `cuda` as the argument: the same hunt on GPU 0 (the fault applies on every device)
+    let device = match std::env::args().nth(1).as_deref() {
+        Some("cuda") => Device::cuda(0)?,
+        _ => Device::Cpu,
+    };
     let config = TrainConfig {
         sae: SaeConfig {
             dims: 16,
             latents: 64,
             k: 4,
+            device,
             ..SaeConfig::default()
         },
         features: 32,
@@ -80,7 +86,7 @@ fn main() -> Result<()> {
     }
 
     // 6. Memory: flat across steps once Adam's moments exist.
-    debug::check_leaks(Device::Cpu, 2, 5, || trainer.step())?;
+    debug::check_leaks(device, 2, 5, || trainer.step())?;
     println!("{}", debug::memory_report());
     Ok(())
 }
