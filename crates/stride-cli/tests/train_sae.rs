@@ -176,8 +176,8 @@ fn bad_flags_are_clear_errors() {
         assert!(!o.status.success(), "{args:?} succeeded");
         text(&o.stderr)
     };
-    let e = err(&["train", "sae", "--device", "cuda", "--steps", "1"]);
-    assert!(e.contains("cuda:0 is not available"), "{e}");
+    let e = err(&["train", "sae", "--device", "cuda:999", "--steps", "1"]);
+    assert!(e.contains("cuda:999 is not available"), "{e}");
     let e = err(&["train", "sae", "--device", "tpu"]);
     assert!(e.contains("unknown device"), "{e}");
     let e = err(&["train", "sae", "--dtype", "i32"]);

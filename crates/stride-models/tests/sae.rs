@@ -206,7 +206,7 @@ fn bad_configurations_and_files_are_errors() {
     assert!(bad(|c| c.lr = -1.0).contains("learning rate"));
     assert!(bad(|c| c.feature_prob = 1.5).contains("probability"));
     assert!(bad(|c| c.sae.dtype = DType::I64).contains("floating-point"));
-    assert!(bad(|c| c.sae.device = Device::Cuda(0)).contains("cuda"));
+    assert!(bad(|c| c.sae.device = Device::Cuda(999)).contains("cuda:999"));
 
     let dir = std::env::temp_dir().join(format!("stride-sae-bad-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
