@@ -8,7 +8,7 @@
 use super::View;
 use crate::cpu::index::check_extent;
 use crate::debug::{self, Replay};
-use crate::{DType, Device, Error, Result};
+use crate::{DType, Device, Error, Layout, Result};
 
 /// Checks a row op's operands once, for every backend: `src` and `values` of one dtype,
 /// `indices` i64, one shape off `dim` (where `values` has `out_len` elements), rows shorter
@@ -41,7 +41,7 @@ fn check_rows(
     if !ok {
         return Err(internal(op, "operands disagree"));
     }
-    let n = row_len(src, dim);
+    let n = dim_len(src.layout, dim);
     if n >= u32::MAX as usize {
         return Err(Error::invalid(
             op,
@@ -54,12 +54,13 @@ fn check_rows(
     Ok(())
 }
 
-/// The length of `v`'s rows along `dim` (1 for a 0-d view).
-fn row_len(v: &View, dim: usize) -> usize {
-    v.layout.shape().get(dim).copied().unwrap_or(1)
+/// The length of a row along `dim` (1 for a 0-d layout); shared by every device's kernels.
+pub(crate) fn dim_len(l: &Layout, dim: usize) -> usize {
+    l.shape().get(dim).copied().unwrap_or(1)
 }
 
-fn internal(op: &'static str, msg: &str) -> Error {
+/// A call the frontend should never have made.
+pub(crate) fn internal(op: &'static str, msg: &str) -> Error {
     Error::invalid(op, format!("internal error: {msg} (please report)"))
 }
 
@@ -73,7 +74,14 @@ pub(crate) fn sort(
     values: View,
     indices: View,
 ) -> Result<()> {
-    check_rows("sort", &src, dim, row_len(&src, dim), &values, &indices)?;
+    check_rows(
+        "sort",
+        &src,
+        dim,
+        dim_len(src.layout, dim),
+        &values,
+        &indices,
+    )?;
     debug::primitive("sort", Replay::Widen, &[src], &[values, indices], |i, o| {
         match super::device_of(&[o[0]]) {
             Device::Cpu => crate::cpu::sort::sort(i[0], dim, descending, o[0], o[1]),
@@ -93,7 +101,7 @@ pub(crate) fn topk(
     indices: View,
 ) -> Result<()> {
     check_rows("topk", &src, dim, k, &values, &indices)?;
-    if k > row_len(&src, dim) {
+    if k > dim_len(src.layout, dim) {
         return Err(internal("topk", "k exceeds the row"));
     }
     debug::primitive("topk", Replay::Widen, &[src], &[values, indices], |i, o| {
@@ -116,7 +124,7 @@ pub(crate) fn kth(
     indices: View,
 ) -> Result<()> {
     check_rows("kthvalue", &src, dim, 1, &values, &indices)?;
-    if k >= row_len(&src, dim) {
+    if k >= dim_len(src.layout, dim) {
         return Err(internal("kthvalue", "k exceeds the row"));
     }
     debug::primitive(

@@ -12,7 +12,7 @@ use super::access::Access;
 use super::index::{check_extent, par_map, split_ranges};
 use super::math::{FloatElem, Real};
 use super::strided::{Plan, SendPtr, PAR_GRAIN};
-use crate::backend::sort::SortedRows;
+use crate::backend::sort::{dim_len, internal, SortedRows};
 use crate::backend::View;
 use crate::{with_dtype, DType, Element, Error, Layout, Result};
 use half::{bf16, f16};
@@ -138,10 +138,6 @@ macro_rules! with_sort_type {
     ($dtype:expr, $T:ident => $body:expr) => {
         with_dtype!($dtype, $T => $body)
     };
-}
-
-fn internal(op: &'static str, msg: &str) -> Error {
-    Error::invalid(op, format!("internal error: {msg} (please report)"))
 }
 
 /// Rows up to this length sort by comparison.
@@ -328,9 +324,6 @@ fn outer_shape(shape: &[usize], dim: usize) -> Vec<usize> {
     o
 }
 
-fn dim_len(l: &Layout, dim: usize) -> usize {
-    l.shape().get(dim).copied().unwrap_or(1)
-}
 fn dim_stride(l: &Layout, dim: usize) -> isize {
     l.strides().get(dim).map_or(0, |&s| s as isize)
 }

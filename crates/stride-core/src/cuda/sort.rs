@@ -20,7 +20,7 @@ use super::device::CudaDevice;
 use super::index::{check_indices, compact_emit, compact_scan, compact_total, internal, plan_geo};
 use super::launch::{arg, dptr, launch, launch_cfg, walk};
 use super::source::{self, tag, Compact};
-use crate::backend::sort::SortedRows;
+use crate::backend::sort::{dim_len, SortedRows};
 use crate::backend::View;
 use crate::cpu::index::check_extent;
 use crate::cpu::math::FloatElem;
@@ -38,9 +38,6 @@ const KSEL: usize = 1024;
 /// Bytes of one (key, position) pair (`SK`).
 pub(super) const SK_BYTES: usize = 16;
 
-fn dim_len(l: &Layout, dim: usize) -> usize {
-    l.shape().get(dim).copied().unwrap_or(1)
-}
 fn dim_stride(l: &Layout, dim: usize) -> i64 {
     l.strides().get(dim).map_or(0, |&s| s as i64)
 }
