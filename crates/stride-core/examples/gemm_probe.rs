@@ -1,4 +1,9 @@
-// throwaway probe (not committed): interleaved best/median of matmul variants
+//! Probe for tuning matrix products: interleaved best/median of matmul variants.
+//!
+//! `cargo run --release -p stride-core --example gemm_probe -- N ROUNDS PER VARIANTS`, with
+//! VARIANTS a comma list of: mm, mm_out, tt, tt_out, tt_colmajor (a.t()@b.t() into a
+//! column-major temp, then contiguous), alloc, or `g[tt]:LHS_MT:RHS:THREADING` (gemm called
+//! directly with those packing/threading thresholds).
 use std::time::Instant;
 use stride_core::{DType, Device, Tensor};
 
@@ -76,6 +81,11 @@ fn main() {
                     }
                     "tt_out" => {
                         at.matmul_out(&bt, &c).unwrap();
+                    }
+                    "tt_colmajor" => {
+                        let tmp = Tensor::empty([n, n], DType::F32, &cpu).unwrap();
+                        at.matmul_out(&bt, &tmp.t().unwrap()).unwrap();
+                        std::hint::black_box(tmp.t().unwrap().contiguous().unwrap());
                     }
                     "alloc" => {
                         std::hint::black_box(Tensor::zeros([n, n], DType::F32, &cpu).unwrap());
