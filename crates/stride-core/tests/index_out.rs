@@ -543,3 +543,56 @@ fn row_gathers_from_strided_sources_step_the_source_per_row() {
         }
     }
 }
+
+#[test]
+fn gathers_into_outputs_past_the_streaming_threshold() {
+    // outputs of 64 MiB and more are written with streaming stores where a row starts on a
+    // 16-byte boundary and is a whole number of 16-byte units; everywhere else with ordinary
+    // stores. Both kinds, and a materialised gather index whose runs are (almost all) one
+    // row, must write exactly the rows the index picks.
+    let (n, m, k) = (1000usize, 64usize, 270_000usize); // 270k rows x 256 B = 69 MB
+    let mut rng = Rng(29);
+    let x: Vec<f32> = (0..n * m).map(|i| i as f32).collect();
+    let xt = Tensor::from_vec(x.clone(), [n, m]).unwrap();
+    let idx: Vec<i64> = (0..k).map(|_| rng.below(n) as i64).collect();
+    let want = |r: usize, c: usize| x[idx[r] as usize * m + c];
+    let check = |got: &Tensor, what: &str| {
+        let g = got.to_vec::<f32>().unwrap();
+        assert_eq!(g.len(), k * m, "{what}");
+        for (p, &v) in g.iter().enumerate() {
+            let (r, c) = (p / m, p % m);
+            assert_eq!(v, want(r, c), "{what}: row {r}, column {c}");
+        }
+    };
+    let it = Tensor::from_vec(idx.clone(), [k]).unwrap();
+    check(&xt.index_select(0, &it).unwrap(), "index_select, fresh");
+    // outputs 1 element (unaligned rows) and 4 elements (16 bytes) into their buffers
+    for skip in [1usize, 4] {
+        let buf = Tensor::full([k * m + skip], -1.0, DType::F32, &CPU).unwrap();
+        let out = buf
+            .narrow(0, skip as i64, k * m)
+            .unwrap()
+            .view(&[k as i64, m as i64])
+            .unwrap();
+        xt.index_select_out(0, &it, &out).unwrap();
+        check(&out, &format!("index_select_out at offset {skip}"));
+        let head = buf.narrow(0, 0, skip).unwrap().to_vec::<f32>().unwrap();
+        assert!(head.iter().all(|&v| v == -1.0), "before the output");
+    }
+    // a materialised index: one row of it disagrees along the run, so goes element by element
+    let mut mat: Vec<i64> = idx
+        .iter()
+        .flat_map(|&r| std::iter::repeat_n(r, m))
+        .collect();
+    mat[5 * m + 7] = 0;
+    let got = xt
+        .gather(0, &Tensor::from_vec(mat, [k, m]).unwrap())
+        .unwrap()
+        .to_vec::<f32>()
+        .unwrap();
+    for (p, &v) in got.iter().enumerate() {
+        let (r, c) = (p / m, p % m);
+        let w = if (r, c) == (5, 7) { x[c] } else { want(r, c) };
+        assert_eq!(v, w, "materialised gather: row {r}, column {c}");
+    }
+}
