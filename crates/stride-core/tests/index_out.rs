@@ -596,3 +596,128 @@ fn gathers_into_outputs_past_the_streaming_threshold() {
         assert_eq!(v, w, "materialised gather: row {r}, column {c}");
     }
 }
+
+#[test]
+fn materialised_gather_indices_constant_along_rows_are_read_once() {
+    // an index of at least 64 Ki elements is validated in one pass that also notices when it
+    // is constant along its last dim; the gather then reads one value per row. Every index
+    // dtype and layout, a row that varies late, negative (wrapping) values for take, and the
+    // error for the first bad value in logical order must all come out as from the plain walk.
+    let (n, m, k) = (500usize, 16usize, 6000usize); // 96k index elements
+    let mut rng = Rng(31);
+    let x: Vec<f32> = (0..n * m).map(|i| i as f32).collect();
+    let xt = Tensor::from_vec(x.clone(), [n, m]).unwrap();
+    let rows: Vec<i64> = (0..k).map(|_| rng.below(n) as i64).collect();
+    let mat: Vec<i64> = rows
+        .iter()
+        .flat_map(|&r| std::iter::repeat_n(r, m))
+        .collect();
+    let check = |got: &Tensor, idx: &[i64], what: &str| {
+        let g = got.to_vec::<f32>().unwrap();
+        assert_eq!(g.len(), k * m, "{what}");
+        for (p, &v) in g.iter().enumerate() {
+            let (r, c) = (p / m, p % m);
+            assert_eq!(v, x[idx[p] as usize * m + c], "{what}: row {r}, column {c}");
+        }
+    };
+    let as_dtype = |v: &[i64], dt: DType| {
+        Tensor::from_vec(v.to_vec(), [k, m])
+            .unwrap()
+            .to_dtype(dt)
+            .unwrap()
+    };
+    for dt in [DType::I64, DType::I32, DType::U32] {
+        let idx = as_dtype(&mat, dt);
+        check(
+            &xt.gather(0, &idx).unwrap(),
+            &mat,
+            &format!("{dt} contiguous"),
+        );
+        // the same index stored transposed: rows are strided along the last dim
+        let idx_t = as_dtype(&mat, dt)
+            .t()
+            .unwrap()
+            .contiguous()
+            .unwrap()
+            .t()
+            .unwrap();
+        check(
+            &xt.gather(0, &idx_t).unwrap(),
+            &mat,
+            &format!("{dt} transposed"),
+        );
+        // into a transposed output, which takes the general walk
+        let out = Tensor::full([m, k], -1.0, DType::F32, &CPU)
+            .unwrap()
+            .t()
+            .unwrap();
+        xt.gather_out(0, &idx, &out).unwrap();
+        check(&out, &mat, &format!("{dt} into a transposed output"));
+        // one row near the end varies: the gather falls back to the element walk
+        let mut varies = mat.clone();
+        varies[(k - 3) * m + 5] = 7;
+        check(
+            &xt.gather(0, &as_dtype(&varies, dt)).unwrap(),
+            &varies,
+            &format!("{dt} with a varying row"),
+        );
+    }
+    // an index whose rows are constant but whose outer dims are permuted (gather along dim 1
+    // of a [2, k/2, m] source through a [k/2, 2, m] index permuted to [2, k/2, m])
+    let x3 = xt.narrow(0, 0, 2 * (n / 2)).unwrap();
+    let x3 = x3.reshape(&[2, (n / 2) as i64, m as i64]).unwrap();
+    let half: Vec<i64> = (0..k).map(|_| rng.below(n / 2) as i64).collect();
+    let stored: Vec<i64> = half
+        .iter()
+        .flat_map(|&r| std::iter::repeat_n(r, m))
+        .collect();
+    let idx3 = Tensor::from_vec(stored.clone(), [k / 2, 2, m])
+        .unwrap()
+        .permute(&[1, 0, 2])
+        .unwrap();
+    let got = x3.gather(1, &idx3).unwrap().to_vec::<f32>().unwrap();
+    for (p, &v) in got.iter().enumerate() {
+        let (b, r, c) = (p / (k / 2 * m), p / m % (k / 2), p % m);
+        let i = half[r * 2 + b] as usize;
+        assert_eq!(
+            v,
+            x[(b * (n / 2) + i) * m + c],
+            "permuted index at {b},{r},{c}"
+        );
+    }
+    // take wraps negative indices: rows of -1 read the last element
+    let neg: Vec<i64> = mat
+        .iter()
+        .enumerate()
+        .map(|(p, &v)| if p / m % 2 == 0 { v } else { -1 - v })
+        .collect();
+    let flat = xt.reshape(&[-1]).unwrap().to_vec::<f32>().unwrap();
+    let got = xt
+        .take(&Tensor::from_vec(neg.clone(), [k, m]).unwrap())
+        .unwrap()
+        .to_vec::<f32>()
+        .unwrap();
+    for (p, (&v, &i)) in got.iter().zip(&neg).enumerate() {
+        let j = if i < 0 { flat.len() as i64 + i } else { i } as usize;
+        assert_eq!(v, flat[j], "take at {p}");
+    }
+    // bad values in both halves (which two threads scan): the error names the first in
+    // logical order, and nothing is written
+    let mut bad = mat.clone();
+    bad[(k / 3) * m + 9] = n as i64 + 5;
+    bad[(k - 2) * m] = n as i64 + 9;
+    bad[(k - 1) * m + 3] = -2;
+    let out = Tensor::full([k, m], -1.0, DType::F32, &CPU).unwrap();
+    for dt in [DType::I64, DType::I32] {
+        let e = xt
+            .gather_out(0, &as_dtype(&bad, dt), &out)
+            .expect_err("bad index");
+        assert!(
+            matches!(e, Error::IndexOutOfRange { index, dim: 0, size, .. }
+                if index == n as i64 + 5 && size == n),
+            "{dt}: {e}"
+        );
+        let o = out.to_vec::<f32>().unwrap();
+        assert!(o.iter().all(|&v| v == -1.0), "{dt}: the output was written");
+    }
+}

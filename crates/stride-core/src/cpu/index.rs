@@ -5,7 +5,9 @@
 //!   the index's *stored* elements (stride-0 dims are visited once), in logical order so the
 //!   error names the first bad index.
 //! - Gather is parallel over output positions. A run along which the index is constant
-//!   (an `index_select`/`embedding` row, an expanded index) is one row copy.
+//!   (an `index_select`/`embedding` row, an expanded index) is one row copy. A large
+//!   materialised index that is constant along its last dim is noticed by the validation pass,
+//!   which keeps one value per row, so the gather does not read the whole index a second time.
 //! - Scatter is parallel and deterministic: two index positions can only hit one destination
 //!   if they differ only along the scatter axis, so the positions off the axis are split
 //!   between tasks and each task walks the axis in order. When the index varies along the
@@ -235,22 +237,114 @@ pub(crate) fn gather(src: View, index: View, at: IndexDim, dst: View) -> Result<
     let (lo, hi) = bounds(&at);
     with_index_type!(index.dtype, I => unsafe {
         let pi = SendPtr(acc.ptr::<I>(index.storage));
-        if let Some(v) = first_bad(pi, index.layout, lo, hi) {
-            return Err(at.out_of_range(v));
-        }
+        // a materialised index that is constant along its last dim is validated and read
+        // back as one value per row, so the gather reads the big index once, not twice
+        let compact = match scan_rows(pi, index.layout, lo, hi) {
+            RowScan::Bad(v) => return Err(at.out_of_range(v)),
+            RowScan::Rows(values, layout) => Some((values, layout)),
+            RowScan::Varies => None,
+            RowScan::Skipped => {
+                if let Some(v) = first_bad(pi, index.layout, lo, hi) {
+                    return Err(at.out_of_range(v));
+                }
+                None
+            }
+        };
+        let (pi, il) = match &compact {
+            Some((values, layout)) => (SendPtr(values.as_ptr() as *mut I), layout),
+            None => (pi, index.layout),
+        };
         with_width!(dst.dtype, T => gather_typed::<T, I>(
-            &dst, &src, &index, &at,
+            &dst, &src, il, &at,
             SendPtr(acc.ptr::<T>(dst.storage)), SendPtr(acc.ptr::<T>(src.storage)), pi,
         ))
     });
     Ok(())
 }
 
+/// What [`scan_rows`] found in a gather index.
+enum RowScan<I> {
+    /// The first index (in logical order) out of range.
+    Bad(i64),
+    /// All valid and constant along the last dim: one value per row (row-major over the other
+    /// dims) and the layout that reads them as the whole index (stride 0 along the last dim).
+    Rows(Vec<I>, Layout),
+    /// All valid, but some row varies.
+    Varies,
+    /// Not scanned (small, or not a materialised last dim): validate with [`first_bad`].
+    Skipped,
+}
+
+/// Indices below this many elements are validated by [`first_bad`] alone.
+const ROW_SCAN_MIN: usize = 1 << 16;
+
+/// Validates a gather index and, when it is constant along its last dim (the
+/// `idx[:, None].expand(-1, d).contiguous()` a user passes to `gather`), collects one value
+/// per row in the same pass. The gather then reads the rows' values instead of the whole
+/// index again: for a [1M, 64] i64 index that is 8 MB instead of 512 MB.
+unsafe fn scan_rows<I: Element>(p: SendPtr<I>, l: &Layout, lo: i64, hi: i64) -> RowScan<I> {
+    let (shape, strides) = (l.shape(), l.strides());
+    let Some(last) = shape.len().checked_sub(1) else {
+        return RowScan::Skipped;
+    };
+    let (len, st) = (shape[last], strides[last] as isize);
+    if st == 0 || len < 8 || l.numel() < ROW_SCAN_MIN {
+        return RowScan::Skipped;
+    }
+    let outer = &shape[..last];
+    let contig = contiguous_strides(outer);
+    // operand 0 numbers the rows in logical order; operand 1 finds each row's first index
+    let plan = Plan::new(outer, [&contig, &strides[..last]], [0, l.offset()]);
+    let mut values = vec![I::default(); plan.numel()];
+    let pv = SendPtr(values.as_mut_ptr());
+    let [sv, sr] = plan.inner_strides();
+    let grain = (PAR_GRAIN / len).max(1);
+    // per task: the first bad index, and whether every row it scanned was constant
+    let found = par_map(&split_ranges(plan.numel(), grain), |s, e| {
+        let mut constant = true;
+        let mut bad = None;
+        plan.for_each_run(s, e, |off, n| {
+            if bad.is_some() {
+                return;
+            }
+            for k in 0..n as isize {
+                let x = p.get().offset(off[1] + k * sr);
+                let v0 = (*x).to_i64();
+                // branch-free over the row, so that it vectorises
+                let (mut out, mut same) = (false, true);
+                for i in 0..len as isize {
+                    let v = (*x.offset(i * st)).to_i64();
+                    out |= v < lo || v >= hi;
+                    same &= v == v0;
+                }
+                if out {
+                    bad = (0..len as isize)
+                        .map(|i| (*x.offset(i * st)).to_i64())
+                        .find(|&v| v < lo || v >= hi);
+                    return;
+                }
+                constant &= same;
+                *pv.get().offset(off[0] + k * sv) = *x;
+            }
+        });
+        (bad, constant)
+    });
+    if let Some(v) = found.iter().find_map(|&(bad, _)| bad) {
+        return RowScan::Bad(v);
+    }
+    if !found.iter().all(|&(_, constant)| constant) {
+        return RowScan::Varies;
+    }
+    let mut row_strides = contig;
+    row_strides.push(0);
+    RowScan::Rows(values, Layout::new(shape.to_vec(), row_strides, 0))
+}
+
 #[allow(clippy::too_many_arguments)]
 unsafe fn gather_typed<T: Copy, I: Element>(
     dst: &View,
     src: &View,
-    index: &View,
+    index: &Layout,
     at: &IndexDim,
     pd: SendPtr<T>,
     ps: SendPtr<T>,
@@ -259,8 +353,8 @@ unsafe fn gather_typed<T: Copy, I: Element>(
     let l = dst.layout;
     let plan = Plan::new(
         l.shape(),
-        [l.strides(), src.layout.strides(), index.layout.strides()],
-        [l.offset(), src.layout.offset(), index.layout.offset()],
+        [l.strides(), src.layout.strides(), index.strides()],
+        [l.offset(), src.layout.offset(), index.offset()],
     );
     if plan.numel() == 0 {
         return;
