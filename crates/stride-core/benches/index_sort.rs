@@ -616,6 +616,21 @@ fn main() {
             false,
             &np,
         );
+        // the same index materialised (`idx[:, None].expand(..).contiguous()`): read once, in
+        // the validation pass that also finds it constant along its rows
+        let full = e.contiguous().unwrap();
+        let t = best(reps, || {
+            acc.scatter_add_(0, &full, &xt).unwrap();
+        });
+        row(
+            "scatter_add_ dim 0, materialised [1M,64] i64 index",
+            t,
+            3.0 * bytes_rows + (n * d * 8) as f64,
+            &fl,
+            false,
+            &[],
+        );
+        drop(full);
         let t = best(reps, || {
             acc.index_add_(0, &it, &xt, 1i64).unwrap();
         });

@@ -721,3 +721,110 @@ fn materialised_gather_indices_constant_along_rows_are_read_once() {
         assert!(o.iter().all(|&v| v == -1.0), "{dt}: the output was written");
     }
 }
+
+#[test]
+fn materialised_scatter_indices_constant_along_rows_match_expanded_ones() {
+    // a large materialised index that is constant along its last dim is read as one value per
+    // row, which lets scatter use its row mode (destination rows split by index value). Sums
+    // are checked against a hand-written reference, the other reductions against the same
+    // index passed expanded (stride 0), which always took the row mode.
+    let (n, m, k) = (700usize, 16usize, 6000usize); // 96k index elements
+    let mut rng = Rng(37);
+    let rows: Vec<i64> = (0..k).map(|_| rng.below(n) as i64).collect();
+    let mat: Vec<i64> = rows
+        .iter()
+        .flat_map(|&r| std::iter::repeat_n(r, m))
+        .collect();
+    // halves and small integers: every sum is exact in f32, whatever the order
+    let src: Vec<f32> = (0..k * m).map(|i| (i % 97) as f32 * 0.5).collect();
+    let base: Vec<f32> = (0..n * m).map(|i| (i % 1000) as f32).collect();
+    let srct = Tensor::from_vec(src.clone(), [k, m]).unwrap();
+    let base_t = Tensor::from_vec(base.clone(), [n, m]).unwrap();
+    let mut want = base.clone();
+    for r in 0..k {
+        for c in 0..m {
+            want[rows[r] as usize * m + c] += src[r * m + c];
+        }
+    }
+    for dt in [DType::I64, DType::I32, DType::U32] {
+        let idx = Tensor::from_vec(mat.clone(), [k, m])
+            .unwrap()
+            .to_dtype(dt)
+            .unwrap();
+        let acc = base_t.clone_tensor().unwrap();
+        acc.scatter_add_(0, &idx, &srct).unwrap();
+        assert_eq!(acc.to_vec::<f32>().unwrap(), want, "{dt}: scatter_add_");
+        // into a transposed destination
+        let acc_t = base_t.t().unwrap().contiguous().unwrap().t().unwrap();
+        acc_t.scatter_add_(0, &idx, &srct).unwrap();
+        assert_eq!(acc_t.to_vec::<f32>().unwrap(), want, "{dt}: transposed");
+        let exp = Tensor::from_vec(rows.clone(), [k, 1])
+            .unwrap()
+            .to_dtype(dt)
+            .unwrap()
+            .expand(&[k as i64, m as i64])
+            .unwrap();
+        for reduce in [
+            ScatterReduce::Sum,
+            ScatterReduce::Prod,
+            ScatterReduce::Mean,
+            ScatterReduce::Amax,
+            ScatterReduce::Amin,
+        ] {
+            for include_self in [true, false] {
+                let got = base_t
+                    .scatter_reduce(0, &idx, &srct, reduce, include_self)
+                    .unwrap();
+                let exp_got = base_t
+                    .scatter_reduce(0, &exp, &srct, reduce, include_self)
+                    .unwrap();
+                assert_eq!(
+                    got.to_vec::<f32>().unwrap(),
+                    exp_got.to_vec::<f32>().unwrap(),
+                    "{dt}: {reduce:?}, include_self {include_self}"
+                );
+            }
+        }
+        let got = base_t.scatter(0, &idx, &srct).unwrap();
+        let exp_got = base_t.scatter(0, &exp, &srct).unwrap();
+        assert_eq!(
+            got.to_vec::<f32>().unwrap(),
+            exp_got.to_vec::<f32>().unwrap(),
+            "{dt}: scatter"
+        );
+    }
+    // one row near the end varies: the general walk, still exact
+    let mut varies = mat.clone();
+    varies[(k - 3) * m + 5] = 0;
+    let mut want_v = base.clone();
+    for (p, &v) in varies.iter().enumerate() {
+        want_v[v as usize * m + p % m] += src[p];
+    }
+    let acc = base_t.clone_tensor().unwrap();
+    acc.scatter_add_(0, &Tensor::from_vec(varies, [k, m]).unwrap(), &srct)
+        .unwrap();
+    assert_eq!(acc.to_vec::<f32>().unwrap(), want_v, "a varying row");
+    // a bad value: the error names it and the destination is unchanged
+    let mut bad = mat.clone();
+    bad[(k / 3) * m + 2] = -1;
+    let acc = base_t.clone_tensor().unwrap();
+    let e = acc
+        .scatter_add_(0, &Tensor::from_vec(bad, [k, m]).unwrap(), &srct)
+        .expect_err("bad index");
+    assert!(
+        matches!(
+            e,
+            Error::IndexOutOfRange {
+                index: -1,
+                dim: 0,
+                ..
+            }
+        ),
+        "{e}"
+    );
+    assert_eq!(
+        acc.to_vec::<f32>().unwrap(),
+        base,
+        "written before the error"
+    );
+}
