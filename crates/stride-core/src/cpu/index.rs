@@ -4,10 +4,11 @@
 //! - Indices are validated before the first write, under the storage locks, in one pass over
 //!   the index's *stored* elements (stride-0 dims are visited once), in logical order so the
 //!   error names the first bad index.
+//!   A large materialised index that is constant along its last dim (`idx[:, None]
+//!   .expand(..).contiguous()`) is noticed by that pass, which keeps one value per row: the
+//!   kernel reads those instead of the whole index a second time, as if it had been expanded.
 //! - Gather is parallel over output positions. A run along which the index is constant
-//!   (an `index_select`/`embedding` row, an expanded index) is one row copy. A large
-//!   materialised index that is constant along its last dim is noticed by the validation pass,
-//!   which keeps one value per row, so the gather does not read the whole index a second time.
+//!   (an `index_select`/`embedding` row, an expanded index) is one row copy.
 //! - Scatter is parallel and deterministic: two index positions can only hit one destination
 //!   if they differ only along the scatter axis, so the positions off the axis are split
 //!   between tasks and each task walks the axis in order. When the index varies along the
