@@ -346,7 +346,11 @@ unsafe fn scan_rows<I: Element>(p: SendPtr<I>, l: &Layout, lo: i64, hi: i64) -> 
                     return;
                 }
                 constant &= mn == mx;
-                *pv.get().offset(off[0] + k * sv) = *x;
+                // once a row varies the values are not used: stop writing them (their pages,
+                // zeroed on first touch, are then never touched)
+                if constant {
+                    *pv.get().offset(off[0] + k * sv) = *x;
+                }
             }
         });
         (bad, constant)
