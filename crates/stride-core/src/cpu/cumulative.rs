@@ -6,13 +6,13 @@
 //! inner loop runs along the input's contiguous dim.
 
 use super::access::Access;
+use super::parallel::{run_tasks, run_tasks_with};
 use super::reduce::{collapse, offsets, Accumulate, Dim};
 use super::strided::{SendPtr, PAR_GRAIN};
 use crate::backend::{CumulativeOp, View};
 use crate::{DType, Element, Error, Result};
 use half::{bf16, f16};
 use num_traits::{One, Zero};
-use rayon::prelude::*;
 
 /// Lines per tile when lines advance together.
 const TILE: usize = 512;
@@ -153,9 +153,9 @@ unsafe fn scan<I: Copy, A: Copy + Send + Sync, O: Copy>(
         if parallel {
             let tasks = l.n_lines.min(threads * 4);
             let chunk = l.n_lines.div_ceil(tasks);
-            (0..tasks)
-                .into_par_iter()
-                .for_each(|t| (t * chunk..((t + 1) * chunk).min(l.n_lines)).for_each(line));
+            run_tasks(tasks, &|t| {
+                (t * chunk..((t + 1) * chunk).min(l.n_lines)).for_each(line)
+            });
         } else {
             (0..l.n_lines).for_each(line);
         }
@@ -191,9 +191,7 @@ unsafe fn scan<I: Copy, A: Copy + Send + Sync, O: Copy>(
         }
     };
     if parallel {
-        (0..tasks)
-            .into_par_iter()
-            .for_each_init(Vec::new, |acc, t| tile(t, acc));
+        run_tasks_with(tasks, Vec::new, |acc, t| tile(t, acc));
     } else {
         let mut acc = Vec::new();
         (0..tasks).for_each(|t| tile(t, &mut acc));

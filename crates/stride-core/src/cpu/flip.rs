@@ -80,11 +80,8 @@ unsafe fn flip_typed<S: Element, D: Element>(
     if tasks < 2 || rows < 2 || rayon::current_num_threads() < 2 {
         run_rows(0, rows);
     } else {
-        use rayon::prelude::*;
         let tasks = tasks.min(rayon::current_num_threads() * 4).min(rows);
         let chunk = rows.div_ceil(tasks);
-        (0..tasks)
-            .into_par_iter()
-            .for_each(|t| run_rows(t * chunk, ((t + 1) * chunk).min(rows)));
+        super::parallel::run_tasks(tasks, &|t| run_rows(t * chunk, ((t + 1) * chunk).min(rows)));
     }
 }

@@ -22,13 +22,13 @@
 
 use super::access::Access;
 use super::math::{max_nan, min_nan, FloatElem};
+use super::parallel::{par_map, split_ranges};
 use super::strided::{Plan, SendPtr, PAR_GRAIN};
 use crate::backend::index::{IndexDim, ScatterOp, INDEX_DTYPES};
 use crate::backend::View;
 use crate::layout::contiguous_strides;
 use crate::{with_dtype, DType, Element, Error, Layout, Result, Scalar};
 use half::{bf16, f16};
-use rayon::prelude::*;
 
 /// Runs `$body` with `$I` bound to the Rust type of an index dtype (i64, i32, u32).
 macro_rules! with_index_type {
@@ -113,36 +113,6 @@ pub(crate) fn check_extent(op: &'static str, v: &View, extra: usize) -> Result<(
     Ok(())
 }
 
-/// Splits `0..n` into ranges for rayon, each of at least `grain` (one range when small).
-pub(crate) fn split_ranges(n: usize, grain: usize) -> Vec<(usize, usize)> {
-    if n == 0 {
-        return vec![];
-    }
-    let threads = rayon::current_num_threads();
-    let tasks = if threads < 2 {
-        1
-    } else {
-        (n / grain.max(1)).clamp(1, threads * 4)
-    };
-    let chunk = n.div_ceil(tasks);
-    (0..tasks)
-        .map(|t| (t * chunk, ((t + 1) * chunk).min(n)))
-        .filter(|(s, e)| s < e)
-        .collect()
-}
-
-/// `f` over each range, in parallel when there are several; results in range order.
-pub(crate) fn par_map<R: Send>(
-    ranges: &[(usize, usize)],
-    f: impl Fn(usize, usize) -> R + Sync + Send,
-) -> Vec<R> {
-    if ranges.len() <= 1 {
-        ranges.iter().map(|&(s, e)| f(s, e)).collect()
-    } else {
-        ranges.par_iter().map(|&(s, e)| f(s, e)).collect()
-    }
-}
-
 #[inline(always)]
 fn wrap_idx(v: i64, size: i64, wrap: bool) -> i64 {
     if wrap && v < 0 {
@@ -189,12 +159,11 @@ unsafe fn first_bad<I: Element>(p: SendPtr<I>, l: &Layout, lo: i64, hi: i64) -> 
         });
         bad
     };
-    let ranges = split_ranges(plan.numel(), PAR_GRAIN);
-    if ranges.len() <= 1 {
-        ranges.iter().find_map(|&(s, e)| scan(s, e))
-    } else {
-        ranges.par_iter().find_map_first(|&(s, e)| scan(s, e))
-    }
+    // every range is scanned (an index is almost always valid); the first range's error wins
+    par_map(&split_ranges(plan.numel(), PAR_GRAIN), scan)
+        .into_iter()
+        .flatten()
+        .next()
 }
 
 /// The least and greatest of the `n` index values at `x`, `st` apart, branch-free (over a

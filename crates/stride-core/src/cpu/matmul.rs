@@ -245,11 +245,12 @@ fn run<T: GemmElem>(a: &View, b: &View, dst: &View, dims: Dims, batch: Batch) ->
         }
     } else if threads > 1 && offsets.len() > 1 && work.saturating_mul(offsets.len()) >= threshold {
         // many small products: the batch in parallel
-        use rayon::prelude::*;
         let chunk = offsets.len().div_ceil(threads * 4).max(1);
-        offsets
-            .par_chunks(chunk)
-            .for_each(|c| c.iter().for_each(|o| one(o, Parallelism::None)));
+        let tasks = offsets.len().div_ceil(chunk);
+        super::parallel::run_tasks(tasks, &|t| {
+            let c = &offsets[t * chunk..((t + 1) * chunk).min(offsets.len())];
+            c.iter().for_each(|o| one(o, Parallelism::None))
+        });
     } else {
         offsets.iter().for_each(|o| one(o, Parallelism::None));
     }

@@ -1,6 +1,7 @@
 //! The CPU backend: one folder, readable on its own.
 //!
 //! - [`strided`]: the iteration engine (plans, runs, parallel split);
+//! - [`parallel`]: the one door into rayon (tasks behind `dyn Fn`, compiled once);
 //! - [`access`]: locking the storages of an op and handing kernels raw pointers;
 //! - [`copy`]: strided copy with cast, fill (tiled for transposes);
 //! - [`elementwise`]: unary/binary/ternary kernels;
@@ -20,6 +21,7 @@ pub(crate) mod index;
 pub(crate) mod math;
 pub(crate) mod matmul;
 pub(crate) mod pages;
+pub(crate) mod parallel;
 pub(crate) mod random;
 pub(crate) mod reduce;
 pub(crate) mod sort;

@@ -19,12 +19,12 @@
 
 use super::access::Access;
 use super::math::{FloatElem, Real};
+use super::parallel::{map_tasks, run_tasks, run_tasks_with};
 use super::strided::{SendPtr, PAR_GRAIN};
 use crate::backend::{ArgReduceOp, ReduceOp, View};
 use crate::{with_dtype, DType, Element, Error, Layout, Result};
 use half::{bf16, f16};
 use num_traits::{One, Zero};
-use rayon::prelude::*;
 use std::marker::PhantomData;
 
 /// Independent accumulators per block in row mode.
@@ -464,14 +464,14 @@ unsafe fn row_mode<F: Fold>(
     } else if g.n_out >= 2 * threads || nb < 2 {
         let tasks = g.n_out.min(threads * 4);
         let chunk = g.n_out.div_ceil(tasks);
-        (0..tasks)
-            .into_par_iter()
-            .for_each(|t| (t * chunk..((t + 1) * chunk).min(g.n_out)).for_each(one));
+        run_tasks(tasks, &|t| {
+            (t * chunk..((t + 1) * chunk).min(g.n_out)).for_each(one)
+        });
     } else {
         // few outputs, long reductions: the blocks of one output in parallel, merged in order
         for o in 0..g.n_out {
             let off = out_offsets(o);
-            let parts: Vec<F::Acc> = (0..nb).into_par_iter().map(|b| block(off[0], b)).collect();
+            let parts: Vec<F::Acc> = map_tasks(nb, |b| block(off[0], b));
             let acc = parts.into_iter().fold(f.init(), |a, p| f.merge(a, p));
             emit(acc, [off[1], off[2]]);
         }
@@ -572,21 +572,16 @@ unsafe fn col_mode<F: Fold>(
         let (mut a, mut p) = (Vec::new(), Vec::new());
         (0..tasks).for_each(|t| one(t, &mut a, &mut p));
     } else if tasks >= threads || nb < 2 {
-        (0..tasks)
-            .into_par_iter()
-            .for_each_init(|| (Vec::new(), Vec::new()), |(a, p), t| one(t, a, p));
+        run_tasks_with(tasks, || (Vec::new(), Vec::new()), |(a, p), t| one(t, a, p));
     } else {
         // few tiles, long reductions: the blocks of one tile in parallel, merged in order
         for t in 0..tasks {
             let (base, w) = task(t);
-            let parts: Vec<Vec<F::Acc>> = (0..nb)
-                .into_par_iter()
-                .map(|b| {
-                    let mut p = vec![f.init(); w];
-                    block(base[0], b, &mut p);
-                    p
-                })
-                .collect();
+            let parts: Vec<Vec<F::Acc>> = map_tasks(nb, |b| {
+                let mut p = vec![f.init(); w];
+                block(base[0], b, &mut p);
+                p
+            });
             let mut acc = vec![f.init(); w];
             for p in parts {
                 for (a, x) in acc.iter_mut().zip(p) {

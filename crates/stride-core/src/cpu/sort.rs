@@ -9,8 +9,9 @@
 //! of the `k` best while scanning. Rows run in parallel.
 
 use super::access::Access;
-use super::index::{check_extent, par_map, split_ranges};
+use super::index::check_extent;
 use super::math::{FloatElem, Real};
+use super::parallel::{par_map, split_ranges};
 use super::strided::{Plan, SendPtr, PAR_GRAIN};
 use crate::backend::sort::{dim_len, internal, SortedRows};
 use crate::backend::View;

@@ -7,6 +7,8 @@
 //! [`Plan::inner_strides`]. Contiguous fast paths are chosen by looking at those strides —
 //! an optimisation inside the one generic path, never a different semantics.
 
+use super::parallel::{run_tasks, run_tasks_with};
+
 /// Elements per parallel task: below this, threading costs more than it saves.
 pub(crate) const PAR_GRAIN: usize = 1 << 15;
 
@@ -170,8 +172,7 @@ impl<const N: usize> Plan<N> {
         }
         let tasks = tasks.min(rayon::current_num_threads() * 4);
         let chunk = n.div_ceil(tasks);
-        use rayon::prelude::*;
-        (0..tasks).into_par_iter().for_each(|t| {
+        run_tasks(tasks, &|t| {
             let s = t * chunk;
             let e = ((t + 1) * chunk).min(n);
             if s < e {
@@ -270,13 +271,7 @@ impl<const N: usize> Plan<N> {
             (0..tasks).for_each(|k| tile(&mut sc, k));
             return;
         }
-        let chunks = tasks.min(threads * 8);
-        let per = tasks.div_ceil(chunks);
-        use rayon::prelude::*;
-        (0..chunks).into_par_iter().for_each(|c| {
-            let mut sc = scratch();
-            (c * per..((c + 1) * per).min(tasks)).for_each(|k| tile(&mut sc, k))
-        });
+        run_tasks_with(tasks, scratch, tile);
     }
 }
 
@@ -424,8 +419,15 @@ unsafe fn stage<T: Copy>(
 }
 
 /// A raw pointer that may cross threads: kernels guarantee disjoint writes.
-#[derive(Clone, Copy)]
 pub(crate) struct SendPtr<T>(pub *mut T);
+// By hand, not derived: a derive would demand `T: Copy`, and the pointer is copyable whatever
+// it points to (`par_map` carries one to results that are not `Copy`).
+impl<T> Clone for SendPtr<T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<T> Copy for SendPtr<T> {}
 unsafe impl<T> Send for SendPtr<T> {}
 unsafe impl<T> Sync for SendPtr<T> {}
 impl<T> SendPtr<T> {
