@@ -1,8 +1,10 @@
 //! Probe for tuning matrix products: interleaved best/median of matmul variants.
 //!
 //! `cargo run --release -p stride-core --example gemm_probe -- N ROUNDS PER VARIANTS`, with
-//! VARIANTS a comma list of: mm, mm_out, tt, tt_out, tt_colmajor (a.t()@b.t() into a
-//! column-major temp, then contiguous), alloc, or `g[tt]:LHS_MT:RHS:THREADING` (gemm called
+//! VARIANTS a comma list of: mm, mm_out, tt, tt_out, tn (a.t()@b), nt (a@b.t()), tt_cb
+//! (a.t()@b.t().contiguous(), the copy timed), tt_cab (both operands made contiguous first),
+//! copyb (that copy alone), tt_colmajor (a.t()@b.t() into a column-major temp, then
+//! contiguous), alloc, or `g[tt]:LHS_MT:RHS:THREADING` (gemm called
 //! directly with those packing/threading thresholds).
 use std::time::Instant;
 use stride_core::{DType, Device, Tensor};
@@ -78,6 +80,22 @@ fn main() {
                     }
                     "tt" => {
                         std::hint::black_box(at.matmul(&bt).unwrap());
+                    }
+                    "tn" => {
+                        std::hint::black_box(at.matmul(&b).unwrap());
+                    }
+                    "nt" => {
+                        std::hint::black_box(a.matmul(&bt).unwrap());
+                    }
+                    "tt_cb" => {
+                        std::hint::black_box(at.matmul(&bt.contiguous().unwrap()).unwrap());
+                    }
+                    "tt_cab" => {
+                        let (ac, bc) = (at.contiguous().unwrap(), bt.contiguous().unwrap());
+                        std::hint::black_box(ac.matmul(&bc).unwrap());
+                    }
+                    "copyb" => {
+                        std::hint::black_box(bt.contiguous().unwrap());
                     }
                     "tt_out" => {
                         at.matmul_out(&bt, &c).unwrap();
