@@ -275,7 +275,7 @@ impl<const N: usize> Plan<N> {
     }
 }
 
-/// How [`Plan::par_tiles`] walks a plan: square tiles of the innermost dim and one other
+/// How [`Plan::par_tiles`] walks a plan: tiles of the innermost dim and one other
 /// (`dim`). Each tile is `rows` runs along the innermost dim; an input marked `staged` is
 /// first copied into a small buffer ([`stage`]) reading it along its own contiguous dim, so
 /// that every cache line of every operand is used whole, once — the transposition happens in
