@@ -279,7 +279,7 @@ impl<const N: usize> Plan<N> {
 /// (`dim`). Each tile is `rows` runs along the innermost dim; an input marked `staged` is
 /// first copied into a small buffer ([`stage`]) reading it along its own contiguous dim, so
 /// that every cache line of every operand is used whole, once — the transposition happens in
-/// L1, not in memory.
+/// cache, not in memory.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Tiling<const N: usize> {
     dim: usize,
