@@ -6,7 +6,7 @@
 //! inner loop runs along the input's contiguous dim.
 
 use super::access::Access;
-use super::parallel::{run_tasks, run_tasks_with};
+use super::parallel::{run_chunks, run_tasks_with};
 use super::reduce::{collapse, offsets, Accumulate, Dim};
 use super::strided::{SendPtr, PAR_GRAIN};
 use crate::backend::{CumulativeOp, View};
@@ -151,11 +151,7 @@ unsafe fn scan<I: Copy, A: Copy + Send + Sync, O: Copy>(
             }
         };
         if parallel {
-            let tasks = l.n_lines.min(threads * 4);
-            let chunk = l.n_lines.div_ceil(tasks);
-            run_tasks(tasks, &|t| {
-                (t * chunk..((t + 1) * chunk).min(l.n_lines)).for_each(line)
-            });
+            run_chunks(l.n_lines, threads * 4, &|s, e| (s..e).for_each(line));
         } else {
             (0..l.n_lines).for_each(line);
         }

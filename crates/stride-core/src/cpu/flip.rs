@@ -80,8 +80,7 @@ unsafe fn flip_typed<S: Element, D: Element>(
     if tasks < 2 || rows < 2 || rayon::current_num_threads() < 2 {
         run_rows(0, rows);
     } else {
-        let tasks = tasks.min(rayon::current_num_threads() * 4).min(rows);
-        let chunk = rows.div_ceil(tasks);
-        super::parallel::run_tasks(tasks, &|t| run_rows(t * chunk, ((t + 1) * chunk).min(rows)));
+        let tasks = tasks.min(rayon::current_num_threads() * 4);
+        super::parallel::run_chunks(rows, tasks, &run_rows);
     }
 }

@@ -25,6 +25,16 @@ pub(crate) fn run_tasks(tasks: usize, task: &(dyn Fn(usize) + Sync)) {
     }
 }
 
+/// Calls `f(start, end)` over `tasks` equal chunks of `0..n` (the last may be shorter; empty
+/// ones are skipped), each chunk a task of [`run_tasks`]: the one place the kernels' "split
+/// `n` lines/outputs/positions into a few tasks" arithmetic lives.
+pub(crate) fn run_chunks(n: usize, tasks: usize, f: &(dyn Fn(usize, usize) + Sync)) {
+    let chunk = n.div_ceil(tasks.max(1)).max(1);
+    run_tasks(n.div_ceil(chunk), &|t| {
+        f(t * chunk, ((t + 1) * chunk).min(n))
+    });
+}
+
 /// [`run_tasks`] where each task gets a scratch value (a staging buffer, an accumulator row):
 /// `init` runs once per group of consecutive tasks, not once per task.
 pub(crate) fn run_tasks_with<S>(
@@ -116,6 +126,19 @@ mod tests {
                     );
                     assert!(seen.iter().all(|h| h.load(Ordering::Relaxed) == 1));
                     assert!(inits.load(Ordering::Relaxed) <= threads * 8);
+
+                    // every position of 0..n in exactly one chunk, whatever the task count
+                    for n in [0, 1, 5, 9, 100] {
+                        let covered: Vec<AtomicUsize> =
+                            (0..n).map(|_| AtomicUsize::new(0)).collect();
+                        run_chunks(n, tasks, &|s, e| {
+                            assert!(s < e && e <= n);
+                            (s..e).for_each(|i| {
+                                covered[i].fetch_add(1, Ordering::Relaxed);
+                            });
+                        });
+                        assert!(covered.iter().all(|c| c.load(Ordering::Relaxed) == 1));
+                    }
 
                     assert_eq!(
                         map_tasks(tasks, |t| t * t),

@@ -19,7 +19,7 @@
 
 use super::access::Access;
 use super::math::{FloatElem, Real};
-use super::parallel::{map_tasks, run_tasks, run_tasks_with};
+use super::parallel::{map_tasks, run_chunks, run_tasks_with};
 use super::strided::{SendPtr, PAR_GRAIN};
 use crate::backend::{ArgReduceOp, ReduceOp, View};
 use crate::{with_dtype, DType, Element, Error, Layout, Result};
@@ -462,11 +462,7 @@ unsafe fn row_mode<F: Fold>(
     if threads < 2 || g.n_out.saturating_mul(g.n_red) < 2 * PAR_GRAIN {
         (0..g.n_out).for_each(one);
     } else if g.n_out >= 2 * threads || nb < 2 {
-        let tasks = g.n_out.min(threads * 4);
-        let chunk = g.n_out.div_ceil(tasks);
-        run_tasks(tasks, &|t| {
-            (t * chunk..((t + 1) * chunk).min(g.n_out)).for_each(one)
-        });
+        run_chunks(g.n_out, threads * 4, &|s, e| (s..e).for_each(one));
     } else {
         // few outputs, long reductions: the blocks of one output in parallel, merged in order
         for o in 0..g.n_out {

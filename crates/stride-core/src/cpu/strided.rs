@@ -7,7 +7,7 @@
 //! [`Plan::inner_strides`]. Contiguous fast paths are chosen by looking at those strides —
 //! an optimisation inside the one generic path, never a different semantics.
 
-use super::parallel::{run_tasks, run_tasks_with};
+use super::parallel::{run_chunks, run_tasks_with};
 
 /// Elements per parallel task: below this, threading costs more than it saves.
 pub(crate) const PAR_GRAIN: usize = 1 << 15;
@@ -170,15 +170,7 @@ impl<const N: usize> Plan<N> {
             f(0, n);
             return;
         }
-        let tasks = tasks.min(rayon::current_num_threads() * 4);
-        let chunk = n.div_ceil(tasks);
-        run_tasks(tasks, &|t| {
-            let s = t * chunk;
-            let e = ((t + 1) * chunk).min(n);
-            if s < e {
-                f(s, e);
-            }
-        });
+        run_chunks(n, tasks.min(rayon::current_num_threads() * 4), &f);
     }
 
     /// Calls `f(offsets, len)` for runs covering every position exactly once, in the
