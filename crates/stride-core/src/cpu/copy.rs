@@ -70,7 +70,7 @@ unsafe fn copy_typed<S: Element, D: Element>(src: &View, dst: &View, s: *mut S, 
                     sp.get().offset(org[1]) as *const u32,
                     dp.get().offset(org[0]) as *mut u32,
                 );
-                return transpose_block_4(s, t.cols[1], d, t.rows[0], rows, cols);
+                return transpose_block_4(s, t.cols[1], d, t.rows[0], rows, cols, 0);
             }
             let o = TileOperand {
                 base: dp.get().offset(org[0]),

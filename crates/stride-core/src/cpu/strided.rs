@@ -416,6 +416,7 @@ unsafe fn stage<T: Copy>(
             TILE_COLS as isize,
             rows,
             cols,
+            super::transpose::STAGE_AHEAD,
         );
     }
     for c in 0..cols {
