@@ -582,24 +582,8 @@ impl<E: Copy> Ring<E> {
 /// row is read into L1 when it is used, a few rows later.
 #[inline(always)]
 fn prefetch<T>(p: *const T, len: usize) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        let bytes = (len * std::mem::size_of::<T>()).min(1024);
-        let p = p as *const i8;
-        let mut o = 0;
-        while o < bytes {
-            // SAFETY: prefetching is a hint and never dereferences; wrapping_add keeps the
-            // address computation defined.
-            unsafe {
-                std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T1 }>(
-                    p.wrapping_add(o),
-                )
-            };
-            o += 64;
-        }
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = (p, len);
+    let bytes = (len * std::mem::size_of::<T>()).min(1024);
+    super::prefetch::stretch(p, bytes, super::prefetch::Level::L2);
 }
 
 // ---------------------------------------------------------------------------------------------

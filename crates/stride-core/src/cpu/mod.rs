@@ -9,7 +9,7 @@
 //! - [`flip`]: copy with reversed dims; [`random`]: Philox random fills.
 //! - [`matmul`]: batched matrix products through `gemm`, any strides.
 //! - [`reduce`]: reductions over dims (sum, max, argmax, …); [`cumulative`]: scans.
-//! - [`pages`]: huge-page advice for large buffers.
+//! - [`pages`]: huge-page advice for large buffers; [`prefetch`]: software prefetch hints.
 //! - [`transpose`]: 8×8 register transposes for tiles of 4-byte elements.
 
 pub(crate) mod access;
@@ -22,6 +22,7 @@ pub(crate) mod math;
 pub(crate) mod matmul;
 pub(crate) mod pages;
 pub(crate) mod parallel;
+pub(crate) mod prefetch;
 pub(crate) mod random;
 pub(crate) mod reduce;
 pub(crate) mod sort;

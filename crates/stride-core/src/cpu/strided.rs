@@ -379,18 +379,14 @@ impl<T: Copy> TileOperand<T> {
     /// only: it never faults and changes no data.
     #[inline(always)]
     pub fn prefetch(&self, r: usize, cols: usize) {
-        #[cfg(target_arch = "x86_64")]
         if self.col == 1 && !self.staged {
-            use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-            let p = self.base.wrapping_offset(r as isize * self.row) as *const i8;
-            let bytes = cols * std::mem::size_of::<T>();
-            for off in (0..bytes).step_by(64) {
-                // SAFETY: prefetching is a hint; it is defined for any address
-                unsafe { _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(off)) };
-            }
+            let p = self.base.wrapping_offset(r as isize * self.row);
+            super::prefetch::stretch(
+                p,
+                cols * std::mem::size_of::<T>(),
+                super::prefetch::Level::L1,
+            );
         }
-        #[cfg(not(target_arch = "x86_64"))]
-        let _ = (r, cols);
     }
 }
 

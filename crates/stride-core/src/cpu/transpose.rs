@@ -69,23 +69,13 @@ pub(crate) unsafe fn transpose_block_4(
 pub(crate) const STAGE_AHEAD: usize = 16;
 
 /// Asks for source rows `from..to` (each `len` elements from `src + row·scol`) to be brought
-/// into L1. A hint: it never faults and changes no data.
+/// into L1.
 #[inline(always)]
 fn prefetch_rows(src: *const u32, scol: isize, from: usize, to: usize, len: usize) {
-    #[cfg(target_arch = "x86_64")]
     for row in from..to {
-        let p = src.wrapping_offset(row as isize * scol) as *const i8;
-        for off in (0..len * 4).step_by(64) {
-            // SAFETY: prefetching is a hint; it is defined for any address
-            unsafe {
-                std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
-                    p.wrapping_add(off),
-                )
-            };
-        }
+        let p = src.wrapping_offset(row as isize * scol);
+        super::prefetch::stretch(p, len * 4, super::prefetch::Level::L1);
     }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = (src, scol, from, to, len);
 }
 
 #[inline(always)]
