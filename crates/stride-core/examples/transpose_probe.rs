@@ -21,7 +21,7 @@
 //! the transposition itself adds to the staging's memory traffic.
 //!
 //! Measured on the 2-core EPYC reference VM (AVX2), 2026-11-25, tiles of 64 × 256, min–median
-//! of 8 rounds: stride `mul_` 4.2–4.5 ms, stride `.t()` `mul_` 8.4–9.3 (2.07× on medians),
+//! of 8 rounds, before stride's staging prefetched its rows (this probe's staging doesn't): stride `mul_` 4.2–4.5 ms, stride `.t()` `mul_` 8.4–9.3 (2.07× on medians),
 //! contig 4.5–4.8, tiled 8.7–9.5, stage 4.8–5.4, read 3.0–3.3, update 3.6–4.1. So the walk
 //! costs stage + update, and each alone costs about as much as the whole contiguous op: the
 //! staged operand is read 256 bytes from each of 256 rows per tile, which this VM's memory

@@ -278,8 +278,9 @@ impl<const N: usize> Plan<N> {
 /// operand is read in short stretches of many rows, which memory serves at about half its
 /// streaming rate. So an in-place op into a transposed output takes about twice its
 /// contiguous time (4096² f32 `mul_` into `w.t()`: 8.4–9.3 ms against 4.2–4.5 on the 2-core
-/// EPYC VM). `examples/transpose_probe.rs` times the two halves apart, and lists the tile
-/// shapes and prefetching schemes that did not do better.
+/// EPYC VM, before the staging prefetch of `transpose::STAGE_AHEAD` took 5–10% off).
+/// `examples/transpose_probe.rs` times the two halves apart, and lists the tile shapes and
+/// prefetching schemes that did not do better.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Tiling<const N: usize> {
     dim: usize,
