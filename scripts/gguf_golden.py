@@ -120,7 +120,8 @@ def write_real(path):
     r = gguf.GGUFReader(path)
     names = ["token_embd.weight", "blk.0.attn_q.weight", "blk.0.ffn_down.weight",
              "blk.29.attn_v.weight", "blk.0.attn_norm.weight", "output_norm.weight"]
-    out = [f"# dequantized by gguf {gguf.__version__ if hasattr(gguf, '__version__') else ''} "
+    from importlib.metadata import version
+    out = [f"# dequantized by gguf {version('gguf')} with numpy {np.__version__} "
            f"(scripts/gguf_golden.py --real); checksum = sum bits(v[i])*(2i+1) mod 2^64; "
            f"samples: index value-bits-hex"]
     for t in r.tensors:
