@@ -770,10 +770,10 @@ fn read_tensor_info(c: &mut Cursor<'_>, alignment: u64) -> Result<TensorInfo> {
     })?;
     let offset = c.u64("a tensor offset").map_err(ctx)?;
     let bs = ggml_type.block_size() as u64;
-    if dims.first().copied().unwrap_or(1) % bs != 0 {
+    let row = dims.first().copied().unwrap_or(1);
+    if row % bs != 0 {
         return Err(GgufError::Malformed(format!(
-            "tensor {name:?}: row length {} (dims {dims:?}) is not a multiple of the {ggml_type} block size {bs}",
-            dims[0]
+            "tensor {name:?}: row length {row} (dims {dims:?}) is not a multiple of the {ggml_type} block size {bs}"
         )));
     }
     if ggml_type.bytes_for(n).is_none() {
