@@ -78,7 +78,7 @@ pub fn dequantize(t: GgmlType, bytes: &[u8], out: &mut [f32]) -> Result<()> {
         });
     }
     let (bs, ts) = (t.block_size(), t.type_size());
-    if bytes.len() % ts != 0 || bytes.len() / ts * bs != out.len() {
+    if !bytes.len().is_multiple_of(ts) || bytes.len() / ts * bs != out.len() {
         return Err(GgufError::BadLength {
             op: "dequantize",
             detail: format!(
@@ -117,7 +117,7 @@ pub fn dequantize(t: GgmlType, bytes: &[u8], out: &mut [f32]) -> Result<()> {
 /// Dequantizes whole blocks of type `t` into a new vector.
 pub fn dequantize_to_vec(t: GgmlType, bytes: &[u8]) -> Result<Vec<f32>> {
     let ts = t.type_size();
-    if bytes.len() % ts != 0 {
+    if !bytes.len().is_multiple_of(ts) {
         return Err(GgufError::BadLength {
             op: "dequantize",
             detail: format!(

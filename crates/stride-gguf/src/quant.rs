@@ -34,7 +34,7 @@ pub fn quantize(t: GgmlType, x: &[f32]) -> Result<Vec<u8>> {
         });
     }
     let bs = t.block_size();
-    if x.len() % bs != 0 {
+    if !x.len().is_multiple_of(bs) {
         return Err(GgufError::BadLength {
             op: "quantize",
             detail: format!(

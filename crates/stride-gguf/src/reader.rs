@@ -712,7 +712,7 @@ fn parse_header(bytes: &[u8]) -> Result<Header> {
                 });
             }
         }
-        if prev.map_or(true, |(_, pend)| end > pend) {
+        if prev.is_none_or(|(_, pend)| end > pend) {
             prev = Some((i, end));
         }
     }
