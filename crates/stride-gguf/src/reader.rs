@@ -353,14 +353,22 @@ impl Gguf {
     /// The raw bytes of the tensor `name` (a slice of the map; nothing is copied).
     pub fn tensor_data(&self, name: &str) -> Result<&[u8]> {
         let info = self.tensor(name)?;
-        Ok(self.data_of(info))
+        Ok(self.slice_of(info))
     }
 
-    /// The raw bytes of a tensor of this file.
-    ///
-    /// An info from another file may be out of range; that is reported as an empty slice
-    /// rather than a panic (use [`Gguf::tensor_data`] with names to avoid the question).
-    pub fn data_of(&self, info: &TensorInfo) -> &[u8] {
+    /// The raw bytes of a tensor info of this file (as returned by [`Gguf::tensors`]).
+    /// An info that is not this file's (another file's, or edited) is an error.
+    pub fn data_of(&self, info: &TensorInfo) -> Result<&[u8]> {
+        if self.tensor(&info.name).ok() != Some(info) {
+            return Err(GgufError::TensorNotFound {
+                name: format!("{} (this info is not one of this file's)", info.name),
+            });
+        }
+        Ok(self.slice_of(info))
+    }
+
+    /// Infos of this file were checked at parse time to lie inside it.
+    fn slice_of(&self, info: &TensorInfo) -> &[u8] {
         let start = self.data_offset.saturating_add(info.offset);
         let end = start.saturating_add(info.n_bytes());
         let bytes = self.data.bytes();
@@ -375,7 +383,7 @@ impl Gguf {
     /// [`TensorInfo::shape`]). See [`crate::dequantize`] for the supported types.
     pub fn dequantize(&self, name: &str) -> Result<Vec<f32>> {
         let info = self.tensor(name)?;
-        crate::dequant::dequantize_to_vec(info.ggml_type, self.data_of(info))
+        crate::dequant::dequantize_to_vec(info.ggml_type, self.slice_of(info))
             .map_err(|e| e.context(format!("tensor {name:?}")))
     }
 }

@@ -397,6 +397,10 @@ fn every_value_type_round_trips_through_the_writer() {
     assert!(msg(g.get_uint("i8").unwrap_err()).contains("i8 -100"));
     assert!(msg(g.get_int("u64").unwrap_err()).contains("\"u64\""));
     assert_eq!(msg(g.tensor("x").unwrap_err()), "tensor \"x\" not found");
+    let mut foreign = g.tensor("q8").unwrap().clone();
+    assert_eq!(g.data_of(&foreign).unwrap().len(), 68);
+    foreign.offset += 32;
+    assert!(msg(g.data_of(&foreign).unwrap_err()).contains("not one of this file's"));
     let e = g.dequantize("q4k").unwrap();
     assert_eq!(e.len(), 256);
     assert_eq!(g.dequantize("q8").unwrap().len(), 64);
