@@ -59,6 +59,8 @@ F16_FIELDS = {
     T.Q6_K: [208],
     T.TQ2_0: [64],
     T.MXFP4: [],  # e8m0 exponent: every byte value is a finite scale
+    T.IQ4_NL: [0],
+    T.IQ4_XS: [0],
 }
 
 
@@ -159,6 +161,11 @@ def main():
         write_dequant(qtype, 4)
     for qtype in [T.Q8_0, T.Q4_0, T.Q4_1, T.BF16, T.F16]:
         write_quant(qtype, 16 if qtype in (T.Q8_0, T.Q4_0, T.Q4_1) else 512)
+    # added later: appended so that the random streams of the fixtures above stay the same
+    write_dequant(T.IQ4_NL, 24)
+    write_dequant(T.IQ4_XS, 4)
+    for qtype in [T.Q5_0, T.Q5_1]:
+        write_quant(qtype, 16)
 
 
 if __name__ == "__main__":

@@ -51,6 +51,8 @@ pub fn can_dequantize(t: GgmlType) -> bool {
             | Q6_K
             | TQ2_0
             | MXFP4
+            | IQ4_NL
+            | IQ4_XS
     )
 }
 
@@ -58,7 +60,7 @@ pub fn can_dequantize(t: GgmlType) -> bool {
 /// element count (`bytes.len() / type_size * block_size`).
 ///
 /// Supported: F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K,
-/// TQ2_0 and MXFP4; other types are an [`GgufError::Unsupported`] error.
+/// TQ2_0, MXFP4, IQ4_NL and IQ4_XS; other types are an [`GgufError::Unsupported`] error.
 ///
 /// ```
 /// use stride_gguf::{dequantize, GgmlType};
@@ -109,6 +111,8 @@ pub fn dequantize(t: GgmlType, bytes: &[u8], out: &mut [f32]) -> Result<()> {
         Q6_K => blocks.for_each(|(b, y)| q6_k(b, y)),
         TQ2_0 => blocks.for_each(|(b, y)| tq2_0(b, y)),
         MXFP4 => blocks.for_each(|(b, y)| mxfp4(b, y)),
+        IQ4_NL => blocks.for_each(|(b, y)| iq4_nl(b, y)),
+        IQ4_XS => blocks.for_each(|(b, y)| iq4_xs(b, y)),
         _ => unreachable!("checked by can_dequantize"),
     }
     Ok(())
@@ -319,5 +323,38 @@ fn mxfp4(b: &[u8], y: &mut [f32]) {
     for l in 0..16 {
         y[l] = d * MXFP4_VALUES[(b[1 + l] & 0xF) as usize] as f32;
         y[l + 16] = d * MXFP4_VALUES[(b[1 + l] >> 4) as usize] as f32;
+    }
+}
+
+/// The non-linear 4-bit grid of IQ4_NL and IQ4_XS.
+const IQ4_VALUES: [i8; 16] = [
+    -127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113,
+];
+
+// IQ4_NL: d | qs[16]; element l is the low nibble of qs[l], 16 + l the high one.
+fn iq4_nl(b: &[u8], y: &mut [f32]) {
+    let d = f16_at(b, 0);
+    for l in 0..16 {
+        y[l] = d * IQ4_VALUES[(b[2 + l] & 0xF) as usize] as f32;
+        y[l + 16] = d * IQ4_VALUES[(b[2 + l] >> 4) as usize] as f32;
+    }
+}
+
+// IQ4_XS: d | scales_h (u16) | scales_l[4] | qs[128]; eight sub-blocks of 32 with 6-bit
+// scales (minus 32): low nibble (j % 2) of scales_l[j / 2], high bits (scales_h >> 2j) & 3.
+// Within sub-block j, element s*16 + l is nibble s of qs[j*16 + l].
+fn iq4_xs(b: &[u8], y: &mut [f32]) {
+    let d = f16_at(b, 0);
+    let sh = u16::from_le_bytes([b[2], b[3]]);
+    let sl = &b[4..8];
+    let qs = &b[8..136];
+    for (j, yj) in y.chunks_exact_mut(32).enumerate() {
+        let lo = (sl[j / 2] >> (4 * (j % 2))) & 0xF;
+        let hi = ((sh >> (2 * j)) & 3) as u8;
+        let dl = d * ((lo | hi << 4) as i8).wrapping_sub(32) as f32;
+        for (e, ye) in yj.iter_mut().enumerate() {
+            let q = (qs[j * 16 + e % 16] >> (4 * (e / 16))) & 0xF;
+            *ye = dl * IQ4_VALUES[q as usize] as f32;
+        }
     }
 }

@@ -6,10 +6,10 @@
 //!   A truncated, malformed or lying file is an [`GgufError`] naming the problem; the parser
 //!   never panics, never reads out of bounds and bounds every allocation by the bytes left.
 //! - [`GgmlType`]: every ggml storage type with its block geometry.
-//! - [`dequantize`]: F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K … Q6_K, TQ2_0 and
-//!   MXFP4 to `f32`, bit-exact with the reference (`gguf` Python package), tested against
+//! - [`dequantize`]: F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K … Q6_K, TQ2_0,
+//!   MXFP4, IQ4_NL and IQ4_XS to `f32`, bit-exact with the reference (`gguf` Python package), tested against
 //!   golden fixtures.
-//! - [`quantize`]: Q8_0, Q4_0, Q4_1 (and F32/F16/BF16), byte-exact with the reference encoder.
+//! - [`quantize`]: Q8_0, Q4_0, Q4_1, Q5_0, Q5_1 (and F32/F16/BF16), byte-exact with the reference encoder.
 //! - [`GgufWriter`]: writes GGUF files.
 //!
 //! ```no_run

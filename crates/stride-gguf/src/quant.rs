@@ -8,11 +8,11 @@ use half::{bf16, f16};
 /// Whether [`quantize`] supports `t`.
 pub fn can_quantize(t: GgmlType) -> bool {
     use GgmlType::*;
-    matches!(t, F32 | F16 | BF16 | Q8_0 | Q4_0 | Q4_1)
+    matches!(t, F32 | F16 | BF16 | Q8_0 | Q4_0 | Q4_1 | Q5_0 | Q5_1)
 }
 
 /// Quantizes `x` (a whole number of blocks) to type `t`: F32, F16, BF16 (round to nearest
-/// even), Q8_0, Q4_0 or Q4_1, byte for byte as the reference encoder.
+/// even), Q8_0, Q4_0, Q4_1, Q5_0 or Q5_1, byte for byte as the reference encoder.
 ///
 /// The input should be finite: NaN or infinite values give unspecified (but memory-safe)
 /// blocks, as in the reference.
@@ -56,6 +56,8 @@ pub fn quantize(t: GgmlType, x: &[f32]) -> Result<Vec<u8>> {
         Q8_0 => x.chunks_exact(32).for_each(|b| q8_0(b, &mut out)),
         Q4_0 => x.chunks_exact(32).for_each(|b| q4_0(b, &mut out)),
         Q4_1 => x.chunks_exact(32).for_each(|b| q4_1(b, &mut out)),
+        Q5_0 => x.chunks_exact(32).for_each(|b| q5_0(b, &mut out)),
+        Q5_1 => x.chunks_exact(32).for_each(|b| q5_1(b, &mut out)),
         _ => unreachable!("checked by can_quantize"),
     }
     Ok(out)
@@ -82,8 +84,8 @@ fn q8_0(x: &[f32], out: &mut Vec<u8>) {
     out.extend(x.iter().map(|&v| (v * id).round() as i8 as u8));
 }
 
-// d = (the value of largest magnitude, first one on ties) / -8; q = trunc(x / d + 8.5) ≤ 15
-fn q4_0(x: &[f32], out: &mut Vec<u8>) {
+/// The value of largest magnitude (the first one on ties), as numpy's `argmax` of `abs`.
+fn signed_absmax(x: &[f32]) -> f32 {
     let mut max = 0f32;
     let mut amax = -1f32;
     for &v in x {
@@ -92,7 +94,12 @@ fn q4_0(x: &[f32], out: &mut Vec<u8>) {
             max = v;
         }
     }
-    let d = max / -8.0;
+    max
+}
+
+// d = signed_absmax / -8; q = trunc(x / d + 8.5) ≤ 15
+fn q4_0(x: &[f32], out: &mut Vec<u8>) {
+    let d = signed_absmax(x) / -8.0;
     let id = inv(d);
     push_f16(out, d);
     let q = |v: f32| ((v * id + 8.5).trunc() as u8).min(15);
@@ -113,4 +120,48 @@ fn q4_1(x: &[f32], out: &mut Vec<u8>) {
     for l in 0..16 {
         out.push(q(x[l]) | q(x[l + 16]) << 4);
     }
+}
+
+/// The fifth bits of 32 five-bit values, bit e of a little-endian u32.
+fn push_high_bits(out: &mut Vec<u8>, q: &[u8; 32]) {
+    let qh = q
+        .iter()
+        .enumerate()
+        .fold(0u32, |h, (e, &v)| h | (((v >> 4) & 1) as u32) << e);
+    out.extend(qh.to_le_bytes());
+}
+
+fn push_low_nibbles(out: &mut Vec<u8>, q: &[u8; 32]) {
+    for l in 0..16 {
+        out.push((q[l] & 0xF) | q[l + 16] << 4);
+    }
+}
+
+// d = signed_absmax / -16; q = trunc(x / d + 16.5) ≤ 31
+fn q5_0(x: &[f32], out: &mut Vec<u8>) {
+    let d = signed_absmax(x) / -16.0;
+    let id = inv(d);
+    let mut q = [0u8; 32];
+    for (qi, &v) in q.iter_mut().zip(x) {
+        *qi = ((v * id + 16.5).trunc() as u8).min(31);
+    }
+    push_f16(out, d);
+    push_high_bits(out, &q);
+    push_low_nibbles(out, &q);
+}
+
+// d = (max - min) / 31, m = min; q = trunc((x - min) / d + 0.5) ≤ 31
+fn q5_1(x: &[f32], out: &mut Vec<u8>) {
+    let max = x.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    let min = x.iter().copied().fold(f32::INFINITY, f32::min);
+    let d = (max - min) / 31.0;
+    let id = inv(d);
+    let mut q = [0u8; 32];
+    for (qi, &v) in q.iter_mut().zip(x) {
+        *qi = (((v - min) * id + 0.5).trunc() as u8).min(31);
+    }
+    push_f16(out, d);
+    push_f16(out, min);
+    push_high_bits(out, &q);
+    push_low_nibbles(out, &q);
 }

@@ -35,12 +35,16 @@ const DEQUANT: &[(&str, &[u8])] = &[
     fixture!("dequant_Q6_K.bin"),
     fixture!("dequant_TQ2_0.bin"),
     fixture!("dequant_MXFP4.bin"),
+    fixture!("dequant_IQ4_NL.bin"),
+    fixture!("dequant_IQ4_XS.bin"),
 ];
 
 const QUANT: &[(&str, &[u8])] = &[
     fixture!("quant_Q8_0.bin"),
     fixture!("quant_Q4_0.bin"),
     fixture!("quant_Q4_1.bin"),
+    fixture!("quant_Q5_0.bin"),
+    fixture!("quant_Q5_1.bin"),
     fixture!("quant_F16.bin"),
     fixture!("quant_BF16.bin"),
 ];
