@@ -550,3 +550,93 @@ proptest! {
         }
     }
 }
+
+fn array_strategy() -> impl Strategy<Value = Array> {
+    let leaf = prop_oneof![
+        proptest::collection::vec(any::<u8>(), 0..5).prop_map(Array::U8),
+        proptest::collection::vec(any::<i8>(), 0..5).prop_map(Array::I8),
+        proptest::collection::vec(any::<u16>(), 0..5).prop_map(Array::U16),
+        proptest::collection::vec(any::<i16>(), 0..5).prop_map(Array::I16),
+        proptest::collection::vec(any::<u32>(), 0..5).prop_map(Array::U32),
+        proptest::collection::vec(any::<i32>(), 0..5).prop_map(Array::I32),
+        proptest::collection::vec(-1e6f32..1e6, 0..5).prop_map(Array::F32),
+        proptest::collection::vec(any::<bool>(), 0..5).prop_map(Array::Bool),
+        proptest::collection::vec(".{0,6}", 0..5).prop_map(Array::String),
+        proptest::collection::vec(any::<u64>(), 0..5).prop_map(Array::U64),
+        proptest::collection::vec(any::<i64>(), 0..5).prop_map(Array::I64),
+        proptest::collection::vec(-1e300f64..1e300, 0..5).prop_map(Array::F64),
+    ];
+    // arrays of arrays hold arrays of one element type, as the format requires
+    leaf.prop_recursive(3, 24, 4, |inner| {
+        proptest::collection::vec(inner, 1..4).prop_filter_map("one element type", |v| {
+            let t = v[0].element_type();
+            v.iter()
+                .all(|a| a.element_type() == t)
+                .then_some(Array::Array(v))
+        })
+    })
+}
+
+fn value_strategy() -> impl Strategy<Value = Value> {
+    prop_oneof![
+        any::<u8>().prop_map(Value::U8),
+        any::<i8>().prop_map(Value::I8),
+        any::<u16>().prop_map(Value::U16),
+        any::<i16>().prop_map(Value::I16),
+        any::<u32>().prop_map(Value::U32),
+        any::<i32>().prop_map(Value::I32),
+        (-1e30f32..1e30).prop_map(Value::F32),
+        any::<bool>().prop_map(Value::Bool),
+        ".{0,12}".prop_map(Value::String),
+        array_strategy().prop_map(Value::Array),
+        any::<u64>().prop_map(Value::U64),
+        any::<i64>().prop_map(Value::I64),
+        (-1e300f64..1e300).prop_map(Value::F64),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 500, ..ProptestConfig::default() })]
+
+    /// Whatever the writer writes (any metadata, tensors of any type and size, v2 or v3, any
+    /// alignment), the reader reads back the same.
+    #[test]
+    fn writer_and_reader_round_trip(
+        kvs in proptest::collection::btree_map("[a-z.]{1,10}", value_strategy(), 0..8),
+        tensors in proptest::collection::vec((0usize..GgmlType::ALL.len(), 0u64..3, 1u64..3), 0..5),
+        version in 2u32..4,
+        align_pow in 0u32..8,
+    ) {
+        let mut w = GgufWriter::new();
+        w.version(version).unwrap();
+        let kvs: Vec<(String, Value)> = kvs.into_iter().filter(|(k, _)| k != "general.alignment").collect();
+        for (k, v) in &kvs {
+            w.add(k, v.clone());
+        }
+        if align_pow > 0 {
+            w.alignment(1 << align_pow).unwrap();
+        }
+        let mut want = Vec::new();
+        for (i, (ti, blocks, rows)) in tensors.into_iter().enumerate() {
+            let t = GgmlType::ALL[ti];
+            let dims = [blocks * t.block_size() as u64, rows];
+            let data: Vec<u8> = (0..t.bytes_for(dims[0] * dims[1]).unwrap()).map(|b| (b as u8) ^ (i as u8)).collect();
+            w.add_tensor(&format!("t{i}"), &dims, t, &data).unwrap();
+            want.push((format!("t{i}"), dims, t, data));
+        }
+        let g = Gguf::from_bytes(w.to_bytes().unwrap()).unwrap();
+        prop_assert_eq!(g.version(), version);
+        prop_assert_eq!(g.alignment(), if align_pow > 0 { 1 << align_pow } else { 32 });
+        for (k, v) in &kvs {
+            prop_assert_eq!(g.get(k), Some(v));
+        }
+        prop_assert_eq!(g.tensors().len(), want.len());
+        for (name, dims, t, data) in &want {
+            let info = g.tensor(name).unwrap();
+            prop_assert_eq!(&info.dims, &dims.to_vec());
+            prop_assert_eq!(info.ggml_type, *t);
+            prop_assert_eq!(info.offset % g.alignment(), 0);
+            prop_assert_eq!(g.tensor_data(name).unwrap(), &data[..]);
+        }
+    }
+}
