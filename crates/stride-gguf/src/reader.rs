@@ -68,8 +68,8 @@ impl Data {
 ///
 /// Parsing validates everything before it returns: the header, every metadata entry, every
 /// tensor info (known type, at most 4 dims, no overflow, whole blocks, aligned offset,
-/// inside the data section, no overlap with another tensor, no unaccounted bytes after the
-/// last tensor). After that, [`Gguf::tensor_data`] is a plain slice of the file.
+/// inside the data section, no overlap with another tensor, data back to back with no
+/// unaccounted gap — as llama.cpp requires — and none after the last tensor). After that, [`Gguf::tensor_data`] is a plain slice of the file.
 ///
 /// ```
 /// use stride_gguf::{Gguf, GgufWriter, GgmlType};
@@ -691,7 +691,7 @@ fn parse_header(bytes: &[u8]) -> Result<Header> {
         });
     }
 
-    // every tensor inside the data section, no two overlapping
+    // every tensor inside the data section, no two overlapping, no unaccounted gaps
     let mut order: Vec<usize> = (0..tensors.len()).collect();
     order.sort_by_key(|&i| tensors[i].offset);
     let mut prev: Option<(usize, u64)> = None;
@@ -707,6 +707,25 @@ fn parse_header(bytes: &[u8]) -> Result<Header> {
             });
         }
         let end = end as u64;
+        // Writers lay tensors out back to back, each padded to the alignment (llama.cpp
+        // requires exactly that). A gap of a whole alignment or more means the counts or an
+        // offset lie (a tensor the header does not announce, or a size that is wrong).
+        let expected = prev.map_or(0, |(_, pend)| pend.div_ceil(alignment) * alignment);
+        if t.offset > expected {
+            let after = match prev {
+                Some((p, pend)) => {
+                    format!("the end of tensor {:?}'s data ({pend})", tensors[p].name)
+                }
+                None => "the start of the data section".to_string(),
+            };
+            return Err(GgufError::Malformed(format!(
+                "tensor {:?} starts at data offset {}, {} bytes after {after} that no tensor accounts for \
+                 (expected offset {expected}); the tensor count or an offset may be wrong",
+                t.name,
+                t.offset,
+                t.offset - prev.map_or(0, |(_, pend)| pend),
+            )));
+        }
         if let Some((p, pend)) = prev {
             if t.offset < pend {
                 let pt = &tensors[p];

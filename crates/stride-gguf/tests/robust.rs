@@ -269,6 +269,25 @@ fn lying_tensor_infos_are_errors() {
         file(3, 2, 1, &[arch()], &infos, 64),
         &["\"a\" [0, 64)", "\"b\" [32, 64)", "overlap"],
     );
+    // a gap: a tensor the header does not announce, or a wrong offset
+    let infos = vec![tinfo("a", &[8], 0, 0), tinfo("b", &[8], 0, 64)];
+    assert_err(
+        file(3, 2, 1, &[arch()], &infos, 96),
+        &[
+            "tensor \"b\" starts at data offset 64",
+            "expected offset 32",
+        ],
+    );
+    assert_err(
+        one(tinfo("t", &[8], 0, 32), 64),
+        &[
+            "\"t\" starts at data offset 32",
+            "start of the data section",
+        ],
+    );
+    // out of order in the file is fine as long as the data is back to back
+    let infos = vec![tinfo("b", &[8], 0, 32), tinfo("a", &[8], 0, 0)];
+    assert!(Gguf::from_bytes(file(3, 2, 1, &[arch()], &infos, 64)).is_ok());
     // duplicate names
     let infos = vec![tinfo("a", &[8], 0, 0), tinfo("a", &[8], 0, 32)];
     assert_err(
