@@ -42,6 +42,21 @@ impl TensorInfo {
         self.ggml_type.bytes_for(self.n_elements()).unwrap_or(0)
     }
 
+    /// Elements per row (`dims[0]`; 1 for a tensor without dims).
+    pub fn row_len(&self) -> u64 {
+        self.dims.first().copied().unwrap_or(1)
+    }
+
+    /// Number of rows (the product of the dims after the first).
+    pub fn n_rows(&self) -> u64 {
+        self.dims.iter().skip(1).product()
+    }
+
+    /// Bytes per row (rows are whole blocks, checked at parse time).
+    pub fn row_bytes(&self) -> u64 {
+        self.ggml_type.bytes_for(self.row_len()).unwrap_or(0)
+    }
+
     /// The shape in row-major order (PyTorch's, slowest dim first): the reverse of
     /// [`TensorInfo::dims`]. A `[n_embd, n_vocab]` ggml tensor is `[n_vocab, n_embd]` here.
     pub fn shape(&self) -> Vec<usize> {
@@ -377,6 +392,43 @@ impl Gguf {
             .zip(usize::try_from(end).ok())
             .and_then(|(s, e)| bytes.get(s..e))
             .unwrap_or(&[])
+    }
+
+    /// Rows `rows` of the tensor `name` (rows of `dims[0]` elements) dequantized to `f32`:
+    /// an embedding lookup without dequantizing the whole table.
+    ///
+    /// ```
+    /// use stride_gguf::{quantize, Gguf, GgufWriter, GgmlType};
+    /// let x: Vec<f32> = (0..96).map(|i| i as f32).collect();
+    /// let mut w = GgufWriter::new();
+    /// w.add_tensor("emb", &[32, 3], GgmlType::Q8_0, &quantize(GgmlType::Q8_0, &x)?)?;
+    /// let g = Gguf::from_bytes(w.to_bytes()?)?;
+    /// let row2 = g.dequantize_rows("emb", 2..3)?;
+    /// assert_eq!(row2, g.dequantize("emb")?[64..96]);
+    /// assert!(g.dequantize_rows("emb", 2..4).is_err());
+    /// # Ok::<(), stride_gguf::GgufError>(())
+    /// ```
+    pub fn dequantize_rows(&self, name: &str, rows: std::ops::Range<u64>) -> Result<Vec<f32>> {
+        let info = self.tensor(name)?;
+        if rows.start > rows.end || rows.end > info.n_rows() {
+            return Err(GgufError::BadLength {
+                op: "dequantize_rows",
+                detail: format!(
+                    "rows {}..{} of tensor {name:?}, which has {} rows (dims {:?})",
+                    rows.start,
+                    rows.end,
+                    info.n_rows(),
+                    info.dims
+                ),
+            });
+        }
+        let rb = info.row_bytes() as usize;
+        let bytes = self.slice_of(info);
+        let slice = bytes
+            .get(rows.start as usize * rb..rows.end as usize * rb)
+            .unwrap_or(&[]);
+        crate::dequant::dequantize_to_vec(info.ggml_type, slice)
+            .map_err(|e| e.context(format!("tensor {name:?}")))
     }
 
     /// The tensor `name` dequantized to `f32`, in ggml element order (row-major over

@@ -144,6 +144,15 @@ fn smollm2_dequantization_matches_gguf_py() {
             );
         }
         assert_eq!(checksum(&v), sum, "{name}: checksum of all {n} values");
+        // row access gives the same values
+        let info = g.tensor(name).unwrap();
+        let (r, len) = (info.n_rows() / 2, info.row_len() as usize);
+        let row = g.dequantize_rows(name, r..r + 1).unwrap();
+        assert_eq!(
+            row,
+            v[r as usize * len..(r as usize + 1) * len],
+            "{name} row {r}"
+        );
         checked += 1;
     }
     assert_eq!(checked, 6);

@@ -476,6 +476,7 @@ fn use_everything(g: &Gguf) {
         assert_eq!(d.len() as u64, t.n_bytes());
         if t.n_bytes() < 1 << 20 {
             let _ = dequantize_to_vec(t.ggml_type, d);
+            let _ = g.dequantize_rows(&t.name, 0..t.n_rows().min(2));
         }
     }
 }
