@@ -99,6 +99,14 @@ pub enum GgufError {
     /// A buffer's length does not match the element count and type.
     #[error("{op}: {detail}")]
     BadLength { op: &'static str, detail: String },
+    /// Quantization of a NaN or infinite value into a block type.
+    #[error("quantize to {ggml_type}: value {index} (in block {block}) is {value}; {ggml_type} blocks hold finite values only")]
+    NonFinite {
+        ggml_type: GgmlType,
+        index: usize,
+        block: usize,
+        value: f32,
+    },
 }
 
 impl GgufError {

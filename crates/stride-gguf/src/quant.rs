@@ -14,8 +14,8 @@ pub fn can_quantize(t: GgmlType) -> bool {
 /// Quantizes `x` (a whole number of blocks) to type `t`: F32, F16, BF16 (round to nearest
 /// even), Q8_0, Q4_0, Q4_1, Q5_0 or Q5_1, byte for byte as the reference encoder.
 ///
-/// The input should be finite: NaN or infinite values give unspecified (but memory-safe)
-/// blocks, as in the reference.
+/// A NaN or infinite input to a block type is an error naming its index (the reference
+/// would write a meaningless block); F32/F16/BF16 keep them, as a cast does.
 ///
 /// ```
 /// use stride_gguf::{dequantize_to_vec, quantize, GgmlType};
@@ -42,6 +42,16 @@ pub fn quantize(t: GgmlType, x: &[f32]) -> Result<Vec<u8>> {
                 x.len()
             ),
         });
+    }
+    if t.is_quantized() {
+        if let Some(i) = x.iter().position(|v| !v.is_finite()) {
+            return Err(GgufError::NonFinite {
+                ggml_type: t,
+                index: i,
+                block: i / bs,
+                value: x[i],
+            });
+        }
     }
     let mut out = Vec::with_capacity(x.len() / bs * t.type_size());
     use GgmlType::*;

@@ -150,4 +150,14 @@ fn dequantize_refuses_wrong_lengths_and_unsupported_types() {
     let e = quantize(GgmlType::Q8_0, &[0.0; 33]).unwrap_err();
     assert!(e.to_string().contains("33 values"), "{e}");
     assert!(quantize(GgmlType::Q4_K, &[0.0; 256]).is_err());
+    let mut x = [1.0f32; 64];
+    x[40] = f32::NAN;
+    let e = quantize(GgmlType::Q4_1, &x).unwrap_err();
+    assert!(
+        e.to_string().contains("value 40 (in block 1) is NaN"),
+        "{e}"
+    );
+    x[40] = f32::INFINITY;
+    assert!(quantize(GgmlType::Q8_0, &x).is_err());
+    assert_eq!(quantize(GgmlType::BF16, &x).unwrap().len(), 128);
 }
