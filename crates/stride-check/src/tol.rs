@@ -192,6 +192,17 @@ pub fn bound(exact: f64, acc: f64, result: DType, dest: DType) -> f64 {
     let m = exact.abs() + acc;
     let exact_repr = acc == 0.0 && crate::host::store(exact, result) == exact;
     let mut b = acc;
+    if acc > 0.0 {
+        // gradual underflow: an intermediate in the subnormal range is rounded absolutely,
+        // by up to half its spacing, per operation (Higham §2.1, the `η` term of the model);
+        // two such roundings (softmax: the exp and the quotient) reach the result
+        let acc_dtype = if result == DType::F64 {
+            DType::F64
+        } else {
+            DType::F32
+        };
+        b += ulp(0.0, acc_dtype);
+    }
     if !exact_repr {
         b += 0.5 * ulp(m, result);
     }
