@@ -225,7 +225,8 @@ mod bound_tests {
         assert_eq!(ulp(1.0, DType::BF16), 2f64.powi(-7));
         assert_eq!(ulp(1.0, DType::F32), 2f64.powi(-23));
         assert_eq!(ulp(0.0, DType::F16), 2f64.powi(-24));
-        assert_eq!(ulp(1e-30, DType::F32), 2f64.powi(-149));
+        assert_eq!(ulp(1e-40, DType::F32), 2f64.powi(-149));
+        assert_eq!(ulp(1e-30, DType::F32), 2f64.powi(-100 - 23));
     }
 
     #[test]
