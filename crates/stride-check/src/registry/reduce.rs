@@ -190,8 +190,10 @@ fn exact_err(_: &[f64], _: f64, _: &RefCtx) -> f64 {
 /// contributing `1 + θ_i`, `|θ_i| ≤ γ_{n+2}` (two factors of the subtraction's rounding, one
 /// of the square's, n − 1 additions):
 ///
-///     Ŝ = Σ (d_i − δ)² (1 + θ_i),  Σ (d_i − δ)² = S + n δ²  (the cross term is −2δ Σ d_i = 0)
-///     |Ŝ − S| ≤ n δ² + γ_{n+2} (S + n δ²)
+/// ```text
+/// Ŝ = Σ (d_i − δ)² (1 + θ_i),  Σ (d_i − δ)² = S + n δ²  (the cross term is −2δ Σ d_i = 0)
+/// |Ŝ − S| ≤ n δ² + γ_{n+2} (S + n δ²)
+/// ```
 ///
 /// A shift `y_i = x_i − x0` rounds each `y_i` by `u |x_i − x0|`, which changes S by at most
 /// `2u Σ |d_i| |x_i − x0|` (first order). Divided by `n − correction`, plus the quotient's
@@ -243,7 +245,9 @@ fn norm_err(g: &[f64], v: f64, c: &RefCtx, p: f64) -> f64 {
 /// `exp` turns into a relative error of that size; each exp rounds (within an ulp, counted
 /// as two roundings) and the sum adds n − 1 more: with `w_j = exp(x_j − m) / S`,
 ///
-///     |Ŝ − S| / S ≤ γ_{n+1} + u Σ_j w_j |x_j − m|   (first order; ×1.01 for the rest)
+/// ```text
+/// |Ŝ − S| / S ≤ γ_{n+1} + u Σ_j w_j |x_j − m|   (first order; ×1.01 for the rest)
+/// ```
 ///
 /// Returns `(m, S, that bound)`; `None` when the line has no finite maximum.
 fn lse_parts(g: &[f64], u: f64) -> Option<(f64, f64, f64)> {
