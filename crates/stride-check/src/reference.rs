@@ -56,6 +56,12 @@ pub struct RefOut {
     /// Multiplies the entry's tolerance for this case (reductions and matrix products: a
     /// function of the reduction length, so long sums get proportionally more room).
     pub tol_scale: f64,
+    /// Per element (row-major), a bound on the error of the computation in the accumulation
+    /// dtype before the final rounding to the result dtype ([`crate::tol::acc_unit`]), from
+    /// an error analysis stated where it is computed. When set, it replaces the entry's
+    /// [`crate::registry::OpInfo::tol`] for float results: the runner accepts
+    /// `|got − exact| ≤ acc + ½ ulp_out` ([`crate::tol::bound`]).
+    pub acc_error: Option<Vec<f64>>,
 }
 
 impl RefOut {
@@ -67,7 +73,15 @@ impl RefOut {
             shares_operand: 0,
             strides: None,
             tol_scale: 1.0,
+            acc_error: None,
         }
+    }
+    /// Sets the per-element accumulation-error bound (see [`RefOut::acc_error`]); zeros
+    /// mean "exact up to the final rounding".
+    pub fn with_acc_error(mut self, acc: Vec<f64>) -> RefOut {
+        debug_assert_eq!(acc.len(), self.values.len());
+        self.acc_error = Some(acc);
+        self
     }
     /// Scales the tolerance of this case by `k` (see [`RefOut::tol_scale`]).
     pub fn tol_scaled(mut self, k: f64) -> RefOut {

@@ -5,8 +5,8 @@
 
 use super::dtypes::{ALL, FLOATS};
 use super::{ArgSpec, DTypeRule, Domain, Family, OpInfo, Params, Sample, SampleArg, SampleCtx};
-use crate::reference::{numel, ravel, unravel, RefArg, RefOut};
-use crate::tol::Tol;
+use crate::reference::{numel, ravel, unravel, RefArg, RefOut, RefTensor};
+use crate::tol::{self, Tol};
 use stride_core::{DType, Tensor};
 
 /// (equation, operand shapes from sizes (m, n, k), result is a view of operand 0). One-operand
@@ -248,7 +248,35 @@ fn entry(name: &'static str, table: &'static [Eq], n: usize, dtypes: &[DType]) -
     .sampler(sampler(table))
     .reference(move |c, a| {
         let (eq, _, view) = table[c.params.ints[0] as usize];
-        reference(eq, a, view)
+        let r = reference(eq, a, view)?;
+        if !c.result.is_float() {
+            return Ok(r);
+        }
+        // The bound of a contraction (as matmul's): each output element sums k products of
+        // f factors, each term rounded at most f − 1 times (the products) and k − 1 times
+        // (the additions), in any order: `γ_{k+f−2} Σ|terms|`, `Σ|terms|` the same
+        // contraction of the operands' absolute values; 0 when every partial sum is exact
+        // in the accumulator (`tol::sum_error` on the operands' grids).
+        let abs: Vec<RefTensor> = a
+            .iter()
+            .map(|x| RefTensor {
+                values: x.t().values.iter().map(|v| v.abs()).collect(),
+                ..x.t().clone()
+            })
+            .collect();
+        let args: Vec<RefArg> = abs.iter().map(RefArg::Tensor).collect();
+        let mag = reference(eq, &args, view)?;
+        let grid = a.iter().try_fold(0, |g, x| {
+            tol::lsb_exp(x.t().values.iter().copied()).map(|l| g + l)
+        });
+        let k = (r.tol_scale * r.tol_scale).round() as usize; // √k, see `reference`
+        let n = k + a.len(); // n − 1 = k + f − 1 roundings: one spare
+        let acc = mag
+            .values
+            .iter()
+            .map(|&m| tol::sum_error(n, m, grid, c.result))
+            .collect();
+        Ok(r.with_acc_error(acc))
     })
     .functional(move |a, p| {
         let eq = table[p.ints[0] as usize].0;

@@ -4,14 +4,70 @@
 
 use super::dtypes::{ALL, FLOATS};
 use super::{matmul_sampler, tensor_pairs, ArgSpec, Domain, Family, OpInfo, Sample, SampleCtx};
-use crate::reference::{self, RefArg, RefOut};
-use crate::tol::Tol;
+use crate::reference::{self, RefArg, RefCtx, RefOut, RefTensor};
+use crate::tol::{self, Tol};
 
-/// `reference::matmul`, its tolerance scaled by √k.
-fn product(a: &[RefArg]) -> Result<RefOut, String> {
+/// `reference::matmul` with an error bound per element. Each output element is a sum of k
+/// products: at most one rounding of the product (none for f16/bf16 operands: 11 × 11 or
+/// 8 × 8 significant bits fit f32's 24) and k − 1 additions in any order, so
+/// `|ĉ_ij − c_ij| ≤ γ_k Σ_p |a_ip b_pj|` (Higham §3.5), `Σ|terms|` being the same product
+/// of `|A|` and `|B|`; 0 when every term is a multiple of `2^(lsb A + lsb B)` and
+/// `Σ|terms|` stays below `2^(that + 24)` ([`tol::sum_error`]: every partial sum exact in
+/// f32). The runner adds ½ ulp of the result dtype. (The old √k-scaled tolerance accepted
+/// an f16 accumulator.)
+fn product(c: &RefCtx, a: &[RefArg]) -> Result<RefOut, String> {
     let (x, y) = (a[0].t(), a[1].t());
     let k = x.shape.last().copied().unwrap_or(1);
-    Ok(reference::matmul(x, y)?.tol_scaled((k as f64).sqrt()))
+    let r = reference::matmul(x, y)?;
+    let abs = |t: &RefTensor| RefTensor {
+        values: t.values.iter().map(|v| v.abs()).collect(),
+        ..t.clone()
+    };
+    let mag = reference::matmul(&abs(x), &abs(y))?;
+    let grid = match (
+        tol::lsb_exp(x.values.iter().copied()),
+        tol::lsb_exp(y.values.iter().copied()),
+    ) {
+        (Some(gx), Some(gy)) => Some(gx + gy),
+        _ => None,
+    };
+    let acc = mag
+        .values
+        .iter()
+        .map(|&s| tol::sum_error(k + 1, s, grid, c.result))
+        .collect();
+    Ok(r.with_acc_error(acc))
+}
+
+/// Inner sizes on both sides of 512, 1024 and 4096 (the CPU's f16 path blocks k by 512),
+/// with `[2, k] × [k, 3]` operands (few, small other dims: CI stays cheap), on the core
+/// shape of each float case: values on a 1/8 grid (partial sums exact in f32: any extra
+/// rounding shows) and values in [0.5, 1.5] (a non-zero mean: the running sum grows with k,
+/// so a half-precision partial sum loses its low bits).
+fn with_long_k(
+    base: impl Fn(&mut SampleCtx) -> Vec<Sample> + Send + Sync + 'static,
+    vector: bool,
+) -> impl Fn(&mut SampleCtx) -> Vec<Sample> + Send + Sync + 'static {
+    move |ctx: &mut SampleCtx| {
+        let mut out = base(ctx);
+        if !ctx.variants || ctx.arg_dtypes.is_some() || !ctx.dtype.is_float() {
+            return out;
+        }
+        for k in super::reduce::LONG {
+            for dom in [
+                Domain::range(-2.0, 2.0).grid(0.125),
+                Domain::range(0.5, 1.5),
+            ] {
+                let pair = if vector {
+                    (vec![k], vec![k])
+                } else {
+                    (vec![2, k], vec![k, 3])
+                };
+                out.extend(tensor_pairs(vec![pair], &dom, ctx));
+            }
+        }
+        out
+    }
 }
 
 /// Operand shape pairs from `(m, n, k, variants)`.
@@ -103,8 +159,8 @@ pub fn ops() -> Vec<OpInfo> {
             .dtypes(FLOATS)
             .exact_dest_dtype()
             .tol(tol)
-            .sampler(matmul_sampler(d))
-            .reference(|_, a| product(a))
+            .sampler(with_long_k(matmul_sampler(d), false))
+            .reference(|c, a| product(c, a))
             .functional(|a, _| a[0].t().matmul(a[1].t()))
             .out(|a, _, o| a[0].t().matmul_out(a[1].t(), o)),
         OpInfo::new("mm", Family::Matmul)
@@ -112,10 +168,10 @@ pub fn ops() -> Vec<OpInfo> {
             .dtypes(FLOATS)
             .exact_dest_dtype()
             .tol(tol)
-            .sampler(pairs_sampler(d, mm_pairs))
-            .reference(|_, a| {
+            .sampler(with_long_k(pairs_sampler(d, mm_pairs), false))
+            .reference(|c, a| {
                 ranks(a, 2, 2, "mm")?;
-                product(a)
+                product(c, a)
             })
             .functional(|a, _| a[0].t().mm(a[1].t()))
             .out(|a, _, o| a[0].t().mm_out(a[1].t(), o)),
@@ -125,12 +181,12 @@ pub fn ops() -> Vec<OpInfo> {
             .exact_dest_dtype()
             .tol(tol)
             .sampler(pairs_sampler(d, bmm_pairs))
-            .reference(|_, a| {
+            .reference(|c, a| {
                 ranks(a, 3, 3, "bmm")?;
                 if a[0].t().shape[0] != a[1].t().shape[0] {
                     return Err("bmm of different batch sizes must be refused".into());
                 }
-                product(a)
+                product(c, a)
             })
             .functional(|a, _| a[0].t().bmm(a[1].t()))
             .out(|a, _, o| a[0].t().bmm_out(a[1].t(), o)),
@@ -138,10 +194,10 @@ pub fn ops() -> Vec<OpInfo> {
             .args(args(d))
             .dtypes(FLOATS)
             .tol(tol)
-            .sampler(pairs_sampler(d, dot_pairs))
-            .reference(|_, a| {
+            .sampler(with_long_k(pairs_sampler(d, dot_pairs), true))
+            .reference(|c, a| {
                 ranks(a, 1, 1, "dot")?;
-                product(a)
+                product(c, a)
             })
             .functional(|a, _| a[0].t().dot(a[1].t())),
         // outer is a broadcast multiply: every dtype, exact up to the product's rounding

@@ -641,6 +641,20 @@ impl OpInfo {
     pub fn elementwise(self, f: impl Fn(&[f64], &RefCtx) -> f64 + Send + Sync + 'static) -> Self {
         self.reference(move |ctx, args| reference::elementwise(ctx, args, |xs| f(xs, ctx)))
     }
+    /// An elementwise reference with an error bound per element: `err(inputs, value, ctx)`
+    /// bounds the kernel's error in its compute dtype before the final rounding to the
+    /// result dtype (see [`RefOut::with_acc_error`]; the runner adds ½ ulp of the result).
+    pub fn elementwise_bounded(
+        self,
+        f: impl Fn(&[f64], &RefCtx) -> f64 + Send + Sync + 'static,
+        err: impl Fn(&[f64], f64, &RefCtx) -> f64 + Send + Sync + 'static,
+    ) -> Self {
+        self.reference(move |ctx, args| {
+            let r = reference::elementwise(ctx, args, |xs| f(xs, ctx))?;
+            let e = reference::elementwise(ctx, args, |xs| err(xs, f(xs, ctx), ctx))?;
+            Ok(r.with_acc_error(e.values))
+        })
+    }
     pub fn functional(
         mut self,
         f: impl Fn(&[Arg], &Params) -> stride_core::Result<Tensor> + Send + Sync + 'static,

@@ -14,7 +14,7 @@ use super::dtypes::{ALL, FLOATS};
 use super::{ArgSpec, DTypeRule, Domain, Family, OpInfo, Params, Sample, SampleArg, SampleCtx};
 use crate::host::{store, wrap_int};
 use crate::reference::{self, numel, wrap_dim, RefArg, RefCtx, RefOut, RefTensor};
-use crate::tol::Tol;
+use crate::tol::{self, Tol};
 use std::cmp::Ordering;
 use stride_core::{DType, Scalar, Tensor};
 
@@ -142,6 +142,134 @@ fn red(
         return Err("reducing over zero elements (no identity) must be refused".into());
     }
     Ok(r.tol_scaled((n as f64).sqrt()))
+}
+
+/// A reduction reference with an error bound per output element: `err(group, value, ctx)`
+/// bounds the error of the kernel's computation in the accumulation dtype before the final
+/// rounding ([`RefOut::with_acc_error`]; the runner adds ½ ulp of the result dtype).
+fn red_bounded(
+    c: &RefCtx,
+    a: &[RefArg],
+    nonempty: bool,
+    f: impl Fn(&[f64]) -> f64,
+    err: impl Fn(&[f64], f64, &RefCtx) -> f64,
+) -> Result<RefOut, String> {
+    let r = red(c, a, nonempty, &f)?;
+    let t = cast(c, a[0].t());
+    let e = reference::reduce(&t, &c.params.dims, c.params.keepdim, |g| err(g, f(g), c))?;
+    Ok(r.with_acc_error(e.values))
+}
+
+/// Sum of n terms (any order): `γ_{n−1} Σ|x|`, or 0 when the terms sit on a grid coarse
+/// enough for every partial sum to be exact ([`tol::sum_error`]).
+fn sum_err(g: &[f64], _: f64, c: &RefCtx) -> f64 {
+    let abs: f64 = g.iter().map(|x| x.abs()).sum();
+    tol::sum_error(g.len(), abs, tol::lsb_exp(g.iter().copied()), c.result)
+}
+
+/// Mean = sum / n: the sum's error / n, plus two roundings of the quotient (the division,
+/// or a multiplication by a rounded 1/n).
+fn mean_err(g: &[f64], v: f64, c: &RefCtx) -> f64 {
+    sum_err(g, v, c) / g.len().max(1) as f64 + 2.0 * tol::acc_unit(c.result) * v.abs()
+}
+
+/// Product of n factors (any order): n − 1 roundings, each relative: `γ_{n−1} |p|`.
+fn prod_err(g: &[f64], v: f64, c: &RefCtx) -> f64 {
+    tol::gamma(g.len().saturating_sub(1) as f64, tol::acc_unit(c.result)) * v.abs()
+}
+
+/// Selections and counts are exact: no accumulation error (the value is an input element,
+/// or an integer count far below 2^24).
+fn exact_err(_: &[f64], _: f64, _: &RefCtx) -> f64 {
+    0.0
+}
+
+/// Variance by two passes (mean, then squared deviations), with or without a shift by the
+/// first element. With `d_i = x_i − m` (exact mean, so `Σ d_i = 0`), a computed mean
+/// `m̂ = m + δ` (`|δ| ≤` [`mean_err`]) and each computed deviation, its square and the sum
+/// contributing `1 + θ_i`, `|θ_i| ≤ γ_{n+2}` (two factors of the subtraction's rounding, one
+/// of the square's, n − 1 additions):
+///
+/// ```text
+/// Ŝ = Σ (d_i − δ)² (1 + θ_i),  Σ (d_i − δ)² = S + n δ²  (the cross term is −2δ Σ d_i = 0)
+/// |Ŝ − S| ≤ n δ² + γ_{n+2} (S + n δ²)
+/// ```
+///
+/// A shift `y_i = x_i − x0` rounds each `y_i` by `u |x_i − x0|`, which changes S by at most
+/// `2u Σ |d_i| |x_i − x0|` (first order). Divided by `n − correction`, plus the quotient's
+/// rounding `u |v|`. No term grows with the data's offset except through δ² (second order):
+/// a one-pass `Σx² − (Σx)²/n` loses everything at offset 100 and fails.
+fn var_err(g: &[f64], v: f64, c: &RefCtx, correction: f64) -> f64 {
+    let n = g.len() as f64;
+    let u = tol::acc_unit(c.result);
+    if g.is_empty() || !v.is_finite() || u == 0.0 {
+        return 0.0;
+    }
+    let m = g.iter().sum::<f64>() / n;
+    let dm = mean_err(g, m, c);
+    let x0 = g[0];
+    let s: f64 = g.iter().map(|x| (x - m) * (x - m)).sum();
+    let shift: f64 = g.iter().map(|x| (x - m).abs() * (x - x0).abs()).sum();
+    let es = n * dm * dm + tol::gamma(n + 2.0, u) * (s + n * dm * dm) + 2.0 * u * shift;
+    es / (n - correction).max(0.0) + u * v.abs()
+}
+
+/// std = √var: `|√(V + e) − √V| = |e| / (√(V + e) + √V) ≤ E / (√V + √max(V − E, 0))` for
+/// `|e| ≤ E` ([`var_err`]), plus the square root's rounding `u |v|`.
+fn std_err(g: &[f64], v: f64, c: &RefCtx, correction: f64) -> f64 {
+    let var = v * v;
+    let e = var_err(g, var, c, correction);
+    let u = tol::acc_unit(c.result);
+    if e == 0.0 {
+        return u * v.abs();
+    }
+    e / (var.sqrt() + (var - e).max(0.0).sqrt()) + u * v.abs()
+}
+
+/// p-norm, p finite and non-zero: `S = Σ |x|^p` with each power rounded at most twice
+/// (powf within an ulp, counted as two roundings; p = 1 and 2 round less) and n − 1
+/// additions: `Ŝ = S (1 + θ)`, `|θ| ≤ γ_{n+1}`; then `Ŝ^{1/p} = v (1 + θ)^{1/p}` and the
+/// root's own error (two roundings): `(( 1 + γ_{n+1})^{1/p} − 1 + 2u) |v|`. `p = ±∞` are
+/// selections (exact) and `p = 0` a count (exact).
+fn norm_err(g: &[f64], v: f64, c: &RefCtx, p: f64) -> f64 {
+    let u = tol::acc_unit(c.result);
+    if p.is_infinite() || p == 0.0 || !v.is_finite() {
+        return 0.0;
+    }
+    let gam = tol::gamma(g.len() as f64 + 1.0, u);
+    ((1.0 + gam).powf(1.0 / p) - 1.0 + 2.0 * u) * v.abs()
+}
+
+/// The relative error of the computed `S = Σ exp(x_j − m)` (m the line's max), shared by
+/// logsumexp, softmax and log_softmax: each `x_j − m` rounds by `u |x_j − m|`, which
+/// `exp` turns into a relative error of that size; each exp rounds (within an ulp, counted
+/// as two roundings) and the sum adds n − 1 more: with `w_j = exp(x_j − m) / S`,
+///
+/// ```text
+/// |Ŝ − S| / S ≤ γ_{n+1} + u Σ_j w_j |x_j − m|   (first order; ×1.01 for the rest)
+/// ```
+///
+/// Returns `(m, S, that bound)`; `None` when the line has no finite maximum.
+fn lse_parts(g: &[f64], u: f64) -> Option<(f64, f64, f64)> {
+    let m = nan_extreme(g, true);
+    if !m.is_finite() {
+        return None;
+    }
+    let fin = || g.iter().filter(|x| x.is_finite());
+    let s: f64 = fin().map(|x| (x - m).exp()).sum();
+    let spread: f64 = fin().map(|x| (x - m).exp() / s * (x - m).abs()).sum();
+    let rel = 1.01 * (tol::gamma(g.len() as f64 + 1.0, u) + u * spread);
+    Some((m, s, rel))
+}
+
+/// logsumexp = m + ln S: `ln(S (1 + ρ)) = ln S + ρ'` with `|ρ'| ≤ 1.01 ρ`, the log's own
+/// error (two roundings of `|ln S|`) and the final addition's rounding `u |v|`.
+fn lse_err(g: &[f64], v: f64, c: &RefCtx) -> f64 {
+    let u = tol::acc_unit(c.result);
+    match lse_parts(g, u) {
+        Some((_, s, rel)) if v.is_finite() => 1.01 * rel + 2.0 * u * s.ln().abs() + u * v.abs(),
+        _ => 0.0,
+    }
 }
 
 fn scalar(c: &RefCtx) -> f64 {
@@ -277,6 +405,71 @@ fn other_out(like: &Tensor, dtype: DType) -> stride_core::Result<Tensor> {
     Tensor::zeros(like.shape().to_vec(), dtype, &like.device())
 }
 
+/// The accumulation-error bound of a reduction's group: `(group, exact value, ctx)`.
+type ErrFn = fn(&[f64], f64, &RefCtx) -> f64;
+
+/// Line lengths on both sides of 512, 1024 and 4096 (block and tile sizes of the kernels:
+/// the CPU matmul's f16 path blocks k by 512).
+pub const LONG: [usize; 6] = [511, 513, 1023, 1025, 4095, 4097];
+
+/// Adds, to the core shape's samples (`ctx.variants`) of float dtypes, two lines of each
+/// length in [`LONG`] (shape `[2, L]`, reduced over `dims`) for each value set in `sets`.
+/// Few cases with small other dims, so CI stays cheap: 6 lengths × the sets per (form,
+/// dtype, layout).
+pub fn with_long(
+    base: impl Fn(&mut SampleCtx) -> Vec<Sample> + Send + Sync + 'static,
+    sets: Vec<Domain>,
+    dims: Vec<i64>,
+    scalar: Option<f64>,
+) -> impl Fn(&mut SampleCtx) -> Vec<Sample> + Send + Sync + 'static {
+    move |ctx: &mut SampleCtx| {
+        let mut out = base(ctx);
+        if !ctx.variants || ctx.arg_dtypes.is_some() || !ctx.dtype.is_float() {
+            return out;
+        }
+        for &l in &LONG {
+            for dom in &sets {
+                let values = dom.values(ctx.dtype, 2 * l, &mut ctx.rng, false);
+                let params = Params {
+                    dims: dims.clone(),
+                    scalars: scalar.map(|v| vec![Scalar::Float(v)]).unwrap_or_default(),
+                    ..Params::default()
+                };
+                out.push(Sample::new(
+                    vec![SampleArg::Tensor {
+                        dtype: ctx.dtype,
+                        shape: vec![2, l],
+                        values,
+                    }],
+                    params,
+                ));
+            }
+        }
+        out
+    }
+}
+
+/// The value sets of an op's long lines ([`with_long`]): a non-zero mean (an f16
+/// accumulator loses the low bits of a running sum near 10⁴), values on a 1/8 grid whose
+/// partial sums are exact in f32 in any order (so the reference's answer is exactly what an
+/// f32 accumulator gives: any extra rounding shows), products near 1 (they neither vanish
+/// nor overflow), and a large common offset for variance- and normalisation-like ops.
+fn long_sets(name: &str) -> Vec<Domain> {
+    let exact = Domain::range(0.0, 4.0).grid(0.125);
+    match name.split('.').next().unwrap_or(name) {
+        "sum" | "cumsum" => vec![Domain::range(9.0, 11.0), exact],
+        "mean" => vec![Domain::range(90.0, 110.0), exact],
+        "prod" | "cumprod" => vec![Domain::range(0.9, 1.1)],
+        "var" | "std" => vec![Domain::range(90.0, 110.0), Domain::range(992.0, 1008.0)],
+        "norm" => vec![Domain::range(90.0, 110.0)],
+        "logsumexp" | "softmax" | "log_softmax" => {
+            vec![Domain::range(-8.0, 8.0), Domain::range(9_900.0, 10_000.0)]
+        }
+        "amax" | "amin" | "max" | "min" | "median" => vec![Domain::range(90.0, 110.0)],
+        _ => vec![],
+    }
+}
+
 /// A reduction over a dim list with keepdim, `x.name(dims, keepdim)` / `_out`.
 #[allow(clippy::too_many_arguments)]
 fn dims_op(
@@ -286,6 +479,7 @@ fn dims_op(
     domain: Domain,
     nonempty: bool,
     f: fn(&[f64], &RefCtx) -> f64,
+    err: ErrFn,
     call: fn(&Tensor, &[i64], bool) -> stride_core::Result<Tensor>,
     out: fn(&Tensor, &[i64], bool, &Tensor) -> stride_core::Result<Tensor>,
 ) -> OpInfo {
@@ -294,8 +488,13 @@ fn dims_op(
         .dtypes(dtypes)
         .rule(rule)
         .tol(|d| Tol::default_for(d).scaled(4.0))
-        .sampler(reduce_sampler(domain, Dims::Many, true, &[]))
-        .reference(move |c, a| red(c, a, nonempty, |v| f(v, c)))
+        .sampler(with_long(
+            reduce_sampler(domain, Dims::Many, true, &[]),
+            long_sets(name),
+            vec![-1],
+            None,
+        ))
+        .reference(move |c, a| red_bounded(c, a, nonempty, |v| f(v, c), err))
         .functional(move |a, p| call(a[0].t(), &p.dims, p.keepdim))
         .out(move |a, p, o| out(a[0].t(), &p.dims, p.keepdim, o))
 }
@@ -308,6 +507,7 @@ fn all_op(
     domain: Domain,
     nonempty: bool,
     f: fn(&[f64], &RefCtx) -> f64,
+    err: ErrFn,
     call: fn(&Tensor) -> stride_core::Result<Tensor>,
 ) -> OpInfo {
     OpInfo::new(name, Family::Reduction)
@@ -315,8 +515,13 @@ fn all_op(
         .dtypes(dtypes)
         .rule(rule)
         .tol(|d| Tol::default_for(d).scaled(4.0))
-        .sampler(reduce_sampler(domain, Dims::All, false, &[]))
-        .reference(move |c, a| red(c, a, nonempty, |v| f(v, c)))
+        .sampler(with_long(
+            reduce_sampler(domain, Dims::All, false, &[]),
+            long_sets(name),
+            vec![],
+            None,
+        ))
+        .reference(move |c, a| red_bounded(c, a, nonempty, |v| f(v, c), err))
         .functional(move |a, _| call(a[0].t()))
 }
 
@@ -425,6 +630,74 @@ fn along(c: &RefCtx, a: &[RefArg], f: impl Fn(&[f64]) -> Vec<f64>) -> Result<Ref
     Ok(RefOut::new(shape, out).tol_scaled((n as f64).sqrt()))
 }
 
+/// [`along`] with an error bound per element: `f` maps each line to its values and their
+/// accumulation-error bounds ([`RefOut::with_acc_error`]).
+fn along_bounded(
+    c: &RefCtx,
+    a: &[RefArg],
+    f: impl Fn(&[f64]) -> (Vec<f64>, Vec<f64>),
+) -> Result<RefOut, String> {
+    let vals = along(c, a, |l| f(l).0)?;
+    let errs = along(c, a, |l| f(l).1)?;
+    Ok(vals.with_acc_error(errs.values))
+}
+
+/// softmax / log_softmax of a line with the bound of each element (see [`lse_parts`]):
+/// - softmax `y_i = exp(x_i − m) / S`: the numerator's relative error `u |x_i − m|` (the
+///   subtraction) + 2u (exp), S's `ρ`, and two roundings of the quotient (a division, or a
+///   reciprocal and a product): `1.01 y_i (ρ + u |x_i − m| + 4u)`;
+/// - log_softmax `(x_i − m) − ln S`: `u |x_i − m| + 1.01 ρ + 2u |ln S| + u |v_i|` (the
+///   subtraction, ln Ŝ, ln's own error, the final subtraction). An implementation that
+///   forms `x_i − (m + ln S)` instead rounds `m + ln S` by `u |m|`, which the large-offset
+///   samples (logits near 10⁴) show.
+fn softmax_line_bounded(v: &[f64], log: bool, u: f64) -> (Vec<f64>, Vec<f64>) {
+    let vals = softmax_line(v, log);
+    let errs = match lse_parts(v, u) {
+        None => vec![0.0; v.len()],
+        Some((m, s, rel)) => v
+            .iter()
+            .zip(&vals)
+            .map(|(&x, &y)| {
+                if !x.is_finite() || !y.is_finite() {
+                    return 0.0;
+                }
+                let dx = (x - m).abs();
+                if log {
+                    u * dx + 1.01 * rel + 2.0 * u * s.ln().abs() + u * y.abs()
+                } else {
+                    1.01 * y * (rel + u * dx + 4.0 * u)
+                }
+            })
+            .collect(),
+    };
+    (vals, errs)
+}
+
+/// cumsum / cumprod with the bound of each prefix: element i is a sum of i + 1 terms
+/// ([`tol::sum_error`] over the prefix, on the line's grid) or a product of i + 1 factors
+/// (`γ_i |p_i|`).
+fn cumulative_bounded(v: &[f64], sum: bool, int: bool, d: DType) -> (Vec<f64>, Vec<f64>) {
+    let vals = cumulative(v, sum, int);
+    if int {
+        return (vals, vec![0.0; v.len()]);
+    }
+    let grid = tol::lsb_exp(v.iter().copied());
+    let mut abs = 0.0;
+    let errs = vals
+        .iter()
+        .enumerate()
+        .map(|(i, &p)| {
+            abs += v[i].abs();
+            if sum {
+                tol::sum_error(i + 1, abs, grid, d)
+            } else {
+                tol::gamma(i as f64, tol::acc_unit(d)) * p.abs()
+            }
+        })
+        .collect();
+    (vals, errs)
+}
+
 fn softmax_line(v: &[f64], log: bool) -> Vec<f64> {
     let m = nan_extreme(v, true);
     if m.is_nan() || m == f64::INFINITY || m == f64::NEG_INFINITY {
@@ -460,10 +733,12 @@ fn cumulative(v: &[f64], sum: bool, int: bool) -> Vec<f64> {
 pub fn ops() -> Vec<OpInfo> {
     let any_d = Domain::any();
     let special = Domain::any().specials();
-    // prod: |x| ≤ 1 for floats. With larger values a partial product of a long reduction
+    // prod: |x| ≤ 1.1 for floats. With larger values a partial product of a long reduction
     // overflows the accumulator (f32 for f16/bf16) and `inf · 0` gives NaN where the exact
     // product is finite — order-dependent, and the same in PyTorch. Integers wrap exactly.
-    let small = Domain::range(-1.0, 1.0).ints(super::IntDomain::Range(-3, 3));
+    // Floats near 1 (issue #22): from (−1, 1) a long product vanishes, and a kernel that
+    // returns 0 matched it.
+    let small = Domain::range(0.9, 1.1).ints(super::IntDomain::Range(-3, 3));
     let unit = Domain::range(-1.0, 1.0);
     let lse = Domain::range(-80.0, 80.0)
         .specials()
@@ -477,6 +752,7 @@ pub fn ops() -> Vec<OpInfo> {
             any_d,
             false,
             sum,
+            sum_err,
             |x, d, k| x.sum_dims(d, k),
             |x, d, k, o| x.sum_dims_out(d, k, o),
         ),
@@ -487,6 +763,7 @@ pub fn ops() -> Vec<OpInfo> {
             any_d,
             false,
             mean,
+            mean_err,
             |x, d, k| x.mean_dims(d, k),
             |x, d, k, o| x.mean_dims_out(d, k, o),
         ),
@@ -497,6 +774,7 @@ pub fn ops() -> Vec<OpInfo> {
             small,
             false,
             prod,
+            prod_err,
             |x, d, k| x.prod_dims(d, k),
             |x, d, k, o| x.prod_dims_out(d, k, o),
         ),
@@ -507,6 +785,7 @@ pub fn ops() -> Vec<OpInfo> {
             special,
             true,
             amax,
+            exact_err,
             |x, d, k| x.amax(d, k),
             |x, d, k, o| x.amax_out(d, k, o),
         ),
@@ -517,6 +796,7 @@ pub fn ops() -> Vec<OpInfo> {
             special,
             true,
             amin,
+            exact_err,
             |x, d, k| x.amin(d, k),
             |x, d, k, o| x.amin_out(d, k, o),
         ),
@@ -527,6 +807,7 @@ pub fn ops() -> Vec<OpInfo> {
             sparse,
             false,
             all,
+            exact_err,
             |x, d, k| x.all_dims(d, k),
             |x, d, k, o| x.all_dims_out(d, k, o),
         ),
@@ -537,6 +818,7 @@ pub fn ops() -> Vec<OpInfo> {
             sparse,
             false,
             any,
+            exact_err,
             |x, d, k| x.any_dims(d, k),
             |x, d, k, o| x.any_dims_out(d, k, o),
         ),
@@ -547,6 +829,7 @@ pub fn ops() -> Vec<OpInfo> {
             lse,
             false,
             |v, _| logsumexp(v),
+            lse_err,
             |x, d, k| x.logsumexp(d, k),
             |x, d, k, o| x.logsumexp_out(d, k, o),
         ),
@@ -557,6 +840,7 @@ pub fn ops() -> Vec<OpInfo> {
             any_d,
             false,
             sum,
+            sum_err,
             |x| x.sum(),
         ),
         all_op(
@@ -566,6 +850,7 @@ pub fn ops() -> Vec<OpInfo> {
             any_d,
             false,
             mean,
+            mean_err,
             |x| x.mean(),
         ),
         all_op(
@@ -575,27 +860,62 @@ pub fn ops() -> Vec<OpInfo> {
             small,
             false,
             prod,
+            prod_err,
             |x| x.prod(),
         ),
-        all_op("max.all", ALL, DTypeRule::Same, special, true, amax, |x| {
-            x.max()
-        }),
-        all_op("min.all", ALL, DTypeRule::Same, special, true, amin, |x| {
-            x.min()
-        }),
-        all_op("all.all", ALL, DTypeRule::ToBool, sparse, false, all, |x| {
-            x.all()
-        }),
-        all_op("any.all", ALL, DTypeRule::ToBool, sparse, false, any, |x| {
-            x.any()
-        }),
+        all_op(
+            "max.all",
+            ALL,
+            DTypeRule::Same,
+            special,
+            true,
+            amax,
+            exact_err,
+            |x| x.max(),
+        ),
+        all_op(
+            "min.all",
+            ALL,
+            DTypeRule::Same,
+            special,
+            true,
+            amin,
+            exact_err,
+            |x| x.min(),
+        ),
+        all_op(
+            "all.all",
+            ALL,
+            DTypeRule::ToBool,
+            sparse,
+            false,
+            all,
+            exact_err,
+            |x| x.all(),
+        ),
+        all_op(
+            "any.all",
+            ALL,
+            DTypeRule::ToBool,
+            sparse,
+            false,
+            any,
+            exact_err,
+            |x| x.any(),
+        ),
     ];
     // median(): NaN for an empty float tensor, refused for an empty integer one
     v.push(
         OpInfo::new("median", Family::Reduction)
             .args(vec![ArgSpec::tensor("self", special)])
             .dtypes(ALL)
-            .sampler(reduce_sampler(special, Dims::All, false, &[]))
+            .tol(|_| Tol::EXACT) // a selection: one of the inputs, exactly
+            .sampler(with_long(
+                reduce_sampler(special, Dims::All, false, &[]),
+                long_sets("median"),
+                vec![],
+                None,
+            ))
             .reference(|c, a| red(c, a, !c.result.is_float(), median_value))
             .functional(|a, _| a[0].t().median()),
     );
@@ -621,17 +941,32 @@ pub fn ops() -> Vec<OpInfo> {
                 .args(vec![ArgSpec::tensor("self", any_d)])
                 .dtypes(FLOATS)
                 .tol(|d| Tol::default_for(d).scaled(8.0))
-                .sampler(reduce_sampler(any_d, Dims::Many, true, CORRECTIONS))
+                .sampler(with_long(
+                    reduce_sampler(any_d, Dims::Many, true, CORRECTIONS),
+                    long_sets(name),
+                    vec![-1],
+                    Some(1.0),
+                ))
                 .reference(move |c, a| {
                     let k = scalar(c);
-                    red(c, a, false, |g| {
+                    let f = |g: &[f64]| {
                         let x = var(g, k);
                         if sqrt {
                             x.sqrt()
                         } else {
                             x
                         }
-                    })
+                    };
+                    let r = red(c, a, false, f)?;
+                    let t = cast(c, a[0].t());
+                    let e = reference::reduce(&t, &c.params.dims, c.params.keepdim, |g| {
+                        if sqrt {
+                            std_err(g, f(g), c, k)
+                        } else {
+                            var_err(g, f(g), c, k)
+                        }
+                    })?;
+                    Ok(r.with_acc_error(e.values))
                 })
                 .functional(move |a, p| {
                     let c = p.scalars[0].to_f64();
@@ -657,10 +992,20 @@ pub fn ops() -> Vec<OpInfo> {
             .args(vec![ArgSpec::tensor("self", any_d)])
             .dtypes(FLOATS)
             .tol(|d| Tol::default_for(d).scaled(8.0))
-            .sampler(reduce_sampler(any_d, Dims::Many, true, PS))
+            .sampler(with_long(
+                reduce_sampler(any_d, Dims::Many, true, PS),
+                long_sets("norm"),
+                vec![-1],
+                Some(2.0),
+            ))
             .reference(|c, a| {
                 let p = scalar(c);
-                red(c, a, p.is_infinite(), |g| norm(g, p))
+                let r = red(c, a, p.is_infinite(), |g| norm(g, p))?;
+                let t = cast(c, a[0].t());
+                let e = reference::reduce(&t, &c.params.dims, c.params.keepdim, |g| {
+                    norm_err(g, norm(g, p), c, p)
+                })?;
+                Ok(r.with_acc_error(e.values))
             })
             .functional(|a, p| a[0].t().norm(p.scalars[0].to_f64(), &p.dims, p.keepdim))
             .out(|a, p, o| {
@@ -673,10 +1018,20 @@ pub fn ops() -> Vec<OpInfo> {
             .args(vec![ArgSpec::tensor("self", any_d)])
             .dtypes(FLOATS)
             .tol(|d| Tol::default_for(d).scaled(8.0))
-            .sampler(reduce_sampler(any_d, Dims::All, false, PS))
+            .sampler(with_long(
+                reduce_sampler(any_d, Dims::All, false, PS),
+                long_sets("norm"),
+                vec![],
+                Some(2.0),
+            ))
             .reference(|c, a| {
                 let p = scalar(c);
-                red(c, a, p.is_infinite(), |g| norm(g, p))
+                let r = red(c, a, p.is_infinite(), |g| norm(g, p))?;
+                let t = cast(c, a[0].t());
+                let e = reference::reduce(&t, &c.params.dims, c.params.keepdim, |g| {
+                    norm_err(g, norm(g, p), c, p)
+                })?;
+                Ok(r.with_acc_error(e.values))
             })
             .functional(|a, p| a[0].t().norm_all(p.scalars[0].to_f64())),
     );
@@ -720,7 +1075,13 @@ pub fn ops() -> Vec<OpInfo> {
             .args(vec![ArgSpec::tensor("self", special)])
             .dtypes(ALL)
             .exact_dest_dtype()
-            .sampler(reduce_sampler(special, Dims::One, true, &[]))
+            .tol(|_| Tol::EXACT) // a selection: one of the inputs, exactly
+            .sampler(with_long(
+                reduce_sampler(special, Dims::One, true, &[]),
+                long_sets("max"),
+                vec![-1],
+                None,
+            ))
             .reference(move |c, a| red(c, a, true, values))
             .functional(move |a, p| Ok(call(a[0].t(), dim0(p), p.keepdim)?.0));
         if let Some(out) = out {
@@ -786,10 +1147,15 @@ pub fn ops() -> Vec<OpInfo> {
             .dtypes(ALL)
             .rule(DTypeRule::Map(float_or_i64))
             .tol(|d| Tol::default_for(d).scaled(4.0))
-            .sampler(reduce_sampler(dom, Dims::One, false, &[]))
+            .sampler(with_long(
+                reduce_sampler(dom, Dims::One, false, &[]),
+                long_sets(name),
+                vec![-1],
+                None,
+            ))
             .reference(move |c, a| {
                 let int = !c.result.is_float();
-                along(c, a, |l| cumulative(l, is_sum, int))
+                along_bounded(c, a, |l| cumulative_bounded(l, is_sum, int, c.result))
             });
         e = if is_sum {
             e.functional(|a, p| a[0].t().cumsum(dim0(p)))
@@ -808,8 +1174,11 @@ pub fn ops() -> Vec<OpInfo> {
                 .args(vec![ArgSpec::tensor("self", unit)])
                 .dtypes(FLOATS)
                 .tol(|d| Tol::default_for(d).scaled(4.0))
-                .sampler(softmax_sampler)
-                .reference(move |c, a| along(c, a, |l| softmax_line(l, log)))
+                .sampler(with_long(softmax_sampler, long_sets(name), vec![-1], None))
+                .reference(move |c, a| {
+                    let u = tol::acc_unit(c.result);
+                    along_bounded(c, a, |l| softmax_line_bounded(l, log, u))
+                })
                 .functional(move |a, p| {
                     if log {
                         a[0].t().log_softmax(dim0(p))

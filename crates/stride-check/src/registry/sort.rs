@@ -13,6 +13,7 @@ use crate::host::store;
 use crate::reference::{
     numel, stable_order, total_cmp, wrap_dim, RefArg, RefCtx, RefOut, RefTensor,
 };
+use crate::tol::Tol;
 use std::cmp::Ordering;
 use stride_core::{DType, Scalar, Tensor};
 
@@ -489,6 +490,7 @@ pub fn ops() -> Vec<OpInfo> {
     let mut v = vec![
         op("sort", special)
             .dtypes(ALL)
+            .tol(|_| Tol::EXACT) // selections: inputs, moved, never rounded
             .sampler(line_sampler(special, sort_ints))
             .reference(|c, a| ref_sort(c, a, false))
             .functional(move |a, p| Ok(a[0].t().sort(dim(p), flag(p, 0), flag(p, 1))?.0))
@@ -516,6 +518,7 @@ pub fn ops() -> Vec<OpInfo> {
             .functional(move |a, p| a[0].t().argsort(dim(p), flag(p, 0), flag(p, 1))),
         op("topk", special)
             .dtypes(ALL)
+            .tol(|_| Tol::EXACT) // selections: inputs, moved, never rounded
             .sampler(line_sampler(special, topk_ints))
             .reference(|c, a| ref_topk(c, a, false))
             .functional(move |a, p| {
@@ -555,6 +558,7 @@ pub fn ops() -> Vec<OpInfo> {
             }),
         op("kthvalue", special)
             .dtypes(ALL)
+            .tol(|_| Tol::EXACT) // selections: inputs, moved, never rounded
             .sampler(line_sampler(special, kth_ints))
             .reference(|c, a| ref_kth(c, a, false))
             .functional(move |a, p| {

@@ -24,7 +24,58 @@ pub fn unary(
         .dtypes(dtypes)
         .rule(rule)
         .sampler(elementwise_sampler(args, no_params))
-        .elementwise(move |x, _| f(x[0]))
+        .elementwise_bounded(
+            move |x, _| f(x[0]),
+            move |x, v, c| accuracy(name, x[0], v, c),
+        )
+}
+
+/// The error bound of a unary kernel before the final rounding to the result dtype (the
+/// runner adds ½ ulp of it), in ulps of its compute dtype (f32 for f32/f16/bf16 results,
+/// f64 for f64) at the exact value, with an absolute floor only where the function has a
+/// zero the relative bound cannot follow:
+/// - **exact** (0): `neg abs sign relu floor ceil round trunc square` — the exact result
+///   is representable (a square of an f16/bf16 value fits f32's 24 bits; in f32/f64 one
+///   correctly rounded product, which the final ½ ulp covers);
+/// - **correctly rounded** (1 ulp): `sqrt reciprocal` are IEEE-exact in the compute dtype
+///   (½ ulp), then rounded again for f16/bf16 (double rounding: ½ ulp of f32 + ½ ulp out);
+///   `rsqrt` (2 ulps): a square root and a reciprocal;
+/// - **one libm function** (4 ulps): `exp exp2 log log2 log1p expm1 sin cos tan tanh erf` —
+///   the largest maximum error the C libraries and CUDA document for these in f32 (CUDA:
+///   `tanf` 4 ulps, the others 1–2; glibc's within 1–3); f64's libraries are as good.
+///   Floors: `sin cos tan` (zeros at multiples of π/2) `4 ulp(1)`, `log log2` (zero at 1)
+///   `4 ulp(1)`: a kernel whose argument reduction or `log(x)·c` is accurate to an ulp of
+///   1, not of the result, is still one that PyTorch and CUDA ship;
+/// - **compositions** (8 ulps): `sigmoid = 1/(1+e^{−x})` (exp 4, the sum and quotient 1
+///   each, the quotient's condition w.r.t. e^{−x} ≤ 1), `silu = x·sigmoid(x)` (+1);
+///   `gelu, gelu_tanh = x/2·(1 + erf|tanh(..))` — `1 + erf` cancels as x → −∞, so the
+///   absolute floor is the error of the inner 1 + erf (4 ulps of 1) times `|x|/2`;
+///   `softplus = ln(1 + e^x)`: `1 + e^x` rounds by an ulp of 1, which `ln` passes on
+///   absolutely: floor `4 ulp(1)`.
+fn accuracy(name: &str, x: f64, v: f64, c: &crate::reference::RefCtx) -> f64 {
+    let d = if c.result == DType::F64 {
+        DType::F64
+    } else {
+        DType::F32
+    };
+    if !c.result.is_float() || !v.is_finite() {
+        return 0.0;
+    }
+    let one = crate::tol::ulp(1.0, d);
+    let (ulps, floor) = match name {
+        "sqrt" | "reciprocal" => (1.0, 0.0),
+        "rsqrt" => (2.0, 0.0),
+        // the reference's erf (a series of up to ~60 positive terms, `reference::erf`) is
+        // itself only good to ~60 f64 roundings: f64 results get that much room
+        "erf" | "gelu" if d == DType::F64 => (64.0, 64.0 * one),
+        "exp" | "exp2" | "log1p" | "expm1" | "tanh" | "erf" => (4.0, 0.0),
+        "sin" | "cos" | "tan" | "log" | "log2" => (4.0, 4.0 * one),
+        "sigmoid" | "silu" => (8.0, 0.0),
+        "gelu" | "gelu_tanh" => (8.0, 4.0 * one * x.abs() / 2.0),
+        "softplus" => (8.0, 4.0 * one),
+        _ => (0.0, 0.0),
+    };
+    ulps * crate::tol::ulp(v, d) + floor
 }
 
 /// The functional, in-place and `_out` forms of a unary method triple.
