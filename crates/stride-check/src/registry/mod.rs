@@ -526,6 +526,8 @@ pub type CallFn = Arc<dyn Fn(&[Arg], &Params) -> stride_core::Result<Tensor> + S
 pub type OutFn = Arc<dyn Fn(&[Arg], &Params, &Tensor) -> stride_core::Result<Tensor> + Send + Sync>;
 pub type RefFn = Arc<dyn Fn(&RefCtx, &[RefArg]) -> Result<RefOut, String> + Send + Sync>;
 pub type SampleFn = Arc<dyn Fn(&mut SampleCtx) -> Vec<Sample> + Send + Sync>;
+/// Per-element absolute error bounds of a case (see [`crate::bounds`]).
+pub type BoundFn = Arc<dyn Fn(&RefCtx, &[RefArg]) -> Result<Vec<f64>, String> + Send + Sync>;
 
 /// A registry entry: everything the generic tests need to run one op.
 #[derive(Clone)]
@@ -551,6 +553,9 @@ pub struct OpInfo {
     /// In-place and `_out` destinations must have exactly the result dtype (the values and
     /// indices of `max_dim_out`, PyTorch's rule); any other destination dtype must be refused.
     pub exact_dest_dtype: bool,
+    /// Per-element error bounds from the inputs (composed layers and losses, see
+    /// [`crate::bounds`]); when set, the runner uses them instead of `tol`.
+    pub bound: Option<BoundFn>,
 }
 
 impl fmt::Debug for OpInfo {
@@ -596,7 +601,16 @@ impl OpInfo {
             out: None,
             promotion: false,
             exact_dest_dtype: false,
+            bound: None,
         }
+    }
+    /// Per-element error bounds (see [`OpInfo::bound`]).
+    pub fn bound(
+        mut self,
+        f: impl Fn(&RefCtx, &[RefArg]) -> Result<Vec<f64>, String> + Send + Sync + 'static,
+    ) -> Self {
+        self.bound = Some(Arc::new(f));
+        self
     }
     pub fn args(mut self, args: Vec<ArgSpec>) -> Self {
         self.args = args;
