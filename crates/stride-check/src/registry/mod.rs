@@ -15,6 +15,7 @@
 //! | [`random`] | `rand randn randint randperm bernoulli_scalar dropout_mask(_bool) rand_like randn_like bernoulli multinomial uniform_ normal_ bernoulli_` (determinism, layout independence, properties) |
 //! | [`einsum`] | `einsum.1`, `einsum.2` over a table of equations |
 //! | [`reduce`] | `sum` … `logsumexp` over dim lists, `max_dim`/`argmax`/`median_dim` (values, `.indices`), `cumsum`/`cumprod`, `softmax`/`log_softmax` |
+//! | [`nn`] | stride-nn's composed layers and losses: `nn.layer_norm nn.rms_norm nn.embedding(.grad) nn.mse_loss nn.l1_loss nn.smooth_l1_loss nn.cross_entropy(.probs) nn.nll_loss nn.binary_cross_entropy(_with_logits)` (per-element error bounds, [`crate::bounds`]) |
 //!
 //! Find an op's entry with [`find`] (or grep for `"name"` in this folder). An entry
 //! ([`OpInfo`]) says: the operands ([`ArgSpec`]: tensor or scalar, dtype, value domain), the
@@ -29,6 +30,7 @@ pub mod einsum;
 pub mod index;
 pub mod join;
 pub mod matmul;
+pub mod nn;
 pub mod random;
 pub mod reduce;
 pub mod sort;
@@ -61,6 +63,8 @@ pub enum Family {
     Join,
     Random,
     Einsum,
+    /// stride-nn's composed layers and losses.
+    Nn,
 }
 
 /// The ways an op can be called.
@@ -958,6 +962,7 @@ pub fn all() -> &'static [OpInfo] {
         v.extend(join::ops());
         v.extend(random::ops());
         v.extend(einsum::ops());
+        v.extend(nn::ops());
         v
     })
 }
