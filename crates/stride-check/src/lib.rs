@@ -17,6 +17,7 @@
 //!
 //! See `README.md` in this crate for how to add an op.
 
+pub mod bounds;
 pub mod host;
 pub mod layouts;
 pub mod promote;
@@ -33,5 +34,8 @@ pub use registry::{
     Arg, ArgSpec, DTypeRule, Domain, Family, Form, OpInfo, Params, Sample, SampleArg, SampleCtx,
 };
 pub use report::{Failure, Key, Reason, Report};
-pub use runner::{device_available, run, run_case, run_ops, Assignment, Config, LayoutChoice};
+pub use runner::{
+    device_available, run, run_case, run_case_outcome, run_ops, Assignment, Config, LayoutChoice,
+    Outcome,
+};
 pub use tol::Tol;

@@ -234,9 +234,21 @@ impl fmt::Display for Failure {
 /// Counts of one row.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Row {
+    /// Passes: cases whose result was checked, plus cases refused as they had to be.
     pub passed: u64,
     pub failed: u64,
     pub first_failure: Option<Failure>,
+    /// Of `passed`, the cases that passed by failing as required (no value was checked).
+    pub refused: u64,
+    /// Cases the device has no kernel for (`Error::NotImplemented`): not run, not passed.
+    pub not_implemented: u64,
+}
+
+impl Row {
+    /// Cases whose result was computed and checked (passes that were not refusals).
+    pub fn checked(&self) -> u64 {
+        self.passed - self.refused
+    }
 }
 
 /// Collects outcomes.
@@ -246,6 +258,19 @@ pub struct Recorder {
 }
 
 impl Recorder {
+    /// Records a case by how it ended (a refusal and a missing kernel counted apart).
+    pub fn record_outcome(&mut self, key: Key, outcome: crate::runner::Outcome) {
+        use crate::runner::Outcome;
+        match outcome {
+            Outcome::Checked => self.record(key, Ok(())),
+            Outcome::Refused => {
+                self.rows.entry(key.clone()).or_default().refused += 1;
+                self.record(key, Ok(()));
+            }
+            Outcome::NotImplemented => self.rows.entry(key).or_default().not_implemented += 1,
+            Outcome::Failed(f) => self.record(key, Err(f)),
+        }
+    }
     pub fn record(&mut self, key: Key, outcome: Result<(), Failure>) {
         let row = self.rows.entry(key).or_default();
         match outcome {
@@ -319,6 +344,8 @@ impl Report {
             let row = self.rows.entry(k).or_default();
             row.passed += v.passed;
             row.failed += v.failed;
+            row.refused += v.refused;
+            row.not_implemented += v.not_implemented;
             if row.first_failure.is_none() {
                 row.first_failure = v.first_failure;
             }
@@ -330,9 +357,52 @@ impl Report {
     pub fn failed(&self) -> u64 {
         self.rows.values().map(|r| r.failed).sum()
     }
-    /// Whether everything ran and passed.
+    /// Cases not run because the device has no kernel for them.
+    pub fn not_implemented_total(&self) -> u64 {
+        self.rows.values().map(|r| r.not_implemented).sum()
+    }
+    /// Whether everything ran and passed: no failure, and no case left unrun for want of a
+    /// kernel (see [`Report::ok_allowing_unimplemented`]).
     pub fn ok(&self) -> bool {
+        self.ok_allowing_unimplemented() && self.not_implemented_total() == 0
+    }
+    /// Whether everything that ran passed; cases without a kernel on the device are allowed
+    /// (`stride check --allow-unimplemented`). They are still counted and listed.
+    pub fn ok_allowing_unimplemented(&self) -> bool {
         self.device_error.is_none() && self.failed() == 0
+    }
+    /// The exit status of `stride check`: `Err` (in words) when a check failed or the
+    /// device can't run, and when any case did not run for want of a kernel unless
+    /// `allow_unimplemented`.
+    pub fn verdict(&self, allow_unimplemented: bool) -> Result<(), String> {
+        let device = self.device;
+        if let Some(e) = &self.device_error {
+            return Err(format!("device {device} can't run: {e}"));
+        }
+        if self.failed() > 0 {
+            return Err(format!(
+                "{} of {} checks failed on {device}",
+                self.failed(),
+                self.passed() + self.failed()
+            ));
+        }
+        let ni = self.not_implemented_total();
+        if ni > 0 && !allow_unimplemented {
+            let ops: Vec<&str> = self.not_implemented.keys().map(|k| k.as_str()).collect();
+            return Err(format!(
+                "{ni} cases did not run on {device}: no kernel for {} (pass \
+                 --allow-unimplemented to accept that)",
+                ops.join(", ")
+            ));
+        }
+        Ok(())
+    }
+    /// Whether `op` in `form` ran at least one case whose *result* was checked — a row of
+    /// refusals (rejected dtypes, invalid arguments) or of missing kernels does not count.
+    pub fn ran(&self, op: &str, form: Form) -> bool {
+        self.rows
+            .iter()
+            .any(|(k, r)| k.op == op && k.form == form && r.checked() > 0)
     }
     /// The rows with failures.
     pub fn failures(&self) -> Vec<(&Key, &Failure)> {
@@ -341,14 +411,20 @@ impl Report {
             .filter_map(|(k, r)| r.first_failure.as_ref().map(|f| (k, f)))
             .collect()
     }
-    /// Distinct ops, (op, form) pairs, layout columns and dtype labels covered.
+    /// Distinct ops, (op, form) pairs, layout columns and dtype labels covered — by rows
+    /// with at least one checked result (refusals and missing kernels cover nothing).
     pub fn coverage(&self) -> (usize, usize, usize, usize) {
         use std::collections::BTreeSet;
-        let ops: BTreeSet<&str> = self.rows.keys().map(|k| k.op.as_str()).collect();
-        let forms: BTreeSet<(&str, Form)> =
-            self.rows.keys().map(|k| (k.op.as_str(), k.form)).collect();
-        let layouts: BTreeSet<&str> = self.rows.keys().map(|k| k.layout.as_str()).collect();
-        let dtypes: BTreeSet<&str> = self.rows.keys().map(|k| k.dtype.as_str()).collect();
+        let keys = || {
+            self.rows
+                .iter()
+                .filter(|(_, r)| r.checked() > 0)
+                .map(|(k, _)| k)
+        };
+        let ops: BTreeSet<&str> = keys().map(|k| k.op.as_str()).collect();
+        let forms: BTreeSet<(&str, Form)> = keys().map(|k| (k.op.as_str(), k.form)).collect();
+        let layouts: BTreeSet<&str> = keys().map(|k| k.layout.as_str()).collect();
+        let dtypes: BTreeSet<&str> = keys().map(|k| k.dtype.as_str()).collect();
         (ops.len(), forms.len(), layouts.len(), dtypes.len())
     }
 
@@ -375,36 +451,45 @@ impl Report {
         );
         if !self.not_implemented.is_empty() {
             let n: u64 = self.not_implemented.values().sum();
-            let names: Vec<&str> = self.not_implemented.keys().map(|k| k.as_str()).collect();
+            let names: Vec<String> = self
+                .not_implemented
+                .iter()
+                .map(|(k, v)| format!("{k} ({v})"))
+                .collect();
             let _ = writeln!(
                 s,
-                "not run: {n} cases of {} ops with no kernel on {} yet: {}\n",
+                "NOT RUN: {n} cases of {} ops have no kernel on {} (cells marked NI; a failure \
+                 unless --allow-unimplemented): {}\n",
                 names.len(),
                 self.device,
                 names.join(", ")
             );
         }
         // (op, form) × layout
-        let mut by_form: BTreeMap<(String, Form), [(u64, u64); 10]> = BTreeMap::new();
-        let mut by_dtype: BTreeMap<String, [(u64, u64); 11]> = BTreeMap::new();
+        let mut by_form: BTreeMap<(String, Form), [(u64, u64, u64); 10]> = BTreeMap::new();
+        let mut by_dtype: BTreeMap<String, [(u64, u64, u64); 11]> = BTreeMap::new();
         for (k, r) in &self.rows {
             let e = by_form
                 .entry((k.op.clone(), k.form))
-                .or_insert([(0, 0); 10]);
+                .or_insert([(0, 0, 0); 10]);
             if let Some(i) = LAYOUT_COLUMNS.iter().position(|c| *c == k.layout) {
                 e[i].0 += r.passed;
                 e[i].1 += r.failed;
+                e[i].2 += r.not_implemented;
             }
-            let d = by_dtype.entry(k.op.clone()).or_insert([(0, 0); 11]);
+            let d = by_dtype.entry(k.op.clone()).or_insert([(0, 0, 0); 11]);
             let i = label_dtype(&k.dtype)
                 .and_then(|d| DType::ALL.iter().position(|x| *x == d))
                 .unwrap_or(10);
             d[i].0 += r.passed;
             d[i].1 += r.failed;
+            d[i].2 += r.not_implemented;
         }
-        let cell = |(p, f): (u64, u64)| {
+        let cell = |(p, f, ni): (u64, u64, u64)| {
             if f > 0 {
                 format!("FAIL{f}")
+            } else if ni > 0 {
+                format!("NI{ni}")
             } else if p == 0 {
                 "-".to_string()
             } else {
@@ -437,7 +522,14 @@ impl Report {
             s.push('\n');
         }
         let fails = self.failures();
-        if fails.is_empty() {
+        if fails.is_empty() && self.not_implemented_total() > 0 {
+            let _ = writeln!(
+                s,
+                "\nthe {} checks that ran passed; {} cases did not run (no kernel)",
+                self.passed(),
+                self.not_implemented_total()
+            );
+        } else if fails.is_empty() {
             let _ = writeln!(s, "\nall {} checks passed", self.passed());
         } else {
             let _ = writeln!(s, "\n{} failing rows (first failure of each):", fails.len());
@@ -483,13 +575,15 @@ impl Report {
             }
             let _ = write!(
                 s,
-                "{{\"op\":{},\"form\":{},\"layout\":{},\"dtype\":{},\"passed\":{},\"failed\":{},\"first_failure\":",
+                "{{\"op\":{},\"form\":{},\"layout\":{},\"dtype\":{},\"passed\":{},\"failed\":{},\"refused\":{},\"not_implemented\":{},\"first_failure\":",
                 js(&k.op),
                 js(k.form.name()),
                 js(&k.layout),
                 js(&k.dtype),
                 r.passed,
-                r.failed
+                r.failed,
+                r.refused,
+                r.not_implemented
             );
             match &r.first_failure {
                 None => s.push_str("null"),

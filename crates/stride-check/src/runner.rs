@@ -81,23 +81,9 @@ pub fn run(config: &Config) -> Report {
     run_ops(config, ops)
 }
 
-/// Cases skipped because an op has no kernel on the device yet (`Error::NotImplemented`), by
-/// registry op: reported beside the table, never counted as passed.
-static NOT_IMPLEMENTED: std::sync::Mutex<BTreeMap<String, u64>> =
-    std::sync::Mutex::new(BTreeMap::new());
-
-fn note_not_implemented(op: &str) {
-    let mut m = NOT_IMPLEMENTED.lock().unwrap_or_else(|e| e.into_inner());
-    *m.entry(op.to_string()).or_default() += 1;
-}
-
 /// Runs the given entries (registry entries or test-only ones).
 pub fn run_ops<'a>(config: &Config, ops: impl IntoIterator<Item = &'a OpInfo>) -> Report {
     let start = Instant::now();
-    NOT_IMPLEMENTED
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .clear();
     let ops: Vec<&OpInfo> = ops.into_iter().collect();
     let mut report = Report::new(config.device, config.full);
     if let Err(e) = device_available(&config.device) {
@@ -125,8 +111,13 @@ pub fn run_ops<'a>(config: &Config, ops: impl IntoIterator<Item = &'a OpInfo>) -
     for r in recs {
         report.merge(r);
     }
-    report.not_implemented =
-        std::mem::take(&mut *NOT_IMPLEMENTED.lock().unwrap_or_else(|e| e.into_inner()));
+    // cases the device refused with `NotImplemented`, by op (counted in their rows too)
+    report.not_implemented = BTreeMap::new();
+    for (k, r) in &report.rows {
+        if r.not_implemented > 0 {
+            *report.not_implemented.entry(k.op.clone()).or_default() += r.not_implemented;
+        }
+    }
     report.elapsed_s = start.elapsed().as_secs_f64();
     report
 }
@@ -226,8 +217,10 @@ fn run_op(op: &OpInfo, config: &Config) -> Recorder {
                     ctx.variants = detailed;
                     for sample in (op.sampler)(&mut ctx) {
                         for (asg, label) in scenarios(op, form, &sample, kind, detailed) {
-                            if let Some(o) = run_case(op, form, &sample, &asg, &config.device) {
-                                rec.record(
+                            if let Some(o) =
+                                run_case_outcome(op, form, &sample, &asg, &config.device)
+                            {
+                                rec.record_outcome(
                                     key(op, form, label, &sample, op.expected(&sample).key),
                                     o,
                                 );
@@ -248,16 +241,16 @@ fn run_op(op: &OpInfo, config: &Config) -> Recorder {
                 ctx.variants = false;
                 for sample in (op.sampler)(&mut ctx) {
                     let asg = Assignment::contiguous(&sample, form);
-                    if let Some(o) = run_case(op, form, &sample, &asg, &config.device) {
-                        rec.record(key(op, form, "rejects", &sample, dtype), o);
+                    if let Some(o) = run_case_outcome(op, form, &sample, &asg, &config.device) {
+                        rec.record_outcome(key(op, form, "rejects", &sample, dtype), o);
                     }
                 }
             }
         }
         for sample in mixed_samples(op, form, base) {
             let asg = Assignment::contiguous(&sample, form);
-            if let Some(o) = run_case(op, form, &sample, &asg, &config.device) {
-                rec.record(key(op, form, "mixed", &sample, op.expected(&sample).key), o);
+            if let Some(o) = run_case_outcome(op, form, &sample, &asg, &config.device) {
+                rec.record_outcome(key(op, form, "mixed", &sample, op.expected(&sample).key), o);
             }
         }
     }
@@ -595,13 +588,69 @@ fn first_change(
 }
 
 /// Runs one case with every check. `None` when the case does not apply (an in-place form
-/// whose first operand is a scalar). `Some(Ok(()))` is a pass.
+/// whose first operand is a scalar) or the device has no kernel for it (see
+/// [`run_case_outcome`], which tells these apart). `Some(Ok(()))` is a pass.
 pub fn run_case(
     op: &OpInfo,
     form: Form,
     sample: &Sample,
     asg: &Assignment,
     device: &Device,
+) -> Option<Result<(), Failure>> {
+    match run_case_outcome(op, form, sample, asg, device)? {
+        Outcome::Failed(f) => Some(Err(f)),
+        Outcome::NotImplemented => None,
+        Outcome::Checked | Outcome::Refused => Some(Ok(())),
+    }
+}
+
+/// How one case ended.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Outcome {
+    /// The op ran and every check of its result passed.
+    Checked,
+    /// The op had to fail (unclaimed dtype, invalid arguments, overlapping output, …), did,
+    /// and left every operand unchanged. A pass, but no value was checked.
+    Refused,
+    /// The device has no kernel for it (`Error::NotImplemented`): not run, never a pass.
+    NotImplemented,
+    Failed(Failure),
+}
+
+/// [`run_case`], saying how the case ended. `None` when the case does not apply.
+pub fn run_case_outcome(
+    op: &OpInfo,
+    form: Form,
+    sample: &Sample,
+    asg: &Assignment,
+    device: &Device,
+) -> Option<Outcome> {
+    let mut how = CaseEnd::default();
+    let r = case(op, form, sample, asg, device, &mut how);
+    if how.not_implemented {
+        return Some(Outcome::NotImplemented);
+    }
+    r.map(|r| match r {
+        Ok(()) if how.refused => Outcome::Refused,
+        Ok(()) => Outcome::Checked,
+        Err(f) => Outcome::Failed(f),
+    })
+}
+
+/// What [`case`] tells [`run_case_outcome`] besides pass/fail.
+#[derive(Default)]
+struct CaseEnd {
+    refused: bool,
+    not_implemented: bool,
+}
+
+fn case(
+    op: &OpInfo,
+    form: Form,
+    sample: &Sample,
+    asg: &Assignment,
+    device: &Device,
+    how: &mut CaseEnd,
 ) -> Option<Result<(), Failure>> {
     let exp = op.expected(sample);
     let mut params = sample.params.clone();
@@ -852,8 +901,9 @@ pub fn run_case(
     };
 
     if let Err(stride_core::Error::NotImplemented { .. }) = &got {
-        // no kernel on this device yet: counted apart (see `Report::not_implemented`)
-        note_not_implemented(op.name);
+        // no kernel on this device yet: counted apart, never a pass (see
+        // `Report::not_implemented`)
+        how.not_implemented = true;
         return None;
     }
 
@@ -888,6 +938,7 @@ pub fn run_case(
     let result = match (got, &must_fail) {
         (Err(e), Some(_)) => {
             // refused as it must be: nothing may have been written
+            how.refused = true;
             return Some(match unchanged(&all_operands, false) {
                 Ok(()) => Ok(()),
                 Err(mut r) => {
@@ -1008,29 +1059,40 @@ pub fn run_case(
             Form::InPlace => built[0].as_ref().map(|b| b.values.clone()),
             Form::Functional => None,
         };
-        // a reference with an error bound per element (reductions, matrix products): the
-        // bound replaces the entry's tolerance for float results (see `tol::bound`)
-        let bounded: Option<(Vec<f64>, Vec<f64>)> = match &reference.acc_error {
-            Some(acc) if dest_dtype.is_float() && exp.result.is_float() => Some((
-                reference.values.clone(),
-                reference
-                    .values
-                    .iter()
-                    .zip(acc)
-                    .map(|(&v, &a)| crate::tol::bound(v, a, exp.result, dest_dtype))
-                    .collect(),
-            )),
-            _ => None,
-        };
-        compare(
-            &got,
-            &want,
-            tol,
-            bounded.as_ref().map(|(e, b)| (e.as_slice(), b.as_slice())),
-            result.shape(),
-            stale.as_deref(),
-            form,
-        )?;
+        match &op.bound {
+            // composed layers and losses: per-element bounds from the inputs
+            Some(b) => {
+                let bounds = b(&ctx, &ref_args).map_err(|m| Reason::Harness {
+                    message: format!("the error bound failed: {m}"),
+                })?;
+                crate::bounds::within(&got, &want, &bounds, result.shape())?
+            }
+            None => {
+                // a reference with an error bound per element (reductions, matrix products): the
+                // bound replaces the entry's tolerance for float results (see `tol::bound`)
+                let bounded: Option<(Vec<f64>, Vec<f64>)> = match &reference.acc_error {
+                    Some(acc) if dest_dtype.is_float() && exp.result.is_float() => Some((
+                        reference.values.clone(),
+                        reference
+                            .values
+                            .iter()
+                            .zip(acc)
+                            .map(|(&v, &a)| crate::tol::bound(v, a, exp.result, dest_dtype))
+                            .collect(),
+                    )),
+                    _ => None,
+                };
+                compare(
+                    &got,
+                    &want,
+                    tol,
+                    bounded.as_ref().map(|(e, b)| (e.as_slice(), b.as_slice())),
+                    result.shape(),
+                    stale.as_deref(),
+                    form,
+                )?;
+            }
+        }
         // guards around the destination, and every other operand untouched
         if let Some(d) = dest {
             let after = read_storage(&d.tensor).map_err(|e| Reason::Harness {

@@ -1,54 +1,20 @@
-//! Reductions and matmul are written on other branches; their registry entries will be a
-//! few lines each. This test shows it end to end: the two entries below are what those
-//! branches will add to `registry/` (with the mock calls replaced by `x.sum_dims(..)` and
-//! `a.matmul(..)`), run through the whole matrix — every layout, the size sweep, every dtype,
-//! refused dims and shapes.
+//! The README's two "a few lines" entries — a reduction and a matrix product — run through the
+//! whole matrix against stride's real kernels (`sum_dims`, `matmul`): every layout, the size
+//! sweep, every dtype, refused dims and shapes. The f64 references are the registry's plain
+//! loops (`reference::reduce`, `reference::matmul`), which call no stride op, so the check
+//! compares two independent computations; each test also runs the same entry over a kernel
+//! with a deliberate error and requires the matrix to catch it (a check that can't fail
+//! proves nothing).
 
-use stride_check::reference::{self, RefTensor};
+use stride_check::reference;
 use stride_check::registry::{dtypes, matmul_sampler, reduction_sampler};
-use stride_check::{run_ops, ArgSpec, Config, DTypeRule, Domain, Family, OpInfo, Tol};
-use stride_core::{DType, Error, Tensor};
+use stride_check::{run_ops, ArgSpec, Config, DTypeRule, Domain, Family, OpInfo, Reason, Tol};
+use stride_core::{DType, Tensor};
 
-/// Host-loop stand-ins for the kernels being written elsewhere.
-fn host(x: &Tensor) -> stride_core::Result<RefTensor> {
-    Ok(RefTensor {
-        dtype: x.dtype(),
-        shape: x.shape().to_vec(),
-        values: x.to_f64_vec()?,
-        strides: x.stride().to_vec(),
-        offset: x.storage_offset(),
-        storage: vec![],
-    })
-}
-fn back(r: Result<reference::RefOut, String>, dtype: DType) -> stride_core::Result<Tensor> {
-    let r = r.map_err(|msg| Error::Invalid { op: "mock", msg })?;
-    Tensor::from_vec(r.values, r.shape)?.to_dtype(dtype)
-}
-fn mock_sum(x: &Tensor, dims: &[i64], keepdim: bool) -> stride_core::Result<Tensor> {
-    let dtype = if x.dtype().is_float() {
-        x.dtype()
-    } else {
-        DType::I64
-    };
-    back(
-        reference::reduce(&host(x)?, dims, keepdim, |v| v.iter().sum()),
-        dtype,
-    )
-}
-fn mock_matmul(a: &Tensor, b: &Tensor) -> stride_core::Result<Tensor> {
-    if !a.dtype().is_float() || a.dtype() != b.dtype() {
-        return Err(Error::UnsupportedDType {
-            op: "mock",
-            dtype: a.dtype(),
-            hint: String::new(),
-        });
-    }
-    back(reference::matmul(&host(a)?, &host(b)?), a.dtype())
-}
-
-#[test]
-fn a_reduction_entry_is_a_few_lines() {
-    let sum = OpInfo::new("sum", Family::Reduction)
+fn sum_entry(
+    f: impl Fn(&Tensor, &[i64], bool) -> stride_core::Result<Tensor> + Send + Sync + 'static,
+) -> OpInfo {
+    OpInfo::new("sum", Family::Reduction)
         .args(vec![ArgSpec::tensor("self", Domain::any())])
         .dtypes(dtypes::ALL)
         .rule(DTypeRule::Map(
@@ -61,18 +27,13 @@ fn a_reduction_entry_is_a_few_lines() {
                 v.iter().sum()
             })
         })
-        .functional(|a, p| mock_sum(a[0].t(), &p.dims, p.keepdim));
-    let report = run_ops(&Config::default(), [&sum]);
-    assert!(report.ok(), "{}", report.table());
-    assert!(report
-        .rows
-        .keys()
-        .any(|k| k.layout == "transposed" && k.dtype == "i32"));
+        .functional(move |a, p| f(a[0].t(), &p.dims, p.keepdim))
 }
 
-#[test]
-fn a_matmul_entry_is_a_few_lines() {
-    let matmul = OpInfo::new("matmul", Family::Matmul)
+fn matmul_entry(
+    f: impl Fn(&Tensor, &Tensor) -> stride_core::Result<Tensor> + Send + Sync + 'static,
+) -> OpInfo {
+    OpInfo::new("matmul", Family::Matmul)
         .args(vec![
             ArgSpec::tensor("self", Domain::range(-1.0, 1.0)),
             ArgSpec::tensor("other", Domain::range(-1.0, 1.0)),
@@ -81,7 +42,47 @@ fn a_matmul_entry_is_a_few_lines() {
         .tol(|d| Tol::default_for(d).scaled(40.0))
         .sampler(matmul_sampler(Domain::range(-1.0, 1.0)))
         .reference(|_, a| reference::matmul(a[0].t(), a[1].t()))
-        .functional(|a, _| mock_matmul(a[0].t(), a[1].t()));
+        .functional(move |a, _| f(a[0].t(), a[1].t()))
+}
+
+/// Whether some failing row of the report failed for wrong values.
+fn has_wrong_values(report: &stride_check::Report) -> bool {
+    report
+        .failures()
+        .iter()
+        .any(|(_, f)| matches!(f.reason, Reason::WrongValues { .. }))
+}
+
+#[test]
+fn a_reduction_entry_is_a_few_lines() {
+    let sum = sum_entry(|x, dims, keepdim| x.sum_dims(dims, keepdim));
+    let report = run_ops(&Config::default(), [&sum]);
+    assert!(report.ok(), "{}", report.table());
+    assert!(report
+        .rows
+        .keys()
+        .any(|k| k.layout == "transposed" && k.dtype == "i32"));
+    assert!(report.rows.values().map(|r| r.passed).sum::<u64>() > 100);
+
+    // negative control: one unit too much in every output must fail, in every dtype
+    let wrong = sum_entry(|x, dims, keepdim| x.sum_dims(dims, keepdim)?.add(1i64));
+    let report = run_ops(&Config::default(), [&wrong]);
+    assert!(!report.ok(), "a sum off by one passed:\n{}", report.table());
+    assert!(has_wrong_values(&report), "{}", report.table());
+    for d in ["f64", "f32", "f16", "bf16", "i32"] {
+        assert!(
+            report
+                .rows
+                .iter()
+                .any(|(k, r)| k.dtype == d && r.failed > 0),
+            "sum + 1 passed every {d} case"
+        );
+    }
+}
+
+#[test]
+fn a_matmul_entry_is_a_few_lines() {
+    let matmul = matmul_entry(|a, b| a.matmul(b));
     let report = run_ops(&Config::default(), [&matmul]);
     assert!(report.ok(), "{}", report.table());
     assert!(report.rows.keys().any(|k| k.layout == "permuted"));
@@ -89,4 +90,21 @@ fn a_matmul_entry_is_a_few_lines() {
         .rows
         .keys()
         .any(|k| k.layout == "rejects" && k.dtype == "i64"));
+
+    // negative control: a product that drops the last term of every dot product (the last
+    // column of `a` and row of `b`) must fail
+    let wrong = matmul_entry(|a, b| {
+        let k = a.shape().last().copied().unwrap_or(0);
+        if k < 2 || b.dim() < 2 || a.dim() < 2 {
+            return a.matmul(b);
+        }
+        a.narrow(-1, 0, k - 1)?.matmul(&b.narrow(-2, 0, k - 1)?)
+    });
+    let report = run_ops(&Config::default(), [&wrong]);
+    assert!(
+        !report.ok(),
+        "a matmul dropping a term passed:\n{}",
+        report.table()
+    );
+    assert!(has_wrong_values(&report), "{}", report.table());
 }

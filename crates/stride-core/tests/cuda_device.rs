@@ -11,12 +11,10 @@ use stride_core::{cuda, memory_stats, DType, Device, Error, Tensor};
 /// so they take turns on the device.
 fn gpu(test: &str) -> Option<(Device, std::sync::MutexGuard<'static, ()>)> {
     static TURN: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    if !cuda::is_available() {
-        eprintln!("{test}: skipped (no CUDA device on this machine)");
-        return None;
-    }
+    // skips, saying so, without a GPU; fails instead under STRIDE_REQUIRE_CUDA=1
+    let device = cuda::require_or_skip(test)?;
     let turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
-    Some((Device::cuda(0).expect("a CUDA device is available"), turn))
+    Some((device, turn))
 }
 
 fn seq(n: usize) -> Vec<f32> {

@@ -28,11 +28,8 @@ const ALL: [DType; 10] = [
 
 /// The GPU, or None after printing why the test is skipped.
 fn gpu(test: &str) -> Option<Device> {
-    if !cuda::is_available() {
-        eprintln!("{test}: skipped (no CUDA device on this machine)");
-        return None;
-    }
-    Some(Device::cuda(0).expect("a CUDA device is available"))
+    // skips, saying so, without a GPU; fails instead under STRIDE_REQUIRE_CUDA=1
+    cuda::require_or_skip(test)
 }
 
 const NAN_BITS: u64 = u64::MAX;

@@ -5,11 +5,8 @@
 use stride_core::{cuda, DType, Device, Generator, Tensor};
 
 fn gpu(test: &str) -> Option<Device> {
-    if !cuda::is_available() {
-        eprintln!("{test}: skipped (no CUDA device on this machine)");
-        return None;
-    }
-    Some(Device::cuda(0).expect("a CUDA device is available"))
+    // skips, saying so, without a GPU; fails instead under STRIDE_REQUIRE_CUDA=1
+    cuda::require_or_skip(test)
 }
 
 /// Every element's exact value as 64 bits (floats widen exactly to f64; integers to i64).

@@ -41,9 +41,15 @@ struct Entry {
     f: Op,
     gg: bool,
     expand: bool,
+    /// Options of this entry when the defaults' error bound does not apply (a real cast).
+    opts: Option<GradcheckOptions>,
 }
 
 impl Entry {
+    fn opts(mut self, o: GradcheckOptions) -> Self {
+        self.opts = Some(o);
+        self
+    }
     fn gg(mut self) -> Self {
         self.gg = true;
         self
@@ -61,6 +67,23 @@ fn e(name: &'static str, ins: Vec<In>, f: impl Fn(&[Tensor]) -> Result<Tensor> +
         f: Box::new(f),
         gg: false,
         expand: true,
+        opts: None,
+    }
+}
+
+/// Gradcheck options for `f64 → f32 → f64` inside the function: each evaluation of
+/// `y = 2·f64(f32(x))` is off from `2x` by at most `2·u32·|x|` (`u32 = 2⁻²⁴`), so the central
+/// difference is off by at most `2·u32·(|x| + ε)·2 / 2ε` = `2.4·10⁻⁴` for `|x| ≤ 2`,
+/// `ε = 10⁻³` (a larger step than the default's: the f32 staircase must not dominate;
+/// `y` is linear, so there is no truncation error). `atol = 2.5·10⁻⁴` is that bound.
+fn cast_opts() -> GradcheckOptions {
+    let eps = 1e-3;
+    let u32_ = f32::EPSILON as f64 / 2.0;
+    GradcheckOptions {
+        eps,
+        atol: 2.0 * u32_ * (2.0 + eps) * 2.0 / (2.0 * eps) * 1.05,
+        rtol: 0.0,
+        ..GradcheckOptions::default()
     }
 }
 fn f(s: &[usize]) -> In {
@@ -141,7 +164,9 @@ fn table() -> Vec<Entry> {
         e("clamp", vec![f(&[3, 4])], |x| x[0].clamp(-0.7, 0.9)),
         e("clamp/tensors", vec![f(&[3, 4]), fd(&[3, 4], Unit), fd(&[4], Pos)],
             |x| x[0].clamp(&x[1], &x[1].add(&x[2])?)),
-        e("to_dtype", vec![f(&[3, 4])], |x| x[0].to_dtype(DType::F64)?.mul(2.0)),
+        // a real round trip through f32: the gradient must come back to f64 unchanged
+        e("to_dtype", vec![f(&[3, 4])], |x| x[0].to_dtype(DType::F32)?.to_dtype(DType::F64)?.mul(2.0))
+            .opts(cast_opts()),
         // ---- reductions, scans, softmax
         e("sum", vec![f(&[3, 4])], |x| x[0].sum()).gg(),
         e("sum_dims", vec![f(&[2, 3, 2])], |x| x[0].sum_dims(&[0, 2], false)).gg(),
@@ -572,7 +597,7 @@ fn check_entry(
             Ok(y)
         }
     };
-    gradcheck(run, &leaves, opts)
+    gradcheck(run, &leaves, e.opts.unwrap_or(opts))
 }
 
 /// Runs the table on `dev`; on a device without a kernel for some op, those entries are
@@ -615,8 +640,9 @@ fn sweep(exhaustive: bool, dev: Device) {
             };
             for &lay in g_lays {
                 gg_runs += 1;
-                let r = make_inputs(&e.ins, lay, i, dev)
-                    .and_then(|(leaves, _)| gradgradcheck(|xs| (e.f)(xs), &leaves, opts));
+                let r = make_inputs(&e.ins, lay, i, dev).and_then(|(leaves, _)| {
+                    gradgradcheck(|xs| (e.f)(xs), &leaves, e.opts.unwrap_or(opts))
+                });
                 record(format!("{} [gradgrad {lay:?}]", e.name), r);
             }
         }
@@ -659,11 +685,10 @@ fn sampled_sweep_runs() {
 /// The same table on the GPU (f64 kernels, every layout); skips, saying so, without one.
 #[test]
 fn gradcheck_every_op_on_cuda() {
-    if !stride_core::cuda::is_available() {
-        eprintln!("gradcheck_every_op_on_cuda: skipped (no CUDA device on this machine)");
+    let Some(device) = stride_core::cuda::require_or_skip("gradcheck_every_op_on_cuda") else {
         return;
-    }
-    sweep(true, Device::cuda(0).expect("a CUDA device is available"));
+    };
+    sweep(true, device);
 }
 
 #[test]
@@ -685,4 +710,98 @@ fn incoming_gradient_layout_does_not_matter() -> Result<()> {
     }
     let _ = Device::Cpu;
     Ok(())
+}
+
+/// Backward through real casts: the gradient of `to_dtype` is the incoming gradient cast back
+/// to the input's dtype (PyTorch), exactly — through f32, f16 and bf16 from an f64 leaf, and
+/// from an f32 leaf through f64 — and it has the leaf's dtype.
+#[test]
+fn backward_through_real_casts() -> Result<()> {
+    let vals = values(12, Dom::Any, 5);
+    for mid in [DType::F32, DType::F16, DType::BF16] {
+        let x = Tensor::from_vec(vals.clone(), [3, 4])?.requires_grad_(true)?;
+        let y = x.to_dtype(mid)?.mul(3.0)?.to_dtype(DType::F64)?.sum()?;
+        let g = stride_core::autograd::grad(&[&y], &[&x], None, Default::default())?;
+        let g = g[0].clone().expect("x gets a gradient");
+        assert_eq!(g.dtype(), DType::F64, "through {mid}");
+        assert_eq!(g.to_vec::<f64>()?, vec![3.0; 12], "through {mid}");
+    }
+    // an f32 leaf through f64: d/dx Σ x² = 2x, computed in f64 and cast back to f32
+    let v32: Vec<f32> = vals.iter().map(|&v| v as f32).collect();
+    let x = Tensor::from_vec(v32.clone(), [3, 4])?.requires_grad_(true)?;
+    let y = x.to_dtype(DType::F64)?.square()?.sum()?;
+    let g = stride_core::autograd::grad(&[&y], &[&x], None, Default::default())?;
+    let g = g[0].clone().expect("x gets a gradient");
+    assert_eq!(g.dtype(), DType::F32);
+    let want: Vec<f32> = v32.iter().map(|&v| (2.0 * v as f64) as f32).collect();
+    assert_eq!(g.to_vec::<f32>()?, want);
+
+    // the gradcheck of the real cast fails for a gradient 1 % off (a check that can fail):
+    // forward value 2·f64(f32(x)), gradient 2.02
+    let x = Tensor::from_vec(vals, [3, 4])?.requires_grad_(true)?;
+    let wrong = |xs: &[Tensor]| {
+        xs[0]
+            .to_dtype(DType::F32)?
+            .to_dtype(DType::F64)?
+            .mul(2.0)?
+            .add(&xs[0].sub(&xs[0].detach())?.mul(0.02)?)
+    };
+    let err = gradcheck(wrong, &[x.clone()], cast_opts())
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("Jacobian mismatch"), "{err}");
+    let right = |xs: &[Tensor]| xs[0].to_dtype(DType::F32)?.to_dtype(DType::F64)?.mul(2.0);
+    gradcheck(right, &[x], cast_opts())
+}
+
+/// The tightened default tolerance catches what the old one (`atol 10⁻⁵, rtol 10⁻³`) let
+/// through — a gradient off by 10⁻⁵ relative — and gradgradcheck's random projections catch
+/// a first derivative that is right in value but wrong in its own derivative.
+#[test]
+fn default_tolerances_catch_small_gradient_errors() -> Result<()> {
+    let x = Tensor::from_vec(values(6, Dom::Pos, 2), [2, 3])?.requires_grad_(true)?;
+    // value x·eˣ; recorded gradient (1 + x)·eˣ·(1 + 10⁻⁵), through a zero-valued term
+    let off = |xs: &[Tensor]| {
+        let (x, d) = (&xs[0], xs[0].detach());
+        let slope = d.exp()?.mul(&d.add(1.0)?)?.mul(1e-5)?;
+        x.mul(&x.exp()?)?.add(&x.sub(&d)?.mul(&slope)?)
+    };
+    let err = gradcheck(off, &[x.clone()], GradcheckOptions::default())
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("Jacobian mismatch"), "{err}");
+    let old = GradcheckOptions {
+        eps: 1e-6,
+        atol: 1e-5,
+        rtol: 1e-3,
+        rounding: 0.0,
+    };
+    assert!(
+        gradcheck(off, &[x.clone()], old).is_ok(),
+        "the old tolerance passed it"
+    );
+    gradcheck(
+        |xs: &[Tensor]| xs[0].mul(&xs[0].exp()?),
+        &[x.clone()],
+        GradcheckOptions::default(),
+    )?;
+
+    // x³ with the right first derivative 3x² recorded as a constant (its own derivative,
+    // 6x, is lost): gradcheck passes, gradgradcheck must not
+    let detached = |xs: &[Tensor]| {
+        let (x, d) = (&xs[0], xs[0].detach());
+        d.mul(&d)?
+            .mul(&d)?
+            .add(&x.sub(&d)?.mul(&d.mul(&d)?.mul(3.0)?)?)
+    };
+    gradcheck(detached, &[x.clone()], GradcheckOptions::default())?;
+    let err = gradgradcheck(detached, &[x.clone()], GradcheckOptions::default())
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("projection 0"), "{err}");
+    gradgradcheck(
+        |xs: &[Tensor]| xs[0].mul(&xs[0])?.mul(&xs[0]),
+        &[x],
+        GradcheckOptions::default(),
+    )
 }

@@ -27,13 +27,12 @@ fn curve(device: Device, steps: usize) -> Vec<f64> {
 
 #[test]
 fn cuda_training_follows_the_cpu_curve() {
-    if !cuda::is_available() {
-        eprintln!("cuda_training_follows_the_cpu_curve: skipped (no CUDA device on this machine)");
+    let Some(device) = cuda::require_or_skip("cuda_training_follows_the_cpu_curve") else {
         return;
-    }
+    };
     let steps = 300;
     let cpu = curve(Device::Cpu, steps);
-    let gpu = curve(Device::cuda(0).expect("a CUDA device"), steps);
+    let gpu = curve(device, steps);
     let mut worst = (0usize, 0.0f64);
     for (i, (a, b)) in cpu.iter().zip(&gpu).enumerate() {
         let rel = (a - b).abs() / a.abs().max(1e-12);

@@ -164,7 +164,27 @@ fn pytorch_mlp_state_dict_gives_pytorch_outputs() {
         .map(|(k, t)| (k.clone(), t.clone()))
         .collect();
     let report = net.load_state_dict(&sd, true).unwrap();
-    assert!(format!("{report:?}").len() > 0);
+    // every PyTorch key matched one of stride's, with its shape: nothing missing, nothing
+    // ignored, nothing left unchanged for a shape mismatch
+    assert!(report.is_clean(), "{report}");
+    assert!(
+        report.missing.is_empty() && report.unexpected.is_empty() && report.mismatched.is_empty()
+    );
+    let mut keys: Vec<&str> = sd.keys().collect();
+    keys.sort_unstable();
+    assert_eq!(
+        keys,
+        ["0.bias", "0.weight", "2.bias", "2.weight"],
+        "fixture keys"
+    );
+    // and the module now holds exactly PyTorch's values
+    let mine = net.state_dict();
+    for k in keys {
+        let got = mine
+            .get(k)
+            .unwrap_or_else(|| panic!("{k} missing from the module"));
+        assert_close(&format!("loaded {k}"), got, sd.get(k).unwrap(), 0.0);
+    }
     let out = net.forward(&f["input"]).unwrap();
     assert_close("mlp output", &out, &f["output"], 1e-12);
 }

@@ -15,6 +15,7 @@
 //! | [`random`] | `rand randn randint randperm bernoulli_scalar dropout_mask(_bool) rand_like randn_like bernoulli multinomial uniform_ normal_ bernoulli_` (determinism, layout independence, properties) |
 //! | [`einsum`] | `einsum.1`, `einsum.2` over a table of equations |
 //! | [`reduce`] | `sum` … `logsumexp` over dim lists, `max_dim`/`argmax`/`median_dim` (values, `.indices`), `cumsum`/`cumprod`, `softmax`/`log_softmax` |
+//! | [`nn`] | stride-nn's composed layers and losses: `nn.layer_norm nn.rms_norm nn.embedding(.grad) nn.mse_loss nn.l1_loss nn.smooth_l1_loss nn.cross_entropy(.probs) nn.nll_loss nn.binary_cross_entropy(_with_logits)` (per-element error bounds, [`crate::bounds`]) |
 //!
 //! Find an op's entry with [`find`] (or grep for `"name"` in this folder). An entry
 //! ([`OpInfo`]) says: the operands ([`ArgSpec`]: tensor or scalar, dtype, value domain), the
@@ -29,6 +30,7 @@ pub mod einsum;
 pub mod index;
 pub mod join;
 pub mod matmul;
+pub mod nn;
 pub mod random;
 pub mod reduce;
 pub mod sort;
@@ -61,6 +63,8 @@ pub enum Family {
     Join,
     Random,
     Einsum,
+    /// stride-nn's composed layers and losses.
+    Nn,
 }
 
 /// The ways an op can be called.
@@ -526,6 +530,8 @@ pub type CallFn = Arc<dyn Fn(&[Arg], &Params) -> stride_core::Result<Tensor> + S
 pub type OutFn = Arc<dyn Fn(&[Arg], &Params, &Tensor) -> stride_core::Result<Tensor> + Send + Sync>;
 pub type RefFn = Arc<dyn Fn(&RefCtx, &[RefArg]) -> Result<RefOut, String> + Send + Sync>;
 pub type SampleFn = Arc<dyn Fn(&mut SampleCtx) -> Vec<Sample> + Send + Sync>;
+/// Per-element absolute error bounds of a case (see [`crate::bounds`]).
+pub type BoundFn = Arc<dyn Fn(&RefCtx, &[RefArg]) -> Result<Vec<f64>, String> + Send + Sync>;
 
 /// A registry entry: everything the generic tests need to run one op.
 #[derive(Clone)]
@@ -551,6 +557,9 @@ pub struct OpInfo {
     /// In-place and `_out` destinations must have exactly the result dtype (the values and
     /// indices of `max_dim_out`, PyTorch's rule); any other destination dtype must be refused.
     pub exact_dest_dtype: bool,
+    /// Per-element error bounds from the inputs (composed layers and losses, see
+    /// [`crate::bounds`]); when set, the runner uses them instead of `tol`.
+    pub bound: Option<BoundFn>,
 }
 
 impl fmt::Debug for OpInfo {
@@ -596,7 +605,16 @@ impl OpInfo {
             out: None,
             promotion: false,
             exact_dest_dtype: false,
+            bound: None,
         }
+    }
+    /// Per-element error bounds (see [`OpInfo::bound`]).
+    pub fn bound(
+        mut self,
+        f: impl Fn(&RefCtx, &[RefArg]) -> Result<Vec<f64>, String> + Send + Sync + 'static,
+    ) -> Self {
+        self.bound = Some(Arc::new(f));
+        self
     }
     pub fn args(mut self, args: Vec<ArgSpec>) -> Self {
         self.args = args;
@@ -958,6 +976,7 @@ pub fn all() -> &'static [OpInfo] {
         v.extend(join::ops());
         v.extend(random::ops());
         v.extend(einsum::ops());
+        v.extend(nn::ops());
         v
     })
 }

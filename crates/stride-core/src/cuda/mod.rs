@@ -65,6 +65,54 @@ pub fn is_available() -> bool {
     device::device_count() > 0
 }
 
+/// Whether GPU tests must run: `STRIDE_REQUIRE_CUDA=1` (or `true`/`yes`) in the environment.
+/// GPU runs of the test suite set it, so a test that would skip for want of a device fails
+/// instead of showing as passed.
+pub fn cuda_required() -> bool {
+    std::env::var("STRIDE_REQUIRE_CUDA")
+        .map(|v| matches!(v.trim().to_ascii_lowercase().as_str(), "1" | "true" | "yes"))
+        .unwrap_or(false)
+}
+
+/// The GPU tests' one door to the device: `Some(cuda:0)` where a CUDA device is usable;
+/// otherwise `None` after printing `{test}: skipped (no CUDA device on this machine)` — or,
+/// under `STRIDE_REQUIRE_CUDA=1`, a panic naming the test, so nothing passes by not running.
+///
+/// ```
+/// # fn main() {
+/// let Some(gpu) = stride_core::cuda::require_or_skip("my_gpu_test") else { return };
+/// # let _ = gpu;
+/// # }
+/// ```
+pub fn require_or_skip(test: &str) -> Option<Device> {
+    require_or_skip_with(test, cuda_required(), is_available())
+}
+
+/// [`require_or_skip`] with the switch and the device's presence given (testable anywhere).
+#[doc(hidden)]
+pub fn require_or_skip_with(test: &str, required: bool, available: bool) -> Option<Device> {
+    if available {
+        match Device::cuda(0) {
+            Ok(d) => return Some(d),
+            Err(e) if required => {
+                panic!("{test}: STRIDE_REQUIRE_CUDA is set but cuda:0 can't be used: {e}")
+            }
+            Err(e) => {
+                eprintln!("{test}: skipped (cuda:0 can't be used: {e})");
+                return None;
+            }
+        }
+    }
+    if required {
+        panic!(
+            "{test}: STRIDE_REQUIRE_CUDA is set but there is no CUDA device on this machine \
+             (this GPU test would otherwise have skipped)"
+        );
+    }
+    eprintln!("{test}: skipped (no CUDA device on this machine; STRIDE_REQUIRE_CUDA=1 makes this a failure)");
+    None
+}
+
 /// How many CUDA devices this machine has (0 without a driver or a GPU).
 pub fn device_count() -> usize {
     device::device_count()

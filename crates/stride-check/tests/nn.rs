@@ -1,0 +1,180 @@
+//! The `nn` family (stride-nn's composed layers and losses as registry entries): every entry
+//! in every float dtype over every layout, against f64 references with per-element error
+//! bounds — and the bounds are neither hollow nor too tight: a LayerNorm whose mean is kept
+//! in the half dtype (the bug of issue #22) fails in f16/bf16, and a LayerNorm computed in
+//! f32 and rounded once passes in every dtype.
+
+use stride_check::registry::{self, nn};
+use stride_check::{run_ops, Config, OpInfo, Reason, Report};
+use stride_core::DType;
+
+fn run(ops: &[OpInfo]) -> Report {
+    run_ops(&Config::default(), ops.iter())
+}
+
+fn failing(report: &Report) -> Vec<String> {
+    report
+        .failures()
+        .iter()
+        .map(|(k, f)| format!("[{} {} {} {}] {}", k.op, k.form, k.layout, k.dtype, f))
+        .collect()
+}
+
+fn layer_norm() -> OpInfo {
+    registry::find("nn.layer_norm").unwrap().clone()
+}
+
+#[test]
+fn every_entry_is_registered_and_checks_results() {
+    let ops = nn::ops();
+    assert_eq!(ops.len(), 12);
+    let report = run(&ops);
+    for op in &ops {
+        assert!(
+            registry::find(op.name).is_some(),
+            "{} not in registry::all()",
+            op.name
+        );
+        for d in ["f64", "f32", "f16", "bf16"] {
+            assert!(
+                report
+                    .rows
+                    .iter()
+                    .any(|(k, r)| k.op == op.name && k.dtype == d && r.passed + r.failed > 0),
+                "{} never ran in {d}",
+                op.name
+            );
+        }
+        for layout in ["transposed", "stepped", "expanded", "rejects"] {
+            assert!(
+                report
+                    .rows
+                    .keys()
+                    .any(|k| k.op == op.name && k.layout == layout),
+                "{} never ran {layout}",
+                op.name
+            );
+        }
+    }
+}
+
+/// f64 and f32 pass everywhere (the bounds' accumulator terms are f32/f64 roundoff).
+#[test]
+fn nn_entries_pass_in_f64_and_f32() {
+    let report = run(&nn::ops());
+    let bad: Vec<String> = report
+        .failures()
+        .iter()
+        .filter(|(k, _)| !k.dtype.starts_with("f16") && !k.dtype.starts_with("bf16"))
+        .map(|(k, f)| format!("[{} {} {} {}] {}", k.op, k.form, k.layout, k.dtype, f))
+        .collect();
+    assert!(bad.is_empty(), "{}", bad.join("\n"));
+}
+
+/// Every entry in every dtype. On a branch without the half-precision fixes this fails for
+/// `nn.layer_norm` in f16 and bf16 (its mean is computed and stored in the half dtype) —
+/// the check working, not to be loosened.
+#[test]
+fn nn_entries_pass_in_every_dtype() {
+    let report = run(&nn::ops());
+    assert!(report.ok(), "{}", failing(&report).join("\n"));
+}
+
+/// LayerNorm computed in f32 and rounded once to the output dtype (what PyTorch does for
+/// half inputs): must pass in every dtype, so the bounds are not tighter than a correct
+/// implementation.
+#[test]
+fn a_layer_norm_in_f32_rounded_once_passes() {
+    let op = layer_norm().functional(|a, p| {
+        let (x, w, b) = (a[0].t(), a[1].t(), a[2].t());
+        let d = x.dtype();
+        let acc = if d == DType::F64 {
+            DType::F64
+        } else {
+            DType::F32
+        };
+        let nd = p.ints[0] as usize;
+        let dims: Vec<i64> = (0..nd as i64).map(|i| -(i + 1)).collect();
+        let xf = x.to_dtype(acc)?;
+        let mu = xf.mean_dims(&dims, true)?;
+        let var = xf.var(&dims, 0.0, true)?;
+        xf.sub(&mu)?
+            .mul(&var.add(1e-5)?.rsqrt()?)?
+            .mul(&w.to_dtype(acc)?)?
+            .add(&b.to_dtype(acc)?)?
+            .to_dtype(d)
+    });
+    let report = run(&[op]);
+    assert!(report.ok(), "{}", failing(&report).join("\n"));
+}
+
+/// The bug of issue #22: the mean rounded to the half dtype (then everything else in f32):
+/// caught with wrong values in f16 and bf16, and only there.
+#[test]
+fn a_layer_norm_with_a_half_precision_mean_is_caught() {
+    let op = layer_norm().functional(|a, p| {
+        let (x, w, b) = (a[0].t(), a[1].t(), a[2].t());
+        let d = x.dtype();
+        let acc = if d == DType::F64 {
+            DType::F64
+        } else {
+            DType::F32
+        };
+        let nd = p.ints[0] as usize;
+        let dims: Vec<i64> = (0..nd as i64).map(|i| -(i + 1)).collect();
+        let xf = x.to_dtype(acc)?;
+        let mu = xf.mean_dims(&dims, true)?.to_dtype(d)?.to_dtype(acc)?; // the bug
+        let var = xf.var(&dims, 0.0, true)?;
+        xf.sub(&mu)?
+            .mul(&var.add(1e-5)?.rsqrt()?)?
+            .mul(&w.to_dtype(acc)?)?
+            .add(&b.to_dtype(acc)?)?
+            .to_dtype(d)
+    });
+    let report = run(&[op]);
+    let fails = report.failures();
+    assert!(!fails.is_empty(), "a half-precision mean went unnoticed");
+    for (k, f) in &fails {
+        assert!(
+            k.dtype == "f16" || k.dtype == "bf16",
+            "failed outside half precision: {k:?} {f}"
+        );
+        assert!(matches!(f.reason, Reason::WrongValues { .. }), "{f}");
+    }
+    for d in ["f16", "bf16"] {
+        assert!(fails.iter().any(|(k, _)| k.dtype == d), "not caught in {d}");
+    }
+}
+
+/// A loss whose mean drops one element (a classic off-by-one in a reduction) is caught.
+#[test]
+fn a_loss_that_drops_an_element_is_caught() {
+    let op = registry::find("nn.mse_loss")
+        .unwrap()
+        .clone()
+        .functional(|a, p| {
+            let (x, t) = (a[0].t(), a[1].t());
+            let full = stride_nn::loss::mse_loss(x, t, stride_nn::loss::Reduction::None)?;
+            match p.ints[0] {
+                0 => Ok(full),
+                r => {
+                    let flat = full.reshape(&[-1])?;
+                    let n = flat.numel();
+                    let kept = flat.narrow(0, 0, n.saturating_sub(1))?.sum()?;
+                    if r == 2 {
+                        Ok(kept)
+                    } else {
+                        kept.div(n as f64)
+                    }
+                }
+            }
+        });
+    let report = run(&[op]);
+    assert!(!report.ok(), "a dropped element went unnoticed");
+    for d in ["f64", "f32", "f16", "bf16"] {
+        assert!(
+            report.failures().iter().any(|(k, _)| k.dtype == d),
+            "not caught in {d}"
+        );
+    }
+}
