@@ -621,3 +621,61 @@ fn half_rms_norm_of_large_values_computes_in_f32() {
         }
     }
 }
+
+#[test]
+fn init_fills_any_dtype_with_constants_and_refuses_random_draws_into_integers() {
+    // PyTorch: zeros_/ones_/constant_ work on integer tensors; random initialisers error.
+    for dt in [DType::I64, DType::I32, DType::U8, DType::I8, DType::U32] {
+        let t = Tensor::full([2, 3], 7i64, dt, &Device::Cpu).unwrap();
+        init::zeros_(&t).unwrap();
+        assert_eq!(t.to_f64_vec().unwrap(), vec![0.0; 6], "zeros_ {dt}");
+        init::ones_(&t).unwrap();
+        assert_eq!(t.to_f64_vec().unwrap(), vec![1.0; 6], "ones_ {dt}");
+        init::constant_(&t, 5.0).unwrap();
+        assert_eq!(t.to_f64_vec().unwrap(), vec![5.0; 6], "constant_ {dt}");
+        // a value the dtype can't hold exactly is an error, and nothing is written
+        for bad in [0.5, -1e30, f64::NAN] {
+            let e = init::constant_(&t, bad).expect_err("inexact constant_");
+            assert!(e.to_string().contains("constant_"), "{e}");
+            assert_eq!(
+                t.to_f64_vec().unwrap(),
+                vec![5.0; 6],
+                "constant_({bad}) wrote into {dt}"
+            );
+        }
+        let before = t.to_f64_vec().unwrap();
+        let gen = Generator::new(3);
+        let errs = [
+            init::trunc_normal_(&t, 0.0, 1.0, -2.0, 2.0, Some(&gen)).expect_err("trunc_normal_"),
+            init::orthogonal_(&t, 1.0, Some(&gen)).expect_err("orthogonal_"),
+            init::uniform_(&t, 0.0, 1.0, Some(&gen)).expect_err("uniform_"),
+            init::normal_(&t, 0.0, 1.0, Some(&gen)).expect_err("normal_"),
+            init::xavier_uniform_(&t, 1.0, Some(&gen)).expect_err("xavier_uniform_"),
+        ];
+        for e in errs {
+            let m = e.to_string();
+            assert!(m.contains(&dt.to_string()) && m.contains("float"), "{m}");
+        }
+        assert_eq!(
+            t.to_f64_vec().unwrap(),
+            before,
+            "a refused initialiser wrote into {dt}"
+        );
+    }
+    let u = Tensor::full([4], 9i64, DType::U8, &Device::Cpu).unwrap();
+    assert!(init::constant_(&u, 256.0).is_err() && init::constant_(&u, -1.0).is_err());
+    init::constant_(&u, 255.0).unwrap();
+    assert_eq!(u.to_f64_vec().unwrap(), vec![255.0; 4]);
+    let b = Tensor::zeros([3], DType::Bool, &Device::Cpu).unwrap();
+    init::ones_(&b).unwrap();
+    assert_eq!(b.to_vec::<bool>().unwrap(), vec![true; 3]);
+    assert!(init::constant_(&b, 2.0).is_err());
+    // floats keep working, through any layout
+    let f = Tensor::zeros([3, 2], DType::F16, &Device::Cpu)
+        .unwrap()
+        .t()
+        .unwrap();
+    init::constant_(&f, 0.5).unwrap();
+    assert_eq!(f.to_f64_vec().unwrap(), vec![0.5; 6]);
+    init::trunc_normal_(&f, 0.0, 1.0, -2.0, 2.0, None).unwrap();
+}
