@@ -569,7 +569,8 @@ fn half_layer_norm_with_a_large_offset_computes_in_f32() {
                 gb.to_f64_vec().unwrap().iter().all(|&g| g == rows as f64),
                 "{ctx}: bias grad"
             );
-            let col = |j: usize| (0..rows).map(|r| normed[r * n + j]);
+            let nr = &normed;
+            let col = |j: usize| (0..rows).map(move |r| nr[r * n + j]);
             let gw_want: Vec<f64> = (0..n).map(|j| col(j).sum()).collect();
             let gw = ln.weight.as_ref().unwrap().grad().unwrap();
             within_half_bound(&format!("{ctx}: weight grad"), dt, &gw, &gw_want, |j| {
