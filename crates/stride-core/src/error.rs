@@ -67,7 +67,7 @@ pub enum Error {
     NotViewable { op: &'static str, why: String },
 
     /// A write into a view in which several elements share one memory location.
-    #[error("{op}: the output (shape {shape:?}, strides {strides:?}) has elements that share memory (e.g. an expanded view); writing into it is ambiguous. Write into a .contiguous() or .clone() of it instead")]
+    #[error("{op}: the output (shape {shape:?}, strides {strides:?}) has elements that share memory (e.g. an expanded view); writing into it is ambiguous. Write into a .contiguous() or .clone_tensor() of it instead (PyTorch's clone(); Rust's .clone() is the same view)")]
     OverlappingOutput {
         op: &'static str,
         shape: Vec<usize>,

@@ -3,7 +3,7 @@
 //! Every view op is a pure function from one layout to another; nothing here touches data.
 //! Strides are in elements and never negative (as in PyTorch).
 
-use crate::shape::{broadcast_shapes, checked_numel, wrap_dim};
+use crate::shape::{broadcast_shapes, checked_numel, wrap_dim, wrap_new_dim};
 use crate::{Error, Result};
 
 /// Shape, strides (in elements) and storage offset of a tensor.
@@ -417,7 +417,7 @@ impl Layout {
     }
 
     pub fn unsqueeze(&self, dim: i64) -> Result<Layout> {
-        let d = wrap_dim("unsqueeze", dim, self.ndim() + 1)?;
+        let d = wrap_new_dim("unsqueeze", dim, self.ndim())?;
         let mut l = self.clone();
         let st = if d < self.ndim() {
             self.strides[d] * self.shape[d].max(1)

@@ -38,6 +38,8 @@ pub use error::{Error, Result};
 pub use layout::Layout;
 pub use ops::index::ScatterReduce;
 pub use ops::join::{Indexing, PadMode};
+pub use ops::opmath::in_compute_dtype;
+pub use ops::reduce::compute_dtype;
 pub use promote::{result_type, Operand};
 pub use random::{default_generator, manual_seed, Generator, GeneratorState};
 pub use scalar::Scalar;

@@ -97,6 +97,28 @@ pub fn wrap_dim(op: &'static str, dim: i64, ndim: usize) -> Result<usize> {
     })
 }
 
+/// Wraps the position of a dim to insert into a tensor of `ndim` dims (`unsqueeze`, `stack`):
+/// `ndim + 1` positions, `-(ndim + 1)..=ndim`. Its own error, because [`wrap_dim`]'s would
+/// name a tensor of `ndim + 1` dims.
+pub fn wrap_new_dim(op: &'static str, dim: i64, ndim: usize) -> Result<usize> {
+    let n = ndim as i64 + 1;
+    if dim < -n || dim >= n {
+        return Err(Error::invalid(
+            op,
+            format!(
+                "dim {dim} is out of range for inserting a dim into a tensor of {ndim} dims (valid: {}..={})",
+                -n,
+                n - 1
+            ),
+        ));
+    }
+    Ok(if dim < 0 {
+        (dim + n) as usize
+    } else {
+        dim as usize
+    })
+}
+
 /// Wraps a list of dims and checks they are distinct.
 pub fn wrap_dims(op: &'static str, dims: &[i64], ndim: usize) -> Result<Vec<usize>> {
     let mut out = Vec::with_capacity(dims.len());

@@ -30,8 +30,41 @@ pub(crate) struct TensorImpl {
 /// assert_eq!(t.reshape(&[12])?.to_vec::<i64>()?, vec![0, 4, 8, 1, 5, 9, 2, 6, 10, 3, 7, 11]);
 /// # Ok::<(), stride_core::Error>(())
 /// ```
-#[derive(Clone)]
+///
+/// # `clone()` is NOT PyTorch's `clone()`
+///
+/// **`Tensor::clone()` (the Rust `Clone` impl) is a cheap handle: it copies no data and the
+/// result shares storage — and autograd identity — with the original, so writing into one
+/// changes the other.** PyTorch's `tensor.clone()` copies. For PyTorch's `clone()` call
+/// [`Tensor::clone_tensor`], which copies into new storage and keeps the strides of a dense
+/// input (a transposed weight stays transposed):
+///
+/// ```
+/// use stride_core::{DType, Device, Tensor};
+/// let w = Tensor::zeros([3, 4], DType::F32, &Device::Cpu)?;
+/// let copied = w.t()?.clone_tensor()?; // PyTorch's w.t().clone(): own storage, strides [1, 4]
+/// assert_eq!(copied.stride(), &[1, 4]);
+/// assert!(!copied.shares_storage_with(&w));
+/// let handle = w.t()?.clone(); // a second handle to the same view: no copy
+/// assert!(handle.shares_storage_with(&w));
+/// handle.fill_(1.0)?; // ... so this writes into w
+/// assert_eq!(w.sum()?.item::<f32>()?, 12.0);
+/// assert_eq!(copied.sum()?.item::<f32>()?, 0.0);
+/// # Ok::<(), stride_core::Error>(())
+/// ```
 pub struct Tensor(Arc<TensorImpl>);
+
+impl Clone for Tensor {
+    /// **A cheap handle, not a copy** (unlike PyTorch's `clone()`): the result shares this
+    /// tensor's storage, layout and autograd history, so in-place writes through either are
+    /// seen by both. For PyTorch's `clone()` — new storage, same strides for a dense input —
+    /// use [`Tensor::clone_tensor`]: `w.t()?.clone_tensor()?` has strides `[1, n]` and its
+    /// own data, while `w.t()?.clone()` shares `w`'s storage. See [`Tensor`]'s docs.
+    #[inline]
+    fn clone(&self) -> Self {
+        Tensor(Arc::clone(&self.0))
+    }
+}
 
 impl Tensor {
     pub(crate) fn from_parts(storage: Storage, layout: Layout, dtype: DType) -> Tensor {

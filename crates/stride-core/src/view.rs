@@ -203,8 +203,23 @@ impl Tensor {
         }
         self.clone_with(MemoryFormat::Contiguous)
     }
-    /// A copy with its own storage, keeping this tensor's strides when it is dense (PyTorch's
-    /// `clone()` with `preserve_format`).
+    /// **PyTorch's `clone()`**: a copy with its own storage, keeping this tensor's strides when
+    /// it is dense (`preserve_format`), differentiable (`CloneBackward`).
+    ///
+    /// Not to be confused with the Rust `Clone` impl: **`t.clone()` copies no data** — it is a
+    /// second handle to the same storage, and writes through it change `t`. A transposed
+    /// weight shows the difference:
+    ///
+    /// ```
+    /// use stride_core::{DType, Device, Tensor};
+    /// let w = Tensor::ones([2, 3], DType::F32, &Device::Cpu)?;
+    /// let c = w.t()?.clone_tensor()?; // a copy that keeps the strides [1, 3]
+    /// assert_eq!(c.shape(), &[3, 2]);
+    /// assert_eq!(c.stride(), &[1, 3]);
+    /// assert!(!c.shares_storage_with(&w));
+    /// assert!(w.t()?.clone().shares_storage_with(&w)); // `.clone()`: shared, no copy
+    /// # Ok::<(), stride_core::Error>(())
+    /// ```
     pub fn clone_tensor(&self) -> Result<Tensor> {
         self.clone_with(MemoryFormat::Preserve)
     }

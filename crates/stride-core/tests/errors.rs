@@ -163,3 +163,27 @@ fn creation_errors() {
     let x = f32s(&[2]);
     assert!(x.to_device(&Device::Cuda(999)).is_err());
 }
+
+#[test]
+fn unsqueeze_and_stack_range_errors_name_the_tensor_they_were_given() {
+    // unsqueeze and stack insert a dim: a 1-D tensor has 2 positions, -2..=1. The message
+    // named "a tensor of 2 dims" (the count of positions) for this 1-D tensor.
+    let v = f32s(&[3]);
+    for (dim, needle) in [(2, "dim 2"), (-3, "dim -3")] {
+        expect_err(
+            &[&v],
+            &["unsqueeze", needle, "a tensor of 1 dims", "-2..=1"],
+            || v.unsqueeze(dim),
+        );
+        expect_err(
+            &[&v],
+            &["stack", needle, "a tensor of 1 dims", "-2..=1"],
+            || Tensor::stack(&[&v, &v], dim),
+        );
+    }
+    for dim in [-2, -1, 0, 1] {
+        assert_eq!(v.unsqueeze(dim).unwrap().dim(), 2, "unsqueeze({dim})");
+    }
+    let s = f32s(&[]);
+    expect_err(&[&s], &["a tensor of 0 dims", "-1..=0"], || s.unsqueeze(1));
+}

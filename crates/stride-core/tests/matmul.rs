@@ -790,3 +790,160 @@ fn errors_name_shapes_and_dtypes_and_leave_operands_unchanged() {
         &["bmm"],
     );
 }
+
+// ----- half precision accumulates in f32 over the whole of k (issue #22) ----------------------
+
+/// The spacing of `dtype`'s values at magnitude `x` (f16: 11 significant bits, normal from
+/// 2^-14; bf16: 8 bits, normal from 2^-126).
+fn half_ulp(dtype: DType, x: f64) -> f64 {
+    let (bits, emin) = match dtype {
+        DType::F16 => (11, -14),
+        DType::BF16 => (8, -126),
+        _ => unreachable!(),
+    };
+    let e = if x == 0.0 {
+        emin
+    } else {
+        (x.abs().log2().floor() as i32).max(emin)
+    };
+    2f64.powi(e - (bits - 1))
+}
+
+/// The error bound of one element of an f16/bf16 product that accumulates in f32 and rounds
+/// once, derived rather than tuned: the inputs are exact in f32 and so are their products (11 +
+/// 11 or 8 + 8 significant bits ≤ 24), so only the k − 1 additions round, and any summation
+/// order gives |s' − s| ≤ δ = γ_{k−1}·Σ|a·b| with γ_n = n·u/(1 − n·u), u = 2^-24. Rounding s' to
+/// the half type adds at most ½ ulp(|s'|) ≤ ½ ulp(|s| + δ). The f64 reference is exact (the
+/// inputs are multiples of 2^-10 below 1 in magnitude, so every partial sum fits in 53 bits).
+fn half_matmul_bound(dtype: DType, k: usize, want: f64, sum_abs: f64) -> f64 {
+    let nu = (k.saturating_sub(1)) as f64 * 2f64.powi(-24);
+    let delta = nu / (1.0 - nu) * sum_abs;
+    0.5 * half_ulp(dtype, want.abs() + delta) + delta
+}
+
+/// Values in [0.5, 1) on a grid of 2^-10, rounded to `dtype`: all positive, so partial sums
+/// grow with k and a half-precision accumulator loses bits that an f32 one keeps.
+fn positive_half(n: usize, seed: u64, dtype: DType) -> Tensor {
+    let v: Vec<f64> = values(n, seed)
+        .iter()
+        .zip(values(n, seed ^ 0x9e37))
+        .map(|(a, b)| 0.5 + ((a + 2.0) * 8.0 * 15.0 + (b + 2.0) * 8.0) / 1024.0 * 0.95)
+        .map(|x| (x * 1024.0).floor() / 1024.0)
+        .collect();
+    Tensor::from_vec(v, [n]).unwrap().to_dtype(dtype).unwrap()
+}
+
+fn f64s(t: &Tensor) -> Vec<f64> {
+    t.to_dtype(DType::F64).unwrap().to_vec::<f64>().unwrap()
+}
+
+#[test]
+fn f16_matmul_64x513x64_rounds_once() {
+    // a = 1/8 everywhere; b's column: 1.125 for p < 386, 1 for 386 ≤ p < 512, 1/4 at p = 512.
+    // The first 512 products sum to 70.03125 (no f16: one f16 step is 1/16 at 64..128), the
+    // last adds 1/32, and the exact 70.0625 is an f16. Every product and every f32 partial sum
+    // is exact, so an f32 accumulator returns exactly 70.0625 in every element. (An exact-answer
+    // check, not a regression detector: gemm 0.19's f16 kernel, called as the old code did,
+    // happens to get this arrangement right — its k blocks don't split at 512 here. The sweep
+    // below is what the old f16 path fails: 86 of 960 elements out of bound at k = 513.)
+    let (m, k, n) = (64, 513, 64);
+    for dtype in [DType::F16, DType::BF16] {
+        let a = Tensor::full([m, k], 0.125, dtype, &CPU).unwrap();
+        let col: Vec<f64> = (0..k)
+            .map(|p| match p {
+                p if p < 386 => 1.125,
+                p if p < 512 => 1.0,
+                _ => 0.25,
+            })
+            .collect();
+        let b = Tensor::from_vec(col, [k, 1])
+            .unwrap()
+            .expand(&[k as i64, n as i64])
+            .unwrap()
+            .contiguous()
+            .unwrap()
+            .to_dtype(dtype)
+            .unwrap();
+        // bf16 has 8 significant bits: 70.0625 rounds to 70 there (the exact answer rounded once)
+        let want = if dtype == DType::F16 { 70.0625 } else { 70.0 };
+        for (name, got) in [
+            ("matmul", a.matmul(&b).unwrap()),
+            (
+                "bmm",
+                a.unsqueeze(0)
+                    .unwrap()
+                    .bmm(&b.unsqueeze(0).unwrap())
+                    .unwrap(),
+            ),
+            (
+                "a·bᵀᵀ",
+                a.matmul(&b.t().unwrap().contiguous().unwrap().t().unwrap())
+                    .unwrap(),
+            ),
+        ] {
+            let g = f64s(&got);
+            let bad = g.iter().filter(|&&x| x != want).count();
+            assert_eq!(
+                bad,
+                0,
+                "{dtype} {name}: {bad} of {} elements differ from {want}, e.g. {}",
+                g.len(),
+                g[0]
+            );
+        }
+    }
+}
+
+#[test]
+fn half_matmul_accumulates_in_f32_on_both_sides_of_512_1024_4096() {
+    // f16 and bf16 matmul (and bmm, mv, dot) at k on both sides of gemm's blocks, against the
+    // exact f64 result with the derived bound of `half_matmul_bound` (no tuned constant).
+    let (m, n) = (24, 40);
+    for dtype in [DType::F16, DType::BF16] {
+        for k in [511, 513, 1025, 4097] {
+            let a = positive_half(m * k, k as u64, dtype)
+                .reshape(&[m as i64, k as i64])
+                .unwrap();
+            let b = positive_half(k * n, 7 * k as u64, dtype)
+                .reshape(&[k as i64, n as i64])
+                .unwrap();
+            let (av, bv) = (f64s(&a), f64s(&b));
+            let check = |name: &str, got: &Tensor, rows: usize, cols: usize, bcol: usize| {
+                let g = f64s(got);
+                assert_eq!(g.len(), rows * cols, "{dtype} {name} k={k}: size");
+                for i in 0..rows {
+                    for j in 0..cols {
+                        let (mut s, mut sa) = (0.0, 0.0);
+                        for p in 0..k {
+                            let t = av[i * k + p] * bv[p * n + j + bcol];
+                            s += t;
+                            sa += t.abs();
+                        }
+                        let got = g[i * cols + j];
+                        let bound = half_matmul_bound(dtype, k, s, sa);
+                        assert!(
+                            (got - s).abs() <= bound,
+                            "{dtype} {name} k={k} [{i},{j}]: got {got}, exact {s}, error {} > bound {bound}",
+                            (got - s).abs()
+                        );
+                    }
+                }
+            };
+            check("matmul", &a.matmul(&b).unwrap(), m, n, 0);
+            let (a3, b3) = (a.unsqueeze(0).unwrap(), b.unsqueeze(0).unwrap());
+            check("bmm", &a3.bmm(&b3).unwrap(), m, n, 0);
+            let bt = b.t().unwrap().contiguous().unwrap().t().unwrap();
+            check(
+                "matmul(a, column-major b)",
+                &a.matmul(&bt).unwrap(),
+                m,
+                n,
+                0,
+            );
+            let v = b.select(1, 3).unwrap();
+            check("mv", &a.matmul(&v).unwrap(), m, 1, 3);
+            let a0 = a.select(0, 0).unwrap();
+            check("dot", &a0.dot(&v).unwrap().reshape(&[1]).unwrap(), 1, 1, 3);
+        }
+    }
+}

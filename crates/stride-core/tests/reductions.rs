@@ -1520,3 +1520,236 @@ fn errors_name_the_problem_and_leave_operands_unchanged() -> Result<(), Error> {
     expect_err(&[&b], &["cumsum", "int64", "bool"], || b.cumsum_(0));
     Ok(())
 }
+
+// ---------------------------------------------------------------------------------------------
+// half precision: f32 accumulation, one rounding at the end (issue #22)
+
+const U32: f64 = 1.0 / 16_777_216.0; // u = 2^-24, the unit roundoff of f32
+
+/// The spacing of `dt`'s values at magnitude `x` (f16: 11 significant bits, normal from 2^-14;
+/// bf16: 8 bits, normal from 2^-126).
+fn half_ulp(dt: DType, x: f64) -> f64 {
+    let (bits, emin) = if dt == DType::F16 {
+        (11, -14)
+    } else {
+        (8, -126)
+    };
+    let e = if x == 0.0 {
+        emin
+    } else {
+        (x.abs().log2().floor() as i32).max(emin)
+    };
+    2f64.powi(e - (bits - 1))
+}
+
+/// `want` (the exact value) rounded once to `dt`.
+fn round_half(dt: DType, want: f64) -> f64 {
+    Tensor::from_vec(vec![want], [1])
+        .unwrap()
+        .to_dtype(dt)
+        .unwrap()
+        .to_dtype(DType::F64)
+        .unwrap()
+        .to_vec::<f64>()
+        .unwrap()[0]
+}
+
+/// Rows of `n` values `offset + j·ulp(offset)`, j in 0..4 (a large common offset against a
+/// spread of a few half steps): every value is exact in the half type, and every sum, mean,
+/// centred value and square below is exact in f32 — so an f32 computation rounded once gives
+/// the exact answer rounded once, while an accumulator or intermediate in the half type loses
+/// the spread.
+fn offset_rows(dt: DType, offset: f64, rows: usize, n: usize) -> (Tensor, Vec<Vec<f64>>) {
+    let step = half_ulp(dt, offset);
+    let mut s = 0x2545_f491_4f6c_dd1du64 ^ (offset as u64);
+    let v: Vec<Vec<f64>> = (0..rows)
+        .map(|_| {
+            (0..n)
+                .map(|_| {
+                    s ^= s << 13;
+                    s ^= s >> 7;
+                    s ^= s << 17;
+                    offset + (s % 4) as f64 * step
+                })
+                .collect()
+        })
+        .collect();
+    let flat: Vec<f64> = v.iter().flatten().copied().collect();
+    let t = Tensor::from_vec(flat, [rows, n])
+        .unwrap()
+        .to_dtype(dt)
+        .unwrap();
+    (t, v)
+}
+
+/// `got` is within `½ ulp_dt(|want| + δ) + δ` of the exact `want`, where δ bounds the f32
+/// computation's error (so the f32 result is within δ of `want`, and rounding it once to `dt`
+/// adds at most half an ulp at its magnitude). δ = 0 asks for the exact answer rounded once.
+fn check_half(ctx: &str, dt: DType, got: &Tensor, want: &[f64], delta: impl Fn(f64) -> f64) {
+    assert_eq!(got.dtype(), dt, "{ctx}: dtype");
+    let g = got.to_dtype(DType::F64).unwrap().to_vec::<f64>().unwrap();
+    assert_eq!(g.len(), want.len(), "{ctx}: length");
+    let mut bad = vec![];
+    for (i, (&g, &w)) in g.iter().zip(want).enumerate() {
+        let d = delta(w);
+        let bound = if d == 0.0 {
+            0.0
+        } else {
+            0.5 * half_ulp(dt, w.abs() + d) + d
+        };
+        let ok = if d == 0.0 {
+            g == round_half(dt, w)
+        } else {
+            (g - w).abs() <= bound
+        };
+        if !ok {
+            bad.push(format!(
+                "[{i}] got {g}, exact {w}, rounded once {}",
+                round_half(dt, w)
+            ));
+        }
+    }
+    assert!(
+        bad.is_empty(),
+        "{ctx}: {} of {} elements out of bound, first: {}",
+        bad.len(),
+        g.len(),
+        bad[0]
+    );
+}
+
+fn row_mean(r: &[f64]) -> f64 {
+    r.iter().sum::<f64>() / r.len() as f64
+}
+fn row_var(r: &[f64]) -> f64 {
+    let m = row_mean(r);
+    r.iter().map(|x| (x - m) * (x - m)).sum::<f64>() / r.len() as f64
+}
+
+#[test]
+fn half_reductions_with_a_large_offset_round_once() {
+    let (rows, n) = (8, 64);
+    for dt in [DType::F16, DType::BF16] {
+        for offset in [100.0, 1000.0] {
+            let (x, v) = offset_rows(dt, offset, rows, n);
+            let ctx = |op: &str| format!("{op} {dt} offset {offset}");
+            let per_row = |f: &dyn Fn(&[f64]) -> f64| v.iter().map(|r| f(r)).collect::<Vec<_>>();
+            // exact in f32 (module comment of `offset_rows`): the answer rounded once
+            let exact = |_: f64| 0.0;
+            check_half(
+                &ctx("sum"),
+                dt,
+                &x.sum_dims(&[1], false).unwrap(),
+                &per_row(&|r| r.iter().sum()),
+                exact,
+            );
+            check_half(
+                &ctx("mean"),
+                dt,
+                &x.mean_dims(&[1], false).unwrap(),
+                &per_row(&row_mean),
+                exact,
+            );
+            check_half(
+                &ctx("var"),
+                dt,
+                &x.var(&[1], 0.0, false).unwrap(),
+                &per_row(&row_var),
+                exact,
+            );
+            let cums: Vec<f64> = v
+                .iter()
+                .flat_map(|r| {
+                    r.iter()
+                        .scan(0.0, |s, x| {
+                            *s += x;
+                            Some(*s)
+                        })
+                        .collect::<Vec<_>>()
+                })
+                .collect();
+            check_half(&ctx("cumsum"), dt, &x.cumsum(1).unwrap(), &cums, exact);
+            // std: the exact variance, then one f32 sqrt (correctly rounded): δ = u·|y|
+            check_half(
+                &ctx("std"),
+                dt,
+                &x.std(&[1], 0.0, false).unwrap(),
+                &per_row(&|r| row_var(r).sqrt()),
+                |w| U32 * w.abs(),
+            );
+            // 2-norm: the squares are exact in f32; their sum's relative error is at most
+            // γ_{n−1} ≤ n·u, halved by the sqrt, plus the sqrt's own rounding u: δ = (n/2 + 1)·u·|y|
+            check_half(
+                &ctx("norm"),
+                dt,
+                &x.norm(2.0, &[1], false).unwrap(),
+                &per_row(&|r| r.iter().map(|x| x * x).sum::<f64>().sqrt()),
+                |w| (n as f64 / 2.0 + 1.0) * U32 * w.abs(),
+            );
+            // softmax: x − max exact; each exp within 2 ulps (CUDA's expf; ≤ 4u relative); their
+            // f32 sum adds γ_{n−1} ≤ n·u; the division u: δ = (n + 9)·u·|y|
+            let sm: Vec<f64> = v
+                .iter()
+                .flat_map(|r| {
+                    let m = r.iter().cloned().fold(f64::MIN, f64::max);
+                    let s: f64 = r.iter().map(|x| (x - m).exp()).sum();
+                    r.iter().map(move |x| (x - m).exp() / s).collect::<Vec<_>>()
+                })
+                .collect();
+            let sm_delta = |w: f64| (n as f64 + 9.0) * U32 * w.abs();
+            check_half(&ctx("softmax"), dt, &x.softmax(1).unwrap(), &sm, sm_delta);
+            // log_softmax = (x − max) − log Σ: the log of a sum with relative error ≤ (n + 4)·u
+            // is off by at most that much absolutely, plus the log's and the subtraction's own
+            // roundings (≤ 2 ulps each at |y|, 4u relative): δ = (n + 4)·u + 8u·|y|
+            let lsm: Vec<f64> = sm.iter().map(|p| p.ln()).collect();
+            check_half(
+                &ctx("log_softmax"),
+                dt,
+                &x.log_softmax(1).unwrap(),
+                &lsm,
+                |w| (n as f64 + 4.0) * U32 + 8.0 * U32 * w.abs(),
+            );
+            // logsumexp = max + log Σ exp(x − max): as log_softmax, with the result near max
+            let lse = per_row(&|r| {
+                let m = r.iter().cloned().fold(f64::MIN, f64::max);
+                m + r.iter().map(|x| (x - m).exp()).sum::<f64>().ln()
+            });
+            check_half(
+                &ctx("logsumexp"),
+                dt,
+                &x.logsumexp(&[1], false).unwrap(),
+                &lse,
+                |w| (n as f64 + 4.0) * U32 + 8.0 * U32 * w.abs(),
+            );
+        }
+        // prod of values near 1 (1 + j·ulp(1)): each f32 product of the exact partial product
+        // rounds once, so the relative error is at most γ_{n−1} ≤ n·u: δ = n·u·|y|
+        let (x, v) = offset_rows(dt, 1.0, rows, n);
+        let p: Vec<f64> = v.iter().map(|r| r.iter().product()).collect();
+        check_half(
+            &format!("prod {dt}"),
+            dt,
+            &x.prod_dims(&[1], false).unwrap(),
+            &p,
+            |w| n as f64 * U32 * w.abs(),
+        );
+        let cp: Vec<f64> = v
+            .iter()
+            .flat_map(|r| {
+                r.iter()
+                    .scan(1.0, |s, x| {
+                        *s *= x;
+                        Some(*s)
+                    })
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+        check_half(
+            &format!("cumprod {dt}"),
+            dt,
+            &x.cumprod(1).unwrap(),
+            &cp,
+            |w| n as f64 * U32 * w.abs(),
+        );
+    }
+}

@@ -12,9 +12,10 @@
 //!
 //! **Tied initialisation.** The decoder's weight `(dims, latents)` is drawn with PyTorch's
 //! `nn.Linear` initialisation and its columns (one direction per latent) scaled to unit norm;
-//! the encoder's weight is `decoder.weight.t().clone()` — and `clone` keeps the transposed
-//! strides, so the encoder weight is **not contiguous** (strides `(1, latents)`). That is the
-//! weight PyTorch's Apple-GPU backend silently froze under Adam before 2.4; stride trains it
+//! the encoder's weight is `decoder.weight.t()?.clone_tensor()?` (PyTorch's `.t().clone()`; the
+//! Rust `.clone()` would share storage) — and `clone_tensor` keeps the transposed strides, so
+//! the encoder weight is **not contiguous** (strides `(1, latents)`). That is the weight
+//! PyTorch's Apple-GPU backend silently froze under Adam before 2.4; stride trains it
 //! exactly as the contiguous copy that [`SaeConfig::contiguous_encoder`] asks for.
 //!
 //! ```
@@ -50,7 +51,7 @@ pub struct SaeConfig {
     /// Latents kept per sample.
     pub k: usize,
     /// Initialise the encoder weight as a contiguous copy of the decoder's transpose instead
-    /// of `clone()` (which keeps the transposed strides).
+    /// of `clone_tensor()` (which keeps the transposed strides).
     pub contiguous_encoder: bool,
     pub dtype: DType,
     pub device: Device,

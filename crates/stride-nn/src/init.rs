@@ -14,7 +14,7 @@
 
 use crate::invalid;
 use stride_core::autograd::no_grad;
-use stride_core::{Generator, Result, Tensor};
+use stride_core::{Category, DType, Error, Generator, Result, Scalar, Tensor};
 
 /// The nonlinearity a gain is computed for (`torch.nn.init.calculate_gain`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -67,24 +67,79 @@ pub fn fan_in_and_fan_out(t: &Tensor) -> Result<(usize, usize)> {
     Ok((t.shape()[1] * receptive, t.shape()[0] * receptive))
 }
 
+/// Random initialisers fill float tensors only (PyTorch errors too): writing a draw into an
+/// integer tensor would silently truncate it.
+fn float_only(op: &'static str, t: &Tensor) -> Result<()> {
+    if t.dtype().is_float() {
+        return Ok(());
+    }
+    Err(Error::UnsupportedDType {
+        op,
+        dtype: t.dtype(),
+        hint: "; random initialisers fill float tensors only (their draws would be truncated in an integer tensor): initialise a float tensor and convert it with to_dtype, or use constant_/zeros_/ones_".into(),
+    })
+}
+
 /// Fills with `U(low, high)`.
 pub fn uniform_(t: &Tensor, low: f64, high: f64, gen: Option<&Generator>) -> Result<()> {
+    float_only("init::uniform_", t)?;
     let _ng = no_grad();
     t.detach().uniform_(low, high, gen).map(|_| ())
 }
 /// Fills with `N(mean, std²)`.
 pub fn normal_(t: &Tensor, mean: f64, std: f64, gen: Option<&Generator>) -> Result<()> {
+    float_only("init::normal_", t)?;
     let _ng = no_grad();
     t.detach().normal_(mean, std, gen).map(|_| ())
 }
-/// Fills with `value`.
+/// Fills with `value`; any dtype, as PyTorch. An integer tensor takes integral values in its
+/// range and a bool tensor 0 or 1; anything else is an error (PyTorch would truncate or wrap
+/// it silently).
 pub fn constant_(t: &Tensor, value: f64) -> Result<()> {
+    let op = "init::constant_";
+    let scalar = match t.dtype().category() {
+        Category::Float => Scalar::Float(value),
+        Category::Integer => {
+            let (lo, hi) = match t.dtype() {
+                DType::I64 => (i64::MIN as f64, i64::MAX as f64),
+                DType::I32 => (i32::MIN as f64, i32::MAX as f64),
+                DType::U32 => (0.0, u32::MAX as f64),
+                DType::U8 => (0.0, u8::MAX as f64),
+                _ => (i8::MIN as f64, i8::MAX as f64),
+            };
+            // i64::MAX as f64 is 2^63, itself out of range: the upper bound is exclusive there
+            let in_range = value >= lo && (value < hi || (value == hi && t.dtype() != DType::I64));
+            if value.fract() != 0.0 || !in_range {
+                return Err(invalid(
+                    op,
+                    format!(
+                        "{value} is not an integer in the range of {} ({lo}..={hi}), so it can't fill an {} tensor exactly; pass an integral value or fill a float tensor",
+                        t.dtype(),
+                        t.dtype()
+                    ),
+                ));
+            }
+            Scalar::Int(value as i64)
+        }
+        Category::Bool => match value {
+            0.0 => Scalar::Bool(false),
+            1.0 => Scalar::Bool(true),
+            _ => {
+                return Err(invalid(
+                    op,
+                    format!("{value} can't fill a bool tensor; pass 0 or 1"),
+                ))
+            }
+        },
+    };
     let _ng = no_grad();
-    t.detach().fill_(value).map(|_| ())
+    t.detach().fill_(scalar).map(|_| ())
 }
+/// Fills with 0 (any dtype).
 pub fn zeros_(t: &Tensor) -> Result<()> {
     constant_(t, 0.0)
 }
+/// Fills with 1 (any dtype).
 pub fn ones_(t: &Tensor) -> Result<()> {
     constant_(t, 1.0)
 }
@@ -214,6 +269,7 @@ pub fn trunc_normal_(
     b: f64,
     gen: Option<&Generator>,
 ) -> Result<()> {
+    float_only("init::trunc_normal_", t)?;
     if !(a < b) || !(std > 0.0) {
         return Err(invalid(
             "trunc_normal_",
@@ -245,6 +301,7 @@ pub fn trunc_normal_(
 /// `orthogonal_`: the Q of the QR decomposition of a normal matrix, with the signs fixed by
 /// R's diagonal. (The QR runs on the host in f64, by modified Gram–Schmidt.)
 pub fn orthogonal_(t: &Tensor, gain: f64, gen: Option<&Generator>) -> Result<()> {
+    float_only("init::orthogonal_", t)?;
     if t.dim() < 2 {
         return Err(invalid(
             "orthogonal_",

@@ -5,7 +5,7 @@
 use crate::module::{Mode, Module, Parameter, Visitor};
 use crate::{init, invalid};
 use stride_core::autograd::{is_grad_enabled, no_grad};
-use stride_core::{DType, Device, Generator, Result, Tensor};
+use stride_core::{in_compute_dtype, DType, Device, Generator, Result, Tensor};
 
 /// Where and how a layer creates its parameters (PyTorch's `device=`/`dtype=` factory
 /// arguments, plus the generator its initialisers draw from; `None` = the default generator).
@@ -298,16 +298,25 @@ impl LayerNorm {
 impl Module for LayerNorm {
     fn forward(&self, x: &Tensor) -> Result<Tensor> {
         let dims = norm_dims("LayerNorm", x, &self.normalized_shape)?;
-        let mean = x.mean_dims(&dims, true)?;
-        let var = x.var(&dims, 0.0, true)?;
-        let mut y = x.sub(&mean)?.mul(&var.add(self.eps)?.rsqrt()?)?;
-        if let Some(w) = &self.weight {
-            y = y.mul(&w.tensor())?;
-        }
-        if let Some(b) = &self.bias {
-            y = y.add(&b.tensor())?;
-        }
-        Ok(y)
+        let w = self.weight.as_ref().map(|p| p.tensor());
+        let b = self.bias.as_ref().map(|p| p.tensor());
+        let mut inputs = vec![x];
+        inputs.extend(w.iter().chain(b.iter()));
+        // f16/bf16 compute in f32 and round once (mean, centring and scaling included)
+        in_compute_dtype(&inputs, |t| {
+            let x = &t[0];
+            let mean = x.mean_dims(&dims, true)?;
+            let var = x.var(&dims, 0.0, true)?;
+            let mut y = x.sub(&mean)?.mul(&var.add(self.eps)?.rsqrt()?)?;
+            let mut rest = t[1..].iter();
+            if w.is_some() {
+                y = y.mul(rest.next().expect("weight passed"))?;
+            }
+            if b.is_some() {
+                y = y.add(rest.next().expect("bias passed"))?;
+            }
+            Ok(y)
+        })
     }
     fn visit(&self, v: &mut dyn Visitor) {
         if let Some(w) = &self.weight {
@@ -367,13 +376,21 @@ pub fn finfo_eps(dtype: DType) -> f64 {
 impl Module for RmsNorm {
     fn forward(&self, x: &Tensor) -> Result<Tensor> {
         let dims = norm_dims("RMSNorm", x, &self.normalized_shape)?;
+        // eps defaults to the input dtype's epsilon (PyTorch), though the math runs in f32
         let eps = self.eps.unwrap_or_else(|| finfo_eps(x.dtype()));
-        let ms = x.square()?.mean_dims(&dims, true)?;
-        let y = x.mul(&ms.add(eps)?.rsqrt()?)?;
-        match &self.weight {
-            Some(w) => y.mul(&w.tensor()),
-            None => Ok(y),
-        }
+        let w = self.weight.as_ref().map(|p| p.tensor());
+        let mut inputs = vec![x];
+        inputs.extend(w.iter());
+        // f16/bf16 compute in f32 and round once: x² of an f16 above 256 overflows f16
+        in_compute_dtype(&inputs, |t| {
+            let x = &t[0];
+            let ms = x.square()?.mean_dims(&dims, true)?;
+            let y = x.mul(&ms.add(eps)?.rsqrt()?)?;
+            match t.get(1) {
+                Some(w) => y.mul(w),
+                None => Ok(y),
+            }
+        })
     }
     fn visit(&self, v: &mut dyn Visitor) {
         if let Some(w) = &self.weight {

@@ -1,5 +1,6 @@
 //! Loss functions with PyTorch's semantics and reductions (`torch.nn.functional`), composed
-//! from stride-core's differentiable ops so every one has gradients.
+//! from stride-core's differentiable ops so every one has gradients. f16/bf16 inputs compute
+//! in f32 and the loss is rounded once to the input dtype (`in_compute_dtype`), as PyTorch.
 //!
 //! ```
 //! use stride_nn::loss::{cross_entropy, CrossEntropy, Reduction};
@@ -13,7 +14,7 @@
 //! ```
 
 use crate::invalid;
-use stride_core::{DType, Error, Result, Tensor};
+use stride_core::{in_compute_dtype, DType, Error, Result, Tensor};
 
 /// How per-element losses are combined (PyTorch's `reduction=`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -61,13 +62,17 @@ fn float_input(op: &'static str, t: &Tensor, what: &str) -> Result<()> {
 /// Mean squared error `(input − target)²`.
 pub fn mse_loss(input: &Tensor, target: &Tensor, reduction: Reduction) -> Result<Tensor> {
     same_shape("mse_loss", input, target)?;
-    reduce(input.sub(target)?.square()?, reduction)
+    in_compute_dtype(&[input, target], |t| {
+        reduce(t[0].sub(&t[1])?.square()?, reduction)
+    })
 }
 
 /// Mean absolute error `|input − target|`.
 pub fn l1_loss(input: &Tensor, target: &Tensor, reduction: Reduction) -> Result<Tensor> {
     same_shape("l1_loss", input, target)?;
-    reduce(input.sub(target)?.abs()?, reduction)
+    in_compute_dtype(&[input, target], |t| {
+        reduce(t[0].sub(&t[1])?.abs()?, reduction)
+    })
 }
 
 /// Huber-like loss: `0.5·d²/beta` where `|d| < beta`, else `|d| − 0.5·beta` (`beta = 0` is
@@ -85,13 +90,15 @@ pub fn smooth_l1_loss(
             format!("beta must be non-negative, got {beta}"),
         ));
     }
-    let z = input.sub(target)?.abs()?;
-    if beta == 0.0 {
-        return reduce(z, reduction);
-    }
-    let quad = z.square()?.mul(0.5 / beta)?;
-    let lin = z.sub(0.5 * beta)?;
-    reduce(z.lt(beta)?.where_cond(&quad, &lin)?, reduction)
+    in_compute_dtype(&[input, target], |t| {
+        let z = t[0].sub(&t[1])?.abs()?;
+        if beta == 0.0 {
+            return reduce(z, reduction);
+        }
+        let quad = z.square()?.mul(0.5 / beta)?;
+        let lin = z.sub(0.5 * beta)?;
+        reduce(z.lt(beta)?.where_cond(&quad, &lin)?, reduction)
+    })
 }
 
 /// Options of [`cross_entropy`] and [`nll_loss`] (PyTorch's keyword arguments and defaults).
@@ -211,8 +218,12 @@ fn pick(op: &'static str, input: &Tensor, target: &Tensor, o: &CrossEntropy) -> 
 /// integer class `target`s, with PyTorch's `weight`, `ignore_index` and reductions (the mean
 /// divides by the summed weights of the non-ignored targets). `label_smoothing` is not used.
 pub fn nll_loss(input: &Tensor, target: &Tensor, o: &CrossEntropy) -> Result<Tensor> {
+    float_input("nll_loss", input, "input")?;
+    in_compute_dtype(&[input, target], |t| nll_loss_impl(&t[0], &t[1], o))
+}
+
+fn nll_loss_impl(input: &Tensor, target: &Tensor, o: &CrossEntropy) -> Result<Tensor> {
     let op = "nll_loss";
-    float_input(op, input, "input")?;
     let p = pick(op, input, target, o)?;
     let cd = class_dim(op, input)? as i64;
     let picked = p.onehot.where_cond(input, 0.0)?.sum_dims(&[cd], false)?;
@@ -229,8 +240,12 @@ pub fn nll_loss(input: &Tensor, target: &Tensor, o: &CrossEntropy) -> Result<Ten
 /// probabilities (the input's shape, float), with PyTorch's `weight`, `ignore_index`,
 /// `label_smoothing` and reductions.
 pub fn cross_entropy(input: &Tensor, target: &Tensor, o: &CrossEntropy) -> Result<Tensor> {
+    float_input("cross_entropy", input, "input")?;
+    in_compute_dtype(&[input, target], |t| cross_entropy_impl(&t[0], &t[1], o))
+}
+
+fn cross_entropy_impl(input: &Tensor, target: &Tensor, o: &CrossEntropy) -> Result<Tensor> {
     let op = "cross_entropy";
-    float_input(op, input, "input")?;
     if !(0.0..=1.0).contains(&o.label_smoothing) {
         return Err(invalid(
             op,
@@ -269,7 +284,7 @@ pub fn cross_entropy(input: &Tensor, target: &Tensor, o: &CrossEntropy) -> Resul
             Reduction::Mean => prod.sum()?.neg()?.div((input.numel() / c.max(1)) as f64),
         };
     }
-    let nll = nll_loss(&logp, target, o)?;
+    let nll = nll_loss_impl(&logp, target, o)?;
     if o.label_smoothing == 0.0 {
         return Ok(nll);
     }
@@ -317,14 +332,19 @@ pub fn binary_cross_entropy(
             ));
         }
     }
-    let log_x = input.log()?.clamp_min(-100.0)?;
-    let log_1mx = input.neg()?.add(1.0)?.log()?.clamp_min(-100.0)?;
-    let one_m_y = target.neg()?.add(1.0)?;
-    let mut loss = target.mul(&log_x)?.add(&one_m_y.mul(&log_1mx)?)?.neg()?;
-    if let Some(w) = weight {
-        loss = loss.mul(w)?;
-    }
-    reduce(loss, reduction)
+    let mut inputs = vec![input, target];
+    inputs.extend(weight);
+    in_compute_dtype(&inputs, |t| {
+        let (input, target) = (&t[0], &t[1]);
+        let log_x = input.log()?.clamp_min(-100.0)?;
+        let log_1mx = input.neg()?.add(1.0)?.log()?.clamp_min(-100.0)?;
+        let one_m_y = target.neg()?.add(1.0)?;
+        let mut loss = target.mul(&log_x)?.add(&one_m_y.mul(&log_1mx)?)?.neg()?;
+        if let Some(w) = t.get(2) {
+            loss = loss.mul(w)?;
+        }
+        reduce(loss, reduction)
+    })
 }
 
 /// Binary cross entropy of logits, computed stably as PyTorch does:
@@ -340,17 +360,26 @@ pub fn binary_cross_entropy_with_logits(
     let op = "binary_cross_entropy_with_logits";
     float_input(op, input, "input")?;
     same_shape(op, input, target)?;
-    // log σ(x) = min(x, 0) − log1p(e^(−|x|))
-    let mut log_sig = input
-        .clamp_max(0.0)?
-        .sub(&input.abs()?.neg()?.exp()?.log1p()?)?;
-    if let Some(pw) = pos_weight {
-        let log_weight = pw.sub(1.0)?.mul(target)?.add(1.0)?;
-        log_sig = log_sig.mul(&log_weight)?;
-    }
-    let mut loss = target.neg()?.add(1.0)?.mul(input)?.sub(&log_sig)?;
-    if let Some(w) = weight {
-        loss = loss.mul(w)?;
-    }
-    reduce(loss, reduction)
+    let mut inputs = vec![input, target];
+    inputs.extend(weight);
+    inputs.extend(pos_weight);
+    in_compute_dtype(&inputs, |t| {
+        let (input, target) = (&t[0], &t[1]);
+        let mut rest = t[2..].iter();
+        let weight = weight.and_then(|_| rest.next());
+        let pos_weight = pos_weight.and_then(|_| rest.next());
+        // log σ(x) = min(x, 0) − log1p(e^(−|x|))
+        let mut log_sig = input
+            .clamp_max(0.0)?
+            .sub(&input.abs()?.neg()?.exp()?.log1p()?)?;
+        if let Some(pw) = pos_weight {
+            let log_weight = pw.sub(1.0)?.mul(target)?.add(1.0)?;
+            log_sig = log_sig.mul(&log_weight)?;
+        }
+        let mut loss = target.neg()?.add(1.0)?.mul(input)?.sub(&log_sig)?;
+        if let Some(w) = weight {
+            loss = loss.mul(w)?;
+        }
+        reduce(loss, reduction)
+    })
 }

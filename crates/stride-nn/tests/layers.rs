@@ -460,3 +460,223 @@ fn init_functions() {
     init::orthogonal_(&lin.weight.tensor(), 1.0, None).unwrap();
     assert!(lin.weight.tensor().requires_grad());
 }
+
+// ----- half precision: normalisation computes in f32 and rounds once (issue #22) -------------
+
+const U32: f64 = 1.0 / 16_777_216.0; // u = 2^-24, the unit roundoff of f32
+
+/// The spacing of `dt`'s values at magnitude `x` (f16: 11 significant bits, normal from 2^-14;
+/// bf16: 8 bits, normal from 2^-126).
+fn half_ulp(dt: DType, x: f64) -> f64 {
+    let (bits, emin) = if dt == DType::F16 {
+        (11, -14)
+    } else {
+        (8, -126)
+    };
+    let e = if x == 0.0 {
+        emin
+    } else {
+        (x.abs().log2().floor() as i32).max(emin)
+    };
+    2f64.powi(e - (bits - 1))
+}
+
+/// Rows of `n` values `offset + j·ulp(offset)`, j in 0..4: exact in the half type, and their
+/// sums, mean, centred values and squares exact in f32 (n = 64, offsets ≤ 1000).
+fn offset_rows(dt: DType, offset: f64, rows: usize, n: usize) -> (Tensor, Vec<Vec<f64>>) {
+    let step = half_ulp(dt, offset);
+    let mut s = 0x9e37_79b9_7f4a_7c15u64 ^ (offset as u64);
+    let v: Vec<Vec<f64>> = (0..rows)
+        .map(|_| {
+            (0..n)
+                .map(|_| {
+                    s ^= s << 13;
+                    s ^= s >> 7;
+                    s ^= s << 17;
+                    offset + (s % 4) as f64 * step
+                })
+                .collect()
+        })
+        .collect();
+    let flat: Vec<f64> = v.iter().flatten().copied().collect();
+    (t64(&flat, &[rows, n]).to_dtype(dt).unwrap(), v)
+}
+
+/// Every element within `½ ulp_dt(|want| + δ) + δ` of the exact `want`: δ bounds the f32
+/// computation's error, and rounding its result once to `dt` adds at most half an ulp.
+fn within_half_bound(
+    ctx: &str,
+    dt: DType,
+    got: &Tensor,
+    want: &[f64],
+    delta: impl Fn(usize) -> f64,
+) {
+    assert_eq!(got.dtype(), dt, "{ctx}: dtype");
+    let g = got.to_f64_vec().unwrap();
+    assert_eq!(g.len(), want.len(), "{ctx}: length");
+    let bad: Vec<String> = (0..g.len())
+        .filter_map(|i| {
+            let d = delta(i);
+            let bound = 0.5 * half_ulp(dt, want[i].abs() + d) + d;
+            ((g[i] - want[i]).abs() > bound)
+                .then(|| format!("[{i}] got {}, exact {}, bound {bound}", g[i], want[i]))
+        })
+        .collect();
+    assert!(
+        bad.is_empty(),
+        "{ctx}: {} of {} out of bound, first: {}",
+        bad.len(),
+        g.len(),
+        bad[0]
+    );
+}
+
+#[test]
+fn half_layer_norm_with_a_large_offset_computes_in_f32() {
+    // The mean and variance of these rows are exact in f32; the mean is no f16/bf16 (it has
+    // bits below the half step at the offset), so a mean rounded to the half type (the old
+    // code: -1.99 where the answer is -0.995) shows at once.
+    let (rows, n, eps) = (8, 64, 1e-5);
+    for dt in [DType::F16, DType::BF16] {
+        for offset in [100.0, 1000.0] {
+            let (x, v) = offset_rows(dt, offset, rows, n);
+            let ln = LayerNorm::new_with(&[n], eps, true, true, &Factory::dtype(dt)).unwrap();
+            // weight 2 (an exact product) and bias 1/4 (one more f32 rounding)
+            init::constant_(&ln.weight.as_ref().unwrap().tensor(), 2.0).unwrap();
+            init::constant_(&ln.bias.as_ref().unwrap().tensor(), 0.25).unwrap();
+            let x = x.requires_grad_(true).unwrap();
+            let y = ln.forward(&x).unwrap();
+            let mut normed = vec![];
+            for r in &v {
+                let m = r.iter().sum::<f64>() / n as f64;
+                let var = r.iter().map(|x| (x - m) * (x - m)).sum::<f64>() / n as f64;
+                normed.extend(r.iter().map(|x| (x - m) / (var + eps).sqrt()));
+            }
+            let want: Vec<f64> = normed.iter().map(|z| 2.0 * z + 0.25).collect();
+            // the f32 chain after the exact mean/var: var + eps (u, halved by the root), the
+            // reciprocal square root (≤ 2 ulps = 4u), the product with x − mean (u), so
+            // ≤ 6u·|2ẑ|; then + 1/4 rounds once more (u·|y|)
+            let ctx = format!("LayerNorm {dt} offset {offset}");
+            within_half_bound(&ctx, dt, &y, &want, |i| {
+                6.0 * U32 * 2.0 * normed[i].abs() + U32 * want[i].abs()
+            });
+            // backward through the casts: d Σy / d bias = rows (exact); d Σy / d weight = Σ_rows
+            // ẑ, each ẑ within 6u|ẑ| and the sum of `rows` terms adding γ_rows: δ = (6 + rows)·u·Σ|ẑ|
+            y.sum().unwrap().backward().unwrap();
+            let gb = ln.bias.as_ref().unwrap().grad().unwrap();
+            assert_eq!(gb.dtype(), dt, "{ctx}: bias grad dtype");
+            assert!(
+                gb.to_f64_vec().unwrap().iter().all(|&g| g == rows as f64),
+                "{ctx}: bias grad"
+            );
+            let nr = &normed;
+            let col = |j: usize| (0..rows).map(move |r| nr[r * n + j]);
+            let gw_want: Vec<f64> = (0..n).map(|j| col(j).sum()).collect();
+            let gw = ln.weight.as_ref().unwrap().grad().unwrap();
+            within_half_bound(&format!("{ctx}: weight grad"), dt, &gw, &gw_want, |j| {
+                (6.0 + rows as f64) * U32 * col(j).map(f64::abs).sum::<f64>()
+            });
+            let gx = x.grad().unwrap();
+            assert_eq!(gx.dtype(), dt, "{ctx}: input grad dtype");
+            assert!(
+                gx.to_f64_vec().unwrap().iter().all(|g| g.is_finite()),
+                "{ctx}: input grad"
+            );
+        }
+    }
+}
+
+#[test]
+fn half_rms_norm_of_large_values_computes_in_f32() {
+    // x near 1000: x² ≈ 10^6 overflows f16 (max 65504), so squaring in f16 gave inf and an
+    // output of 0. In f32 the squares are exact, the sum of 64 of them is within γ_63 ≤ 64u
+    // relative, halved by the root; + eps (u), the reciprocal root (≤ 4u) and the product
+    // with x (u): δ = (n/2 + 6)·u·|y|.
+    let (rows, n) = (8, 64);
+    for dt in [DType::F16, DType::BF16] {
+        for offset in [100.0, 1000.0] {
+            let (x, v) = offset_rows(dt, offset, rows, n);
+            let norm = RmsNorm::new_with(&[n], None, true, &Factory::dtype(dt)).unwrap();
+            let eps = stride_nn::finfo_eps(dt);
+            let x = x.requires_grad_(true).unwrap();
+            let y = norm.forward(&x).unwrap();
+            let want: Vec<f64> = v
+                .iter()
+                .flat_map(|r| {
+                    let ms = r.iter().map(|x| x * x).sum::<f64>() / n as f64;
+                    r.iter().map(move |x| x / (ms + eps).sqrt())
+                })
+                .collect();
+            let ctx = format!("RmsNorm {dt} offset {offset}");
+            within_half_bound(&ctx, dt, &y, &want, |i| {
+                (n as f64 / 2.0 + 6.0) * U32 * want[i].abs()
+            });
+            y.sum().unwrap().backward().unwrap();
+            let gw = norm.weight.as_ref().unwrap().grad().unwrap();
+            assert_eq!(gw.dtype(), dt, "{ctx}: weight grad dtype");
+            assert!(
+                gw.to_f64_vec().unwrap().iter().all(|g| g.is_finite()),
+                "{ctx}: weight grad"
+            );
+            assert_eq!(x.grad().unwrap().dtype(), dt, "{ctx}: input grad dtype");
+        }
+    }
+}
+
+#[test]
+fn init_fills_any_dtype_with_constants_and_refuses_random_draws_into_integers() {
+    // PyTorch: zeros_/ones_/constant_ work on integer tensors; random initialisers error.
+    for dt in [DType::I64, DType::I32, DType::U8, DType::I8, DType::U32] {
+        let t = Tensor::full([2, 3], 7i64, dt, &Device::Cpu).unwrap();
+        init::zeros_(&t).unwrap();
+        assert_eq!(t.to_f64_vec().unwrap(), vec![0.0; 6], "zeros_ {dt}");
+        init::ones_(&t).unwrap();
+        assert_eq!(t.to_f64_vec().unwrap(), vec![1.0; 6], "ones_ {dt}");
+        init::constant_(&t, 5.0).unwrap();
+        assert_eq!(t.to_f64_vec().unwrap(), vec![5.0; 6], "constant_ {dt}");
+        // a value the dtype can't hold exactly is an error, and nothing is written
+        for bad in [0.5, -1e30, f64::NAN] {
+            let e = init::constant_(&t, bad).expect_err("inexact constant_");
+            assert!(e.to_string().contains("constant_"), "{e}");
+            assert_eq!(
+                t.to_f64_vec().unwrap(),
+                vec![5.0; 6],
+                "constant_({bad}) wrote into {dt}"
+            );
+        }
+        let before = t.to_f64_vec().unwrap();
+        let gen = Generator::new(3);
+        let errs = [
+            init::trunc_normal_(&t, 0.0, 1.0, -2.0, 2.0, Some(&gen)).expect_err("trunc_normal_"),
+            init::orthogonal_(&t, 1.0, Some(&gen)).expect_err("orthogonal_"),
+            init::uniform_(&t, 0.0, 1.0, Some(&gen)).expect_err("uniform_"),
+            init::normal_(&t, 0.0, 1.0, Some(&gen)).expect_err("normal_"),
+            init::xavier_uniform_(&t, 1.0, Some(&gen)).expect_err("xavier_uniform_"),
+        ];
+        for e in errs {
+            let m = e.to_string();
+            assert!(m.contains(&dt.to_string()) && m.contains("float"), "{m}");
+        }
+        assert_eq!(
+            t.to_f64_vec().unwrap(),
+            before,
+            "a refused initialiser wrote into {dt}"
+        );
+    }
+    let u = Tensor::full([4], 9i64, DType::U8, &Device::Cpu).unwrap();
+    assert!(init::constant_(&u, 256.0).is_err() && init::constant_(&u, -1.0).is_err());
+    init::constant_(&u, 255.0).unwrap();
+    assert_eq!(u.to_f64_vec().unwrap(), vec![255.0; 4]);
+    let b = Tensor::zeros([3], DType::Bool, &Device::Cpu).unwrap();
+    init::ones_(&b).unwrap();
+    assert_eq!(b.to_vec::<bool>().unwrap(), vec![true; 3]);
+    assert!(init::constant_(&b, 2.0).is_err());
+    // floats keep working, through any layout
+    let f = Tensor::zeros([3, 2], DType::F16, &Device::Cpu)
+        .unwrap()
+        .t()
+        .unwrap();
+    init::constant_(&f, 0.5).unwrap();
+    assert_eq!(f.to_f64_vec().unwrap(), vec![0.5; 6]);
+    init::trunc_normal_(&f, 0.0, 1.0, -2.0, 2.0, None).unwrap();
+}

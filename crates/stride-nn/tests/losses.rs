@@ -1,7 +1,7 @@
 //! Losses against hand-computed values (PyTorch's formulas), gradients by gradcheck, errors.
 
 use stride_core::autograd::{gradcheck, GradcheckOptions};
-use stride_core::Tensor;
+use stride_core::{DType, Tensor};
 use stride_nn::loss::{
     binary_cross_entropy, binary_cross_entropy_with_logits, cross_entropy, l1_loss, mse_loss,
     nll_loss, smooth_l1_loss, CrossEntropy, Reduction,
@@ -350,4 +350,103 @@ fn binary_cross_entropies_by_hand() {
         |xs| binary_cross_entropy_with_logits(&xs[0], &yt, Some(&w), Some(&pw), Reduction::Mean),
         &[xg],
     );
+}
+
+// ----- half precision: losses compute in f32 and round once (issue #22) ----------------------
+
+const U32: f64 = 1.0 / 16_777_216.0; // u = 2^-24, the unit roundoff of f32
+
+fn half_ulp(dt: DType, x: f64) -> f64 {
+    let (bits, emin) = if dt == DType::F16 {
+        (11, -14)
+    } else {
+        (8, -126)
+    };
+    let e = if x == 0.0 {
+        emin
+    } else {
+        (x.abs().log2().floor() as i32).max(emin)
+    };
+    2f64.powi(e - (bits - 1))
+}
+
+fn round_once(dt: DType, x: f64) -> f64 {
+    val(t64(&[x], &[1])
+        .to_dtype(dt)
+        .unwrap()
+        .to_dtype(DType::F64)
+        .unwrap()
+        .reshape(&[])
+        .unwrap())
+}
+
+#[test]
+fn half_mse_loss_rounds_once() {
+    // d = input − target = [1, 1, 1, 1 + s] with s one half step at 1: the squares, their sum
+    // and the mean are exact in f32, and the exact mean 1 + s/2 + s²/4 lies just above the
+    // midpoint between 1 and 1 + s, so it rounds once to 1 + s. Rounding each square to the
+    // half type first (the old code) lands the mean exactly on the midpoint, which ties to 1.
+    for dt in [DType::F16, DType::BF16] {
+        let s = half_ulp(dt, 1.0);
+        let input = t64(&[1.25, 1.25, 1.25, 1.25 + s], &[4])
+            .to_dtype(dt)
+            .unwrap();
+        let target = t64(&[0.25; 4], &[4]).to_dtype(dt).unwrap();
+        let exact = 1.0 + s / 2.0 + s * s / 4.0;
+        let l = mse_loss(&input, &target, Reduction::Mean).unwrap();
+        assert_eq!(l.dtype(), dt);
+        let got = val(l.to_dtype(DType::F64).unwrap());
+        assert_eq!(got, round_once(dt, exact), "{dt} mse_loss: exact {exact}");
+        assert_eq!(got, 1.0 + s, "{dt} mse_loss");
+    }
+}
+
+#[test]
+fn half_cross_entropy_rounds_once() {
+    // rows [0, z] with class 0 the target: the loss of a row is log(1 + e^z); the mean of the
+    // four is 0.249486719855…, whose correctly rounded f16 is 0.24951171875. Rounding each
+    // log-probability, the sum and the quotient to f16 (the old code) gave 0.2496337890625,
+    // 0.7 ulp beyond the half-ulp bound. Bound of the f32 computation, per row: x − max exact,
+    // e^x within 2 ulps (4u), the sum of two terms u, so log Σ is off by ≤ 5u absolutely, plus
+    // the log's own 2 ulps (4u·|l|) and the subtraction's rounding (u·|l|): δ_row = 5u + 5u·|l|;
+    // the mean of four adds γ_3 ≤ 3u relative and divides by 4 exactly: δ = 5u + 8u·Σ|l|/4.
+    let zs = [-22.0 / 8.0, -20.0 / 8.0, -9.0 / 8.0, -2.0 / 8.0];
+    let logits: Vec<f64> = zs.iter().flat_map(|&z| [0.0, z]).collect();
+    let ls: Vec<f64> = zs.iter().map(|z: &f64| z.exp().ln_1p()).collect();
+    let exact = ls.iter().sum::<f64>() / 4.0;
+    let delta = 5.0 * U32 + 8.0 * U32 * ls.iter().sum::<f64>() / 4.0;
+    for dt in [DType::F16, DType::BF16] {
+        let x = t64(&logits, &[4, 2])
+            .to_dtype(dt)
+            .unwrap()
+            .requires_grad_(true)
+            .unwrap();
+        let target = i64t(&[0, 0, 0, 0], &[4]);
+        let l = cross_entropy(&x, &target, &CrossEntropy::default()).unwrap();
+        assert_eq!(l.dtype(), dt);
+        let got = val(l.to_dtype(DType::F64).unwrap());
+        let bound = 0.5 * half_ulp(dt, exact + delta) + delta;
+        assert!(
+            (got - exact).abs() <= bound,
+            "{dt} cross_entropy: got {got}, exact {exact}, rounded once {}, bound {bound}",
+            round_once(dt, exact)
+        );
+        // backward through the casts reaches the half input
+        l.backward().unwrap();
+        let g = x.grad().unwrap();
+        assert_eq!(g.dtype(), dt);
+        // d mean / d z_r = σ(z_r)/4 for the second logit of row r: ½ ulp of the half type plus
+        // the f32 backward chain (log_softmax's exp(out)·Σg and the forward's p: under a
+        // dozen f32 operations of ≤ 2 ulps = 4u each, so ≤ 32u·|want| with room to spare)
+        let gv = g.to_f64_vec().unwrap();
+        for (r, &z) in zs.iter().enumerate() {
+            let want = 1.0 / (1.0 + (-z).exp()) / 4.0;
+            let b = 0.5 * half_ulp(dt, want * (1.0 + 1e-6)) + 32.0 * U32 * want;
+            assert!(
+                (gv[2 * r + 1] - want).abs() <= b,
+                "{dt} grad row {r}: {} vs {want}",
+                gv[2 * r + 1]
+            );
+        }
+    }
 }

@@ -33,7 +33,7 @@ pub(crate) fn in_place_on_view(
         ViewCreation::MultiOutput(made_by) => {
             return Err(Error::invalid(
                 op,
-                format!("this tensor is one of the views returned by {made_by}, and such views can't be modified in place while gradients are recorded (their shared history can't be rebased; PyTorch refuses this too). Modify a clone() of the view, or use the out-of-place op"),
+                format!("this tensor is one of the views returned by {made_by}, and such views can't be modified in place while gradients are recorded (their shared history can't be rebased; PyTorch refuses this too). Modify a clone_tensor() of the view (PyTorch's clone(); Rust's .clone() shares its memory), or use the out-of-place op"),
             ))
         }
         ViewCreation::NoGrad => {
@@ -45,7 +45,7 @@ pub(crate) fn in_place_on_view(
         ViewCreation::Detached => {
             return Err(Error::invalid(
                 op,
-                "this view was detached in place (detach_()) but still shares its base's memory, and is being modified in place while gradients are recorded; the base's history can't see the write. Use detach() (a new tensor) or clone() instead of detach_() on a view",
+                "this view was detached in place (detach_()) but still shares its base's memory, and is being modified in place while gradients are recorded; the base's history can't see the write. Use detach() (a new tensor) or clone_tensor() (PyTorch's clone()) instead of detach_() on a view",
             ))
         }
     }
@@ -56,13 +56,13 @@ pub(crate) fn in_place_on_view(
     if own_leaf {
         return Err(Error::invalid(
             op,
-            "a leaf tensor that requires grad (a view made a leaf with requires_grad_) is being used in an in-place operation; wrap the update in no_grad(), or clone() it and modify the clone",
+            "a leaf tensor that requires grad (a view made a leaf with requires_grad_) is being used in an in-place operation; wrap the update in no_grad(), or clone_tensor() it (PyTorch's clone(); Rust's .clone() shares its memory) and modify the copy",
         ));
     }
     if base.requires_grad() && base.is_leaf() {
         return Err(Error::invalid(
             op,
-            "a view of a leaf tensor that requires grad is being used in an in-place operation; wrap the update in no_grad() (as optimizers do), or clone() the leaf and modify the clone",
+            "a view of a leaf tensor that requires grad is being used in an in-place operation; wrap the update in no_grad() (as optimizers do), or clone_tensor() the leaf (PyTorch's clone()) and modify the copy",
         ));
     }
     // compute on a clone so the nodes that saved `this` keep the value they saw

@@ -43,7 +43,7 @@ pub(crate) fn make_node(
         if t.meta().inference {
             return Err(Error::invalid(
                 name,
-                format!("{what} is an inference tensor (made in inference_mode) and cannot be saved for backward; make a clone() of it outside inference_mode"),
+                format!("{what} is an inference tensor (made in inference_mode) and cannot be saved for backward; make a clone_tensor() of it (PyTorch's clone()) outside inference_mode"),
             ));
         }
     }

@@ -147,7 +147,7 @@ pub(crate) fn refresh(t: &Tensor) -> Result<()> {
         return Err(Error::invalid(
             "autograd",
             format!(
-                "a view returned by {op} is used after its base (or another view of that base) was modified in place; {op} returns several views and their histories can't be regenerated (PyTorch refuses this too). Call {op} after the in-place op, or clone() the views before it"
+                "a view returned by {op} is used after its base (or another view of that base) was modified in place; {op} returns several views and their histories can't be regenerated (PyTorch refuses this too). Call {op} after the in-place op, or clone_tensor() the views (PyTorch's clone()) before it"
             ),
         ));
     }

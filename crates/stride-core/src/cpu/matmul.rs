@@ -2,12 +2,14 @@
 //! included — through its strides. Transposed or stepped operands are never copied first:
 //! `gemm` takes a row and a column stride per matrix and packs what it reads.
 //!
-//! - f64, f32 and f16 go to `gemm` natively (f16 accumulates in f32 inside `gemm`), except
-//!   f16 products with a zero stride along k, which go through f32 as bf16 does (gemm then
-//!   loses the f32 accumulation).
-//! - bf16: `gemm` 0.19 has no bf16 kernel, so both inputs are converted to f32 (each
-//!   distinct element once: broadcast batch dims are not materialised), multiplied in f32,
-//!   and the result is rounded to bf16 once, on the final copy into the output's layout.
+//! - f64 and f32 go to `gemm` natively.
+//! - f16 and bf16 accumulate in f32 over the whole of k and round once, as PyTorch does:
+//!   both inputs are converted to f32 (each distinct element once: broadcast batch dims are
+//!   not materialised), multiplied in f32, and the result is rounded to the half type once,
+//!   on the final copy into the output's layout. (`gemm` 0.19 has no bf16 kernel, and its
+//!   f16 kernel rounds the running sum back to f16 after every block of ≥ 512 along k:
+//!   `64×513×64` with multiples of 1/8 returned 70 where the exact 70.0625 is an f16; with a
+//!   zero stride along k it was 15 % off. Issue #22.)
 //! - Integer and bool dtypes are refused (the frontend refuses them first, with a hint).
 //!
 //! The output is written with `read_dst = false`: `gemm` computes `dst = 1·(a·b)` and never
@@ -23,7 +25,6 @@ use crate::backend::View;
 use crate::storage::CpuBuffer;
 use crate::{DType, Error, Layout, Result, Scalar, Storage};
 use gemm::Parallelism;
-use half::f16;
 
 /// One matrix dim or batch dim: size and the stride (in elements) of each operand.
 #[derive(Debug, Clone, Copy)]
@@ -58,12 +59,8 @@ pub(crate) fn matmul(a: View, b: View, dst: View) -> Result<()> {
     match dst.dtype {
         DType::F64 => run::<f64>(&a, &b, &dst, dims, batch),
         DType::F32 => run::<f32>(&a, &b, &dst, dims, batch),
-        // gemm's f16 kernel loses its f32 accumulation when an operand has a zero stride
-        // along k (a broadcast vector): `dot` of two expanded f16 vectors of 2112 elements
-        // came out 15 % high. Such products go through f32 like bf16.
-        DType::F16 if dims.k > 1 && (dims.a.1 == 0 || dims.b.0 == 0) => bf16_via_f32(&a, &b, &dst),
-        DType::F16 => run::<f16>(&a, &b, &dst, dims, batch),
-        DType::BF16 => bf16_via_f32(&a, &b, &dst),
+        // never gemm's f16 kernel: it rounds its running sum to f16 per block of k (module doc)
+        DType::F16 | DType::BF16 => half_via_f32(&a, &b, &dst),
         d => Err(Error::UnsupportedDType {
             op: OP,
             dtype: d,
@@ -168,10 +165,6 @@ impl GemmElem for f32 {
     const ZERO: Self = 0.0;
     const ONE: Self = 1.0;
 }
-impl GemmElem for f16 {
-    const ZERO: Self = f16::ZERO;
-    const ONE: Self = f16::ONE;
-}
 
 fn run<T: GemmElem>(a: &View, b: &View, dst: &View, dims: Dims, batch: Batch) -> Result<()> {
     let (dims, batch) = fold_batch(dims, batch);
@@ -257,8 +250,8 @@ fn run<T: GemmElem>(a: &View, b: &View, dst: &View, dims: Dims, batch: Batch) ->
     Ok(())
 }
 
-/// bf16: convert, multiply in f32, round once into the output.
-fn bf16_via_f32(a: &View, b: &View, dst: &View) -> Result<()> {
+/// f16/bf16: convert, multiply in f32 (every k accumulated in f32), round once into the output.
+fn half_via_f32(a: &View, b: &View, dst: &View) -> Result<()> {
     let (sa, la) = to_f32(a)?;
     let (sb, lb) = to_f32(b)?;
     let shape = dst.layout.shape();

@@ -15,7 +15,7 @@ use crate::autograd::record::{forbid_out, in_place, needs_grad};
 use crate::autograd::view_meta::{mark_multi_output, mark_view};
 use crate::backend::{self, TernaryOp, View};
 use crate::promote::{result_type, Operand};
-use crate::shape::{checked_numel, wrap_dim, wrap_dims};
+use crate::shape::{checked_numel, wrap_dim, wrap_dims, wrap_new_dim};
 use crate::{Category, DType, Device, Element, Error, Layout, Result, Scalar, Tensor};
 
 /// How [`Tensor::pad`] fills the new border.
@@ -240,7 +240,7 @@ fn stack_impl(tensors: &[&Tensor], dim: i64, dest: Dest) -> Result<Tensor> {
             why: format!("(tensors 0 and {i}) differ; stack needs tensors of one shape"),
         });
     }
-    let d = wrap_dim(op, dim, s0.len() + 1)?;
+    let d = wrap_new_dim(op, dim, s0.len())?;
     let unsqueezed: Vec<Tensor> = tensors
         .iter()
         .map(|t| t.unsqueeze(d as i64))

@@ -215,8 +215,9 @@ pub(crate) fn float_only(op: &'static str, x: &Tensor) -> Result<()> {
     })
 }
 
-/// The dtype composed float ops compute in: f32 for f16/bf16 (rounded once at the end).
-pub(crate) fn compute_dtype(dtype: DType) -> DType {
+/// The dtype composed float ops compute in: f32 for f16/bf16 (rounded once at the end), the
+/// dtype itself otherwise. See [`in_compute_dtype`](crate::in_compute_dtype).
+pub fn compute_dtype(dtype: DType) -> DType {
     match dtype {
         DType::F16 | DType::BF16 => DType::F32,
         d => d,
