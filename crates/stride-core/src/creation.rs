@@ -29,12 +29,16 @@ impl Tensor {
             crate::layout::contiguous_strides(dims),
             dtype,
             device,
-        )?;
+        )
+        .map_err(|e| e.in_op("full"))?;
         backend::fill(t.view_ref(), value.into())?;
         Ok(t)
     }
+    /// A tensor of zeros. A shape too large to allocate is [`Error::OutOfMemory`] (naming the
+    /// shape, dtype and bytes); one whose element count overflows `usize` is
+    /// [`Error::Invalid`].
     pub fn zeros(shape: impl Into<Shape>, dtype: DType, device: &Device) -> Result<Tensor> {
-        Tensor::alloc_contiguous(shape.into().dims(), dtype, device)
+        Tensor::alloc_contiguous(shape.into().dims(), dtype, device).map_err(|e| e.in_op("zeros"))
     }
     pub fn ones(shape: impl Into<Shape>, dtype: DType, device: &Device) -> Result<Tensor> {
         Tensor::full(shape, 1i64, dtype, device)
@@ -149,14 +153,43 @@ impl Tensor {
                 format!("upper bound {ef} and step {stf} point in opposite directions from {sf}"),
             ));
         }
-        let n = ((ef - sf) / stf).ceil().max(0.0) as usize;
+        let n = if all_int {
+            // exact: i64 bounds are too wide for f64 (and their span for i64)
+            let (si, ei, sti) = (s.to_i64() as i128, e.to_i64() as i128, st.to_i64() as i128);
+            let span = ei - si;
+            let n = if span == 0 {
+                0
+            } else {
+                (span + sti - sti.signum()) / sti
+            };
+            usize::try_from(n.max(0)).ok()
+        } else {
+            let n = ((ef - sf) / stf).ceil().max(0.0);
+            // 2^64 as f64 is the first value past usize::MAX
+            (n < 18_446_744_073_709_551_616.0).then_some(n as usize)
+        };
+        let Some(n) = n else {
+            return Err(Error::invalid(
+                "arange",
+                format!("[{sf}, {ef}) in steps of {stf} has more elements than usize can count; use a larger step or a smaller range"),
+            ));
+        };
+        // the values are built on the host (fallibly: an impossible length is OutOfMemory)
         if all_int {
             let (si, sti) = (s.to_i64(), st.to_i64());
-            let v: Vec<i64> = (0..n as i64).map(|i| si + i * sti).collect();
+            let mut v: Vec<i64> =
+                crate::alloc::try_with_capacity(n, "arange", &[n], Some(DType::I64))?;
+            // every value lies in [start, end), so the wrapping arithmetic is exact
+            v.extend((0..n as i64).map(|i| si.wrapping_add(i.wrapping_mul(sti))));
             Tensor::from_vec(v, [n])?.to_device(device)
         } else {
-            let v: Vec<f64> = (0..n).map(|i| sf + i as f64 * stf).collect();
-            Tensor::from_vec(v, [n])?.to_dtype(dtype)?.to_device(device)
+            let mut v: Vec<f64> =
+                crate::alloc::try_with_capacity(n, "arange", &[n], Some(DType::F64))?;
+            v.extend((0..n).map(|i| sf + i as f64 * stf));
+            Tensor::from_vec(v, [n])?
+                .to_dtype(dtype)
+                .map_err(|e| e.in_op("arange"))?
+                .to_device(device)
         }
     }
 
@@ -181,23 +214,28 @@ impl Tensor {
             0.0
         };
         let half = steps / 2;
-        let v: Vec<f64> = (0..steps)
-            .map(|i| {
-                if i < half {
-                    start + step * i as f64
-                } else {
-                    end - step * (steps - 1 - i) as f64
-                }
-            })
-            .collect();
+        // built on the host, fallibly: an impossible `steps` is OutOfMemory, not an abort
+        let mut v: Vec<f64> =
+            crate::alloc::try_with_capacity(steps, "linspace", &[steps], Some(DType::F64))?;
+        v.extend((0..steps).map(|i| {
+            if i < half {
+                start + step * i as f64
+            } else {
+                end - step * (steps - 1 - i) as f64
+            }
+        }));
         Tensor::from_vec(v, [steps])?
-            .to_dtype(dtype)?
+            .to_dtype(dtype)
+            .map_err(|e| e.in_op("linspace"))?
             .to_device(device)
     }
 
     /// An `n × m` matrix with ones on the diagonal.
     pub fn eye(n: usize, m: usize, dtype: DType, device: &Device) -> Result<Tensor> {
-        let t = Tensor::zeros([n, m], dtype, device)?;
+        let t = Tensor::alloc_contiguous(&[n, m], dtype, device).map_err(|e| match e {
+            Error::Invalid { msg, .. } => Error::invalid("eye", msg),
+            e => e.in_op("eye"),
+        })?;
         let d = t.diagonal(0, 0, 1)?;
         backend::fill(d.view_ref(), Scalar::Int(1))?;
         Ok(t)

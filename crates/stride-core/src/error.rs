@@ -91,15 +91,28 @@ pub enum Error {
     #[error("{device}: {msg}")]
     Cuda { device: Device, msg: String },
 
-    /// A device allocation failed even after the allocator released its cache. The program
-    /// stays usable: free tensors (or use smaller batches) and try again.
-    #[error("{device}: out of memory allocating {requested} bytes ({detail}). Free tensors you no longer need, call stride::cuda::empty_cache, or use smaller batches")]
+    /// An allocation that can't be made: a tensor, a host-side staging buffer or a kernel's
+    /// scratch, on any device. Absurd sizes (`zeros([1 << 62])`, `repeat` or `pad` by
+    /// billions, `linspace` with 2^40 steps, a `contiguous()` of a huge expanded view) are
+    /// this error, never a panic or an abort: it names the op, the shape and dtype asked for
+    /// and the bytes (computed without overflow, so a request beyond the address space is
+    /// named exactly). Nothing was changed, and the program stays usable: free tensors (or use
+    /// smaller sizes) and try again. On CUDA the allocator releases its cache and retries
+    /// before it gives this error. A shape whose *element count* overflows `usize` is an
+    /// argument error ([`Error::Invalid`]) instead: no tensor, not even a view, can have it.
+    #[error("{device}: {op}: out of memory allocating {} for shape {shape:?}{} ({detail}). {}", fmt_bytes(*requested), dtype.map(|d| format!(" of {d}")).unwrap_or_default(), oom_advice(*device))]
     OutOfMemory {
+        /// The op that asked (`"alloc"` where the allocation was not attributed to one).
+        op: &'static str,
         device: Device,
-        requested: u64,
+        /// The shape of the buffer asked for (the result's, or the scratch's).
+        shape: Vec<usize>,
+        /// Its element dtype (`None` for scratch of no tensor dtype, e.g. the views of `chunk`).
+        dtype: Option<DType>,
+        /// Bytes requested (`u128`: the exact count even past the address space).
+        requested: u128,
         detail: String,
     },
-
     /// The op has no kernel on this device yet.
     #[error("{op}: no kernel for {device} yet; run it on the CPU (to_device(&Device::Cpu)) and move the result back")]
     NotImplemented { op: &'static str, device: Device },
@@ -132,7 +145,52 @@ pub enum Error {
 /// `Result` with stride's [`Error`].
 pub type Result<T> = std::result::Result<T, Error>;
 
+/// `1234 bytes (1.21 KiB)`.
+fn fmt_bytes(b: u128) -> String {
+    const UNITS: [&str; 7] = ["KiB", "MiB", "GiB", "TiB", "PiB", "EiB", "ZiB"];
+    if b < 1024 {
+        return format!("{b} bytes");
+    }
+    let mut v = b as f64 / 1024.0;
+    let mut u = 0;
+    while v >= 1024.0 && u + 1 < UNITS.len() {
+        v /= 1024.0;
+        u += 1;
+    }
+    format!("{b} bytes ({v:.2} {})", UNITS[u])
+}
+
+fn oom_advice(device: Device) -> &'static str {
+    match device {
+        Device::Cpu => "Check the sizes, free tensors you no longer need, or use smaller batches",
+        Device::Cuda(_) => "Free tensors you no longer need, call stride::cuda::empty_cache, or use smaller batches",
+    }
+}
+
 impl Error {
+    /// Names `op` in an out-of-memory or size error that an allocation helper could not
+    /// attribute (`op == "alloc"`); any other error is returned as it is.
+    pub(crate) fn in_op(self, op: &'static str) -> Error {
+        match self {
+            Error::Invalid { op: "alloc", msg } => Error::Invalid { op, msg },
+            Error::OutOfMemory {
+                op: "alloc",
+                device,
+                shape,
+                dtype,
+                requested,
+                detail,
+            } => Error::OutOfMemory {
+                op,
+                device,
+                shape,
+                dtype,
+                requested,
+                detail,
+            },
+            e => e,
+        }
+    }
     pub(crate) fn invalid(op: &'static str, msg: impl Into<String>) -> Self {
         Error::Invalid {
             op,

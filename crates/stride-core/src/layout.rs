@@ -56,7 +56,7 @@ impl Layout {
         self.shape.len()
     }
     pub fn numel(&self) -> usize {
-        self.shape.iter().product()
+        crate::shape::numel_of(&self.shape)
     }
 
     /// PyTorch's `is_contiguous()`: row-major, ignoring the strides of size-1 dims.
@@ -209,10 +209,11 @@ impl Layout {
     pub fn dense_strides_like(&self) -> Vec<usize> {
         let order = self.dim_order_by_stride();
         let mut strides = vec![0; self.ndim()];
-        let mut acc = 1;
+        let mut acc = 1usize;
         for &d in order.iter().rev() {
             strides[d] = acc;
-            acc *= self.shape[d].max(1);
+            // saturating: an empty tensor's other dims may multiply past usize
+            acc = acc.saturating_mul(self.shape[d].max(1));
         }
         strides
     }
@@ -494,9 +495,10 @@ impl Layout {
         let mut extent = offset as u128;
         if shape.iter().all(|&n| n > 0) {
             for (&n, &s) in shape.iter().zip(strides) {
-                extent += (n as u128 - 1) * s as u128;
+                // saturating: many huge dims could pass u128 (and then exceed any storage)
+                extent = extent.saturating_add((n as u128 - 1).saturating_mul(s as u128));
             }
-            extent += 1;
+            extent = extent.saturating_add(1);
         } else {
             extent = 0;
         }

@@ -11,6 +11,7 @@
 //! - the backend contract in [`backend`], the CPU backend in `cpu/` and the CUDA backend in
 //!   [`cuda`].
 
+mod alloc;
 pub mod autograd;
 pub mod backend;
 mod cpu;

@@ -20,7 +20,7 @@ impl Shape {
         self.0.len()
     }
     pub fn numel(&self) -> usize {
-        self.0.iter().product()
+        numel_of(&self.0)
     }
 }
 
@@ -170,15 +170,34 @@ pub fn broadcast_shapes(op: &'static str, a: &[usize], b: &[usize]) -> Result<Ve
     Ok(out)
 }
 
-/// Checked product of sizes: errors instead of overflowing on absurd shapes.
+/// The product of sizes, 0 when any is 0 (whatever the others: `[0, 2^40, 2^40]` is empty).
+/// Every tensor's shape passed [`checked_numel`], so the product never overflows; it
+/// saturates all the same rather than panic.
+pub(crate) fn numel_of(shape: &[usize]) -> usize {
+    let mut n = 1usize;
+    for &d in shape {
+        match n.checked_mul(d) {
+            Some(m) => n = m,
+            None => return if shape.contains(&0) { 0 } else { usize::MAX },
+        }
+    }
+    n
+}
+
+/// Checked product of sizes: an argument error ([`Error::Invalid`]) instead of overflowing on
+/// absurd shapes. (A shape that can be counted but not allocated is `Error::OutOfMemory`,
+/// from the allocation.)
 pub fn checked_numel(op: &'static str, shape: &[usize]) -> Result<usize> {
+    if shape.contains(&0) {
+        return Ok(0); // however large the other dims
+    }
     shape
         .iter()
         .try_fold(1usize, |acc, &d| acc.checked_mul(d))
         .ok_or_else(|| {
             Error::invalid(
                 op,
-                format!("shape {shape:?} has more elements than fit in memory"),
+                format!("shape {shape:?} has more elements than usize can count (the product of its sizes overflows); no tensor, not even a view, can have it: check the sizes"),
             )
         })
 }

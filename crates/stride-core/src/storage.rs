@@ -112,10 +112,24 @@ buffer_element!(bool, Bool);
 
 impl CpuBuffer {
     /// A buffer of `len` zero (false) elements.
+    ///
+    /// # Panics
+    /// When the allocation fails; stride itself uses [`CpuBuffer::try_zeros`].
     pub fn zeros(dtype: DType, len: usize) -> CpuBuffer {
-        let b = with_dtype!(dtype, T => T::wrap(vec![T::default(); len]));
+        CpuBuffer::try_zeros(dtype, len, "CpuBuffer::zeros", &[len])
+            .unwrap_or_else(|e| panic!("{e}"))
+    }
+    /// A buffer of `len` zero (false) elements, or `Error::OutOfMemory` naming `op` and the
+    /// tensor `shape` it is for. As cheap as `vec![0; len]` (fresh zeroed pages).
+    pub fn try_zeros(
+        dtype: DType,
+        len: usize,
+        op: &'static str,
+        shape: &[usize],
+    ) -> crate::Result<CpuBuffer> {
+        let b = with_dtype!(dtype, T => T::wrap(crate::alloc::try_zeroed::<T>(len, op, shape, Some(dtype))?));
         crate::cpu::pages::advise_huge_pages(b.as_ptr(), len * dtype.size_in_bytes());
-        b
+        Ok(b)
     }
     pub fn dtype(&self) -> DType {
         match self {

@@ -133,8 +133,27 @@ impl Tensor {
     ) -> Result<Tensor> {
         let numel = crate::shape::checked_numel("alloc", shape)?;
         let storage = match device {
-            Device::Cpu => Storage::from_cpu(CpuBuffer::zeros(dtype, numel)),
-            Device::Cuda(i) => crate::cuda::alloc_storage(*i, dtype, numel, zero)?,
+            Device::Cpu => Storage::from_cpu(CpuBuffer::try_zeros(dtype, numel, "alloc", shape)?),
+            Device::Cuda(i) => {
+                crate::cuda::alloc_storage(*i, dtype, numel, zero).map_err(|e| match e {
+                    // the device allocator knows the bytes, not the tensor
+                    Error::OutOfMemory {
+                        op,
+                        device,
+                        requested,
+                        detail,
+                        ..
+                    } => Error::OutOfMemory {
+                        op,
+                        device,
+                        shape: shape.to_vec(),
+                        dtype: Some(dtype),
+                        requested,
+                        detail,
+                    },
+                    e => e,
+                })?
+            }
         };
         Ok(Tensor::from_parts(
             storage,
@@ -229,8 +248,9 @@ impl Tensor {
         self.0.dtype.size_in_bytes()
     }
     /// `numel × element_size`: the bytes of the logical elements (not of the storage).
+    /// Saturates at `usize::MAX` for a huge expanded view, whose bytes a `usize` can't count.
     pub fn nbytes(&self) -> usize {
-        self.numel() * self.element_size()
+        self.numel().saturating_mul(self.element_size())
     }
     pub fn is_contiguous(&self) -> bool {
         self.0.layout.is_contiguous()
@@ -274,7 +294,9 @@ impl Tensor {
         };
         let data = T::slice(buf).expect("storage dtype matches tensor dtype");
         let l = &self.0.layout;
-        let mut out = Vec::with_capacity(self.numel());
+        let l_shape = l.shape();
+        let mut out: Vec<T> =
+            crate::alloc::try_with_capacity(self.numel(), "to_vec", l_shape, Some(self.dtype()))?;
         // logical order: pair the view with a contiguous target so the plan keeps row-major order
         let contiguous = Layout::contiguous(l.shape());
         let p = Plan::new(
@@ -321,7 +343,8 @@ impl Tensor {
             self.layout().dense_strides_like(),
             dtype,
             &self.device(),
-        )?;
+        )
+        .map_err(|e| e.in_op("to_dtype"))?;
         backend::copy_cast(self.view_ref(), out.view_ref())?;
         if self.dtype().is_float() {
             crate::autograd::formulas::views::record_copy("ToCopyBackward", self, &out)?;

@@ -201,7 +201,7 @@ impl Tensor {
         if self.is_contiguous() {
             return Ok(self.clone());
         }
-        self.clone_with(MemoryFormat::Contiguous)
+        self.clone_named("contiguous", MemoryFormat::Contiguous)
     }
     /// **PyTorch's `clone()`**: a copy with its own storage, keeping this tensor's strides when
     /// it is dense (`preserve_format`), differentiable (`CloneBackward`).
@@ -225,7 +225,10 @@ impl Tensor {
     }
     /// A copy with its own storage in the given memory format.
     pub fn clone_with(&self, format: MemoryFormat) -> Result<Tensor> {
-        let out = self.like_for_overwrite(format)?;
+        self.clone_named("clone", format)
+    }
+    fn clone_named(&self, op: &'static str, format: MemoryFormat) -> Result<Tensor> {
+        let out = self.like_for_overwrite(format).map_err(|e| e.in_op(op))?;
         backend::copy_cast(self.view_ref(), out.view_ref())?;
         record_copy("CloneBackward", self, &out)?;
         Ok(out)

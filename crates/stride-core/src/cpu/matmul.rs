@@ -181,7 +181,8 @@ fn run<T: GemmElem>(a: &View, b: &View, dst: &View, dims: Dims, batch: Batch) ->
         [dst.layout.offset(), a.layout.offset(), b.layout.offset()],
     );
     let [id, ia, ib] = plan.inner_strides();
-    let mut offsets: Vec<[isize; 3]> = Vec::with_capacity(plan.numel());
+    let mut offsets: Vec<[isize; 3]> =
+        crate::alloc::try_with_capacity(plan.numel(), "matmul", &shape, None)?;
     plan.for_each_run(0, plan.numel(), |off, len| {
         for i in 0..len as isize {
             offsets.push([off[0] + i * id, off[1] + i * ia, off[2] + i * ib]);
@@ -255,7 +256,13 @@ fn half_via_f32(a: &View, b: &View, dst: &View) -> Result<()> {
     let (sa, la) = to_f32(a)?;
     let (sb, lb) = to_f32(b)?;
     let shape = dst.layout.shape();
-    let so = Storage::from_cpu(CpuBuffer::zeros(DType::F32, shape.iter().product()));
+    // the f32 product: fallible like every buffer (shapes were checked, so no overflow)
+    let so = Storage::from_cpu(CpuBuffer::try_zeros(
+        DType::F32,
+        shape.iter().product(),
+        "matmul",
+        shape,
+    )?);
     let lo = Layout::contiguous(shape);
     let f32_view = |storage, layout| View {
         storage,
@@ -276,7 +283,13 @@ fn to_f32(v: &View) -> Result<(Storage, Layout)> {
         .map(|(&n, &s)| if s == 0 { n.min(1) } else { n })
         .collect();
     let src = Layout::new(compact.clone(), l.strides().to_vec(), l.offset());
-    let storage = Storage::from_cpu(CpuBuffer::zeros(DType::F32, compact.iter().product()));
+    // the f32 copy of an operand (its broadcast dims stay stride 0, so no bigger than it)
+    let storage = Storage::from_cpu(CpuBuffer::try_zeros(
+        DType::F32,
+        compact.iter().product(),
+        "matmul",
+        &compact,
+    )?);
     let dense = Layout::contiguous(&compact);
     super::copy::copy_cast(
         View {

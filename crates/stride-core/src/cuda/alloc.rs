@@ -17,6 +17,9 @@ use std::collections::BTreeMap;
 const SMALL: usize = 1 << 20;
 const SMALL_ROUND: usize = 512;
 const LARGE_ROUND: usize = 2 << 20;
+/// Requests above this (2^62 bytes) fail at once: no device has them, and their size class
+/// would overflow.
+const MAX_REQUEST: usize = 1 << 62;
 
 /// Rounds a request up to its size class.
 pub(crate) fn size_class(bytes: usize) -> usize {
@@ -60,6 +63,16 @@ impl Allocator {
 
 /// A device pointer of `size` bytes (a size class) from `dev`'s cache or the driver.
 pub(crate) fn allocate(dev: &CudaDevice, bytes: usize) -> Result<(u64, usize)> {
+    if bytes > MAX_REQUEST {
+        // no device has this much; its size class would overflow
+        let a = dev.allocator();
+        return Err(out_of_memory(
+            dev,
+            &a,
+            bytes,
+            "more than any device can hold",
+        ));
+    }
     let size = size_class(bytes);
     let mut a = dev.allocator();
     let cached = a.free.get_mut(&size).and_then(|v| v.pop());
@@ -117,8 +130,11 @@ pub(crate) fn release_cache(dev: &CudaDevice, a: &mut Allocator) -> Result<()> {
 fn out_of_memory(dev: &CudaDevice, a: &Allocator, requested: usize, why: &str) -> Error {
     let (free, total) = dev.ctx.mem_get_info().unwrap_or((0, 0));
     Error::OutOfMemory {
+        op: "alloc",
         device: dev.device(),
-        requested: requested as u64,
+        shape: vec![],
+        dtype: None,
+        requested: requested as u128,
         detail: format!(
             "{why}; stride holds {} in live tensors ({} reserved, peak {}); the device has {} free of {}",
             human(a.allocated),

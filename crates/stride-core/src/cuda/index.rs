@@ -137,7 +137,7 @@ pub(super) fn read_words(
     n: usize,
     why: &'static str,
 ) -> Result<Vec<u64>> {
-    let mut host = vec![0u64; n];
+    let mut host: Vec<u64> = crate::alloc::try_zeroed(n, why, &[n], None)?;
     // SAFETY: u64 has no padding and any byte pattern is valid
     let bytes = unsafe { std::slice::from_raw_parts_mut(host.as_mut_ptr() as *mut u8, n * 8) };
     super::transfer::download_raw(dev, ptr, bytes, why)?;

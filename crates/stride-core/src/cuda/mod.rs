@@ -187,9 +187,16 @@ pub(crate) fn alloc_storage(
     zero: bool,
 ) -> Result<Storage> {
     let dev = device::get(ordinal)?;
-    let bytes = numel
-        .checked_mul(dtype.size_in_bytes())
-        .ok_or_else(|| crate::Error::invalid("alloc", "the tensor's size in bytes overflows"))?;
+    let bytes = numel.checked_mul(dtype.size_in_bytes()).ok_or_else(|| {
+        crate::alloc::oom(
+            "alloc",
+            dev.device(),
+            &[numel],
+            Some(dtype),
+            crate::alloc::bytes_of(numel, dtype.size_in_bytes()),
+            "more than the address space can hold",
+        )
+    })?;
     let buf = CudaBuffer::new(&dev, bytes, zero)?;
     Ok(Storage::from_cuda(buf, dtype, numel))
 }

@@ -21,7 +21,8 @@ pub(crate) fn to_device(t: &Tensor, to: Device) -> Result<Tensor> {
             t.layout().dense_strides_like(),
             t.dtype(),
             &t.device(),
-        )?;
+        )
+        .map_err(|e| e.in_op("to_device"))?;
         backend::copy_cast(t.view_ref(), d.view_ref())?;
         d
     };
@@ -32,7 +33,22 @@ pub(crate) fn to_device(t: &Tensor, to: Device) -> Result<Tensor> {
     let storage = match (t.device(), to) {
         (Device::Cpu, Device::Cuda(i)) => {
             let dev = device::get(i)?;
-            let buf = CudaBuffer::new(&dev, n * esize, false)?;
+            let buf = CudaBuffer::new(&dev, n * esize, false).map_err(|e| match e {
+                Error::OutOfMemory {
+                    device,
+                    requested,
+                    detail,
+                    ..
+                } => Error::OutOfMemory {
+                    op: "to_device",
+                    device,
+                    shape: t.shape().to_vec(),
+                    dtype: Some(t.dtype()),
+                    requested,
+                    detail,
+                },
+                e => e,
+            })?;
             let guard = dense.storage().read();
             let StorageData::Cpu(host) = &*guard else {
                 return Err(Error::invalid("to_device", "storage is not on the CPU"));
@@ -48,7 +64,14 @@ pub(crate) fn to_device(t: &Tensor, to: Device) -> Result<Tensor> {
             let dev = device::get(i)?;
             let ptr = cuda_ptr(&dense)?;
             let host = with_dtype!(t.dtype(), T => {
-                let mut v: Vec<T> = Vec::with_capacity(n);
+                // host-side staging is fallible: a GPU tensor larger than the host's memory
+                // is an OutOfMemory error naming the transfer
+                let mut v: Vec<T> = crate::alloc::try_with_capacity(
+                    n,
+                    "to_device",
+                    t.shape(),
+                    Some(t.dtype()),
+                )?;
                 // SAFETY: filled completely by the download before use
                 let bytes = unsafe {
                     std::slice::from_raw_parts_mut(v.as_mut_ptr() as *mut u8, n * esize)

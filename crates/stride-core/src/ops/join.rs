@@ -18,6 +18,13 @@ use crate::promote::{result_type, Operand};
 use crate::shape::{checked_numel, wrap_dim, wrap_dims, wrap_new_dim};
 use crate::{Category, DType, Device, Element, Error, Layout, Result, Scalar, Tensor};
 
+/// Checks that `pieces` views of `t` (from `split`, `chunk`, `unbind`) can be made: each is a
+/// small heap object made infallibly, so their total is asked of the allocator up front.
+fn check_pieces(op: &'static str, t: &Tensor, pieces: usize) -> Result<()> {
+    let each = std::mem::size_of::<Tensor>() + 256 + 16 * t.dim();
+    crate::alloc::check_host_room(pieces, each, op, t.shape(), "views")
+}
+
 /// How [`Tensor::pad`] fills the new border.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum PadMode {
@@ -396,6 +403,7 @@ impl Tensor {
         } else {
             n.div_ceil(split_size).max(1)
         };
+        check_pieces(op, self, pieces)?;
         let parts = (0..pieces)
             .map(|i| {
                 let start = i * split_size;
@@ -443,16 +451,22 @@ impl Tensor {
         let n = self.shape()[d];
         let split_size = n.div_ceil(chunks);
         let parts = if split_size == 0 {
-            self.split_with_sizes(&vec![0; chunks], dim)?
+            // an empty dim gives `chunks` empty views, as in PyTorch: an impossible count is
+            // OutOfMemory (checked before the sizes list is made)
+            check_pieces(op, self, chunks)?;
+            let sizes = crate::alloc::try_vec(chunks, 0, op, &[chunks], None)?;
+            self.split_with_sizes(&sizes, dim)?
         } else {
             self.split(split_size, dim)?
         };
         mark_multi_output(op, &parts);
         Ok(parts)
     }
-    /// Views of every slice along `dim`, with `dim` removed.
+    /// Views of every slice along `dim`, with `dim` removed (a huge expanded dim is an
+    /// `OutOfMemory` error: one view per slice).
     pub fn unbind(&self, dim: i64) -> Result<Vec<Tensor>> {
         let d = dim_of("unbind", self, dim)?;
+        check_pieces("unbind", self, self.shape()[d])?;
         let parts = (0..self.shape()[d])
             .map(|i| self.select(d as i64, i as i64))
             .collect::<Result<Vec<_>>>()?;
@@ -491,7 +505,8 @@ impl Tensor {
             })?);
         }
         checked_numel(op, &out_shape)?;
-        let out = Tensor::alloc_contiguous(&out_shape, self.dtype(), &self.device())?;
+        let out = Tensor::alloc_contiguous(&out_shape, self.dtype(), &self.device())
+            .map_err(|e| e.in_op(op))?;
         // the result seen as [r0, n0, r1, n1, ...] is the input broadcast along every r
         let src = Layout::new(src_shape.clone(), src_strides, self.storage_offset());
         let dst = Layout::contiguous(&src_shape);
@@ -517,7 +532,8 @@ impl Tensor {
             .checked_mul(repeats)
             .ok_or_else(|| Error::invalid(op, "the result's size overflows"))?;
         checked_numel(op, &out_shape)?;
-        let out = Tensor::alloc_contiguous(&out_shape, x.dtype(), &x.device())?;
+        let out = Tensor::alloc_contiguous(&out_shape, x.dtype(), &x.device())
+            .map_err(|e| e.in_op(op))?;
         // the result seen as [..., n, repeats, ...] is the input broadcast along `repeats`
         let (mut shape, mut strides) = (x.shape().to_vec(), x.stride().to_vec());
         shape.insert(d + 1, repeats);
@@ -553,7 +569,7 @@ impl Tensor {
         let n = x.shape()[d];
         let mut reps = repeats.to_dtype(DType::I64)?.to_vec::<i64>()?;
         if reps.len() == 1 {
-            reps = vec![reps[0]; n];
+            reps = crate::alloc::try_vec(n, reps[0], op, &[n], Some(DType::I64))?;
         }
         if reps.len() != n {
             return Err(Error::ShapeMismatch {
@@ -576,7 +592,8 @@ impl Tensor {
         let mut out_shape = x.shape().to_vec();
         out_shape[d] = total;
         checked_numel(op, &out_shape)?;
-        let out = Tensor::alloc_contiguous(&out_shape, x.dtype(), &x.device())?;
+        let out = Tensor::alloc_contiguous(&out_shape, x.dtype(), &x.device())
+            .map_err(|e| e.in_op(op))?;
         let (xl, ol) = (x.layout(), out.layout());
         let mut pos = 0;
         for (j, &r) in reps.iter().enumerate() {
@@ -751,6 +768,12 @@ impl Tensor {
                 ),
             ));
         }
+        if pad.contains(&i64::MIN) {
+            return Err(Error::invalid(
+                op,
+                format!("the padding {pad:?} holds i64::MIN, which can't be negated; a crop is at most i64::MAX"),
+            ));
+        }
         let mut lr = vec![(0i64, 0i64); nd];
         for k in 0..pad.len() / 2 {
             lr[nd - 1 - k] = (pad[2 * k], pad[2 * k + 1]);
@@ -807,7 +830,9 @@ impl Tensor {
         let (dtype, device) = (self.dtype(), self.device());
         if let PadMode::Constant(v) = mode {
             check_pad_value(dtype, v)?;
-            let out = Tensor::full(new_shape, v, dtype, &device)?;
+            let out =
+                Tensor::alloc_contiguous(&new_shape, dtype, &device).map_err(|e| e.in_op(op))?;
+            backend::fill(out.view_ref(), v)?;
             let (mut src, mut dst) = (self.layout().clone(), out.layout().clone());
             for (d, &(l, r)) in lr.iter().enumerate() {
                 let len = self.shape()[d] as i64 - (-l).max(0) - (-r).max(0);
@@ -834,7 +859,7 @@ impl Tensor {
             let n = cur.shape()[d];
             let mut shape = cur.shape().to_vec();
             shape[d] = n + l + r;
-            let out = Tensor::alloc_contiguous(&shape, dtype, &device)?;
+            let out = Tensor::alloc_contiguous(&shape, dtype, &device).map_err(|e| e.in_op(op))?;
             let (cl, ol, ov) = (cur.layout(), out.layout(), out.view_ref());
             let mid = narrow(ol, d, l, n)?;
             backend::copy_cast(cur.view_ref(), region(ov, &mid))?;

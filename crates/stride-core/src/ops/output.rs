@@ -128,7 +128,8 @@ pub(crate) fn write_result(
 ) -> Result<Tensor> {
     match dest {
         Dest::New => {
-            let out = alloc_result_for_overwrite(shape, dtype, &device, like)?;
+            let out =
+                alloc_result_for_overwrite(shape, dtype, &device, like).map_err(|e| e.in_op(op))?;
             launch(out.view_ref())?;
             Ok(out)
         }
@@ -141,7 +142,8 @@ pub(crate) fn write_result(
             if out.dtype() == dtype && !partial_alias {
                 launch(o)?;
             } else {
-                let tmp = alloc_result_for_overwrite(shape, dtype, &device, Some(out))?;
+                let tmp = alloc_result_for_overwrite(shape, dtype, &device, Some(out))
+                    .map_err(|e| e.in_op(op))?;
                 launch(tmp.view_ref())?;
                 backend::copy_cast(tmp.view_ref(), o)?;
             }

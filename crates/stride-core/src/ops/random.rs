@@ -399,7 +399,8 @@ impl Tensor {
             gen,
         )?
         .to_vec::<i64>()?;
-        let mut idx: Vec<i64> = (0..n as i64).collect();
+        let mut idx: Vec<i64> = crate::alloc::try_with_capacity(n, op, &[n], Some(DType::I64))?;
+        idx.extend(0..n as i64);
         idx.sort_unstable_by_key(|&i| (keys[i as usize] as u64, i));
         Tensor::from_vec(idx, [n])?
             .to_dtype(dtype)?
@@ -485,7 +486,8 @@ impl Tensor {
             gen,
         )?
         .to_vec::<f64>()?;
-        let mut out = Vec::with_capacity(rows * n);
+        let mut out: Vec<i64> =
+            crate::alloc::try_with_capacity(rows * n, op, &[rows, n], Some(DType::I64))?;
         for r in 0..rows {
             let (row, ur) = (&p[r * k..(r + 1) * k], &u[r * m..(r + 1) * m]);
             if replacement {
