@@ -3,7 +3,7 @@
 //! `tokenizer.json`, giving the same token ids as llama.cpp.
 //!
 //! * Special (control and user-defined) tokens are matched in the input text before BPE, as
-//!   llama.cpp does with `parse_special = true`: `"<|im_start|>user"` is `[1, 4093]`.
+//!   llama.cpp does with `parse_special = true`: `"<|im_start|>user"` starts with the id of `<|im_start|>`.
 //! * The pre-tokenizer follows the model (`tokenizer.ggml.pre`); an unknown one is an error,
 //!   never a guess.
 //! * [`Tokenizer::decode`] is exact: `decode(encode(s)) == s` for every string; a sequence
@@ -16,7 +16,7 @@
 //! use stride_tokenizer::{ChatMessage, Tokenizer};
 //! # fn main() -> stride_tokenizer::Result<()> {
 //! let tok = Tokenizer::from_gguf_file("SmolLM2-135M-Instruct.Q4_1.gguf")?;
-//! let ids = tok.encode("Hello world", false)?;          // [19556, 905]
+//! let ids = tok.encode("Hello world", false)?;
 //! assert_eq!(tok.decode(&ids)?, "Hello world");
 //! let prompt = tok.apply_chat_template(&[ChatMessage::new("user", "Hi!")], true)?;
 //! let prompt_ids = tok.encode(&prompt, false)?;
@@ -442,9 +442,11 @@ impl Tokenizer {
                     Some(serde_json::Value::String(s)) => s.as_str(),
                     Some(o) => match o.get("content").and_then(|c| c.as_str()) {
                         Some(s) => s,
-                        None => return Err(TokenizerError::Invalid(format!(
+                        None => {
+                            return Err(TokenizerError::Invalid(format!(
                             "tokenizer_config.json: {key} is neither a string nor an added token"
-                        ))),
+                        )))
+                        }
                     },
                 };
                 ids.get(s).copied().map(Some).ok_or_else(|| {

@@ -40,7 +40,13 @@ fn smollm2_matches_llama_cpp() {
         env!("CARGO_MANIFEST_DIR"),
         "/tests/fixtures/smollm2_llama_cpp.json"
     );
-    let text = std::fs::read_to_string(fixture).expect("fixture present");
+    let Ok(text) = std::fs::read_to_string(fixture) else {
+        if std::env::var("STRIDE_REQUIRE_MODELS").as_deref() == Ok("1") {
+            panic!("{fixture} missing: run scripts/tokenizer_golden.py");
+        }
+        println!("SKIPPED: smollm2_matches_llama_cpp: {fixture} missing (run scripts/tokenizer_golden.py)");
+        return;
+    };
     let doc: serde_json::Value = serde_json::from_str(&text).expect("fixture is JSON");
     let cases = doc["cases"].as_array().expect("cases");
     assert!(cases.len() >= 300, "{} cases", cases.len());
