@@ -16,6 +16,13 @@ Install (builds llama.cpp from source; ~15+ minutes on 2 cores) and run:
         [--model ~/.cache/stride/models/SmolLM2-135M-Instruct.Q4_1.gguf] \
         [--out crates/stride-tokenizer/tests/fixtures/smollm2_llama_cpp.json]
 
+While llama-cpp-python is still building, the same ids come from its freshly built libllama.so
+directly: `scripts/tokenizer_golden_libllama.cpp` reads the strings hex-encoded one per line
+(`python3 -c "import sys; sys.path.insert(0, 'scripts'); import tokenizer_golden as g;
+print(''.join(c.encode().hex() + chr(10) for c in g.cases()), end='')"`) and prints
+`llama_tokenize(vocab, text, add_special=false, parse_special=true)` per line, the call that
+`Llama.tokenize(..., add_bos=False, special=True)` makes; the committed fixture was made so.
+
 The strings are generated deterministically (a fixed seed), so rerunning gives the same file.
 """
 
