@@ -5,14 +5,13 @@ use stride_check::{registry, run, Config, LayoutKind};
 
 /// Rows (op, dtype) that fail on this branch because of real kernel defects the strict
 /// error bounds of issue #22 expose; each must still fail (see the test). Fixes belong to
-/// the `precision` branch (f16 matmul accumulation) and to the f64/f32 → bf16 cast.
+/// the `precision` branch (f16 matmul accumulation).
 const KNOWN_DEFECTS: &[(&str, &str, &str)] = &[
     ("matmul", "f16", "CPU f16 gemm: partial sums rounded to f16 (per 512-block of k), and results 1 ulp off at small k in some layouts"),
     ("mm", "f16", "CPU f16 gemm, as matmul"),
     ("bmm", "f16", "CPU f16 gemm, as matmul"),
     ("dot", "f16", "CPU f16 gemm, as matmul"),
     ("einsum.2", "f16", "contractions go to the CPU f16 gemm, as matmul"),
-    ("log_softmax", "bf16", "the f32 → bf16 cast rounds -12.4062538 to -12.375 (round to nearest even gives -12.4375): not correctly rounded above a tie"),
 ];
 
 #[test]
