@@ -53,13 +53,14 @@ pub fn wrap_int(v: i128, d: DType) -> i128 {
     }
 }
 
-/// Rounds a real number to a float dtype (round to nearest even, directly from f64).
+/// Rounds a real number to a float dtype (round to nearest even, once, from all 64 bits:
+/// `stride_core::half_round`, not `half`'s f64 conversions, which drop sticky bits).
 pub fn round_float(v: f64, d: DType) -> f64 {
     match d {
         DType::F64 => v,
         DType::F32 => v as f32 as f64,
-        DType::F16 => f16::from_f64(v).to_f64(),
-        DType::BF16 => bf16::from_f64(v).to_f64(),
+        DType::F16 => stride_core::half_round::f64_to_f16(v).to_f64(),
+        DType::BF16 => stride_core::half_round::f64_to_bf16(v).to_f64(),
         _ => v,
     }
 }

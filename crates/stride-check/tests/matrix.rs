@@ -3,12 +3,11 @@
 
 use stride_check::{registry, run, Config, LayoutKind};
 
-/// Rows (op, dtype) that fail on this branch because of real kernel defects the strict
-/// error bounds of issue #22 expose; each must still fail (see the test). Fixes belong to
-/// the `precision` branch (f16 matmul accumulation) and to the f64/f32 → bf16 cast.
-const KNOWN_DEFECTS: &[(&str, &str, &str)] = &[
-    ("log_softmax", "bf16", "the f32 → bf16 cast rounds -12.4062538 to -12.375 (round to nearest even gives -12.4375): not correctly rounded above a tie"),
-];
+/// Rows (op, dtype) that fail because of real kernel defects the strict error bounds expose;
+/// each must still fail (see the test), so a fix empties the list instead of hiding a later
+/// regression. Empty since issue #22's fixes (f16 matmul accumulating in f32, correctly
+/// rounded casts to f16/bf16).
+const KNOWN_DEFECTS: &[(&str, &str, &str)] = &[];
 
 #[test]
 fn sampled_matrix_passes_on_cpu() {

@@ -262,9 +262,10 @@ macro_rules! float_element {
 }
 float_element!(f64, F64, |v: f64| v, |v: f64| v);
 float_element!(f32, F32, |v: f64| v as f32, |v: f32| v as f64);
-// half's conversions from f64 round to nearest even directly (no double rounding through f32).
-float_element!(f16, F16, f16::from_f64, |v: f16| v.to_f64());
-float_element!(bf16, BF16, bf16::from_f64, |v: bf16| v.to_f64());
+// Correctly rounded from all 64 bits (`half`'s own f64 conversions are not: see half_round).
+float_element!(f16, F16, crate::half_round::f64_to_f16, |v: f16| v.to_f64());
+float_element!(bf16, BF16, crate::half_round::f64_to_bf16, |v: bf16| v
+    .to_f64());
 
 impl Element for bool {
     const DTYPE: DType = DType::Bool;
@@ -324,15 +325,21 @@ mod tests {
     #[test]
     fn f16_bf16_round_to_nearest_even() {
         // 1 + 2^-11 is exactly halfway between 1 and the next f16; ties to even → 1.
-        assert_eq!(f16::from_f64(1.0 + 2f64.powi(-11)).to_f64(), 1.0);
+        assert_eq!(
+            crate::half_round::f64_to_f16(1.0 + 2f64.powi(-11)).to_f64(),
+            1.0
+        );
         // 1 + 3·2^-11 is halfway between 1+2^-10 and 1+2^-9; ties to even → 1+2^-9.
         assert_eq!(
-            f16::from_f64(1.0 + 3.0 * 2f64.powi(-11)).to_f64(),
+            crate::half_round::f64_to_f16(1.0 + 3.0 * 2f64.powi(-11)).to_f64(),
             1.0 + 2f64.powi(-9)
         );
-        assert_eq!(bf16::from_f64(1.0 + 2f64.powi(-8)).to_f64(), 1.0);
         assert_eq!(
-            bf16::from_f64(1.0 + 3.0 * 2f64.powi(-8)).to_f64(),
+            crate::half_round::f64_to_bf16(1.0 + 2f64.powi(-8)).to_f64(),
+            1.0
+        );
+        assert_eq!(
+            crate::half_round::f64_to_bf16(1.0 + 3.0 * 2f64.powi(-8)).to_f64(),
             1.0 + 2f64.powi(-6)
         );
     }

@@ -22,6 +22,7 @@ pub mod device;
 mod display;
 pub mod dtype;
 pub mod error;
+pub mod half_round;
 pub mod layout;
 mod ops;
 pub mod promote;

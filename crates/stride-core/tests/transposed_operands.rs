@@ -52,7 +52,7 @@ fn binary_ops_mixed_orders() {
                 } else {
                     let h: Vec<f64> = want
                         .iter()
-                        .map(|v| stride_core::f16::from_f64(*v).to_f64())
+                        .map(|v| stride_core::half_round::f64_to_f16(*v).to_f64())
                         .collect();
                     assert_eq!(got.to_f64_vec().unwrap(), h, "add {what}");
                 }

@@ -40,14 +40,16 @@ fn next_down<T: Element>(x: T) -> T {
         DType::F32 => {
             f32::from_bits(next_down_bits((v as f32).to_bits() as u64, 1 << 31) as u32) as f64
         }
-        DType::F16 => {
-            f16::from_bits(next_down_bits(f16::from_f64(v).to_bits() as u64, 1 << 15) as u16)
-                .to_f64()
-        }
-        DType::BF16 => {
-            bf16::from_bits(next_down_bits(bf16::from_f64(v).to_bits() as u64, 1 << 15) as u16)
-                .to_f64()
-        }
+        DType::F16 => f16::from_bits(next_down_bits(
+            crate::half_round::f64_to_f16(v).to_bits() as u64,
+            1 << 15,
+        ) as u16)
+        .to_f64(),
+        DType::BF16 => bf16::from_bits(next_down_bits(
+            crate::half_round::f64_to_bf16(v).to_bits() as u64,
+            1 << 15,
+        ) as u16)
+        .to_f64(),
         _ => v,
     };
     T::from_f64(r)

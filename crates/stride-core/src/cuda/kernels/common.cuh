@@ -35,7 +35,7 @@ __device__ __forceinline__ i64 at(const Geo& g, const Str& s, i64 i) {
 #define GRID_LOOP(i, n) \
     for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < (n); i += (i64)gridDim.x * blockDim.x)
 
-// ---- half types (bit-exact with the `half` crate as the CPU backend uses it) --------------
+// ---- half types (bit-exact with the CPU: `half`'s f32 paths, stride's half_round for f64) ----
 __device__ __forceinline__ float f16_to_f32(f16 h) {
     float f; asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h.b)); return f;
 }
@@ -55,41 +55,55 @@ __device__ __forceinline__ bf16 f32_to_bf16(float f) {
     r.b = (unsigned short)((x >> 16) + (((x & rb) != 0 && (x & (3 * rb - 1)) != 0) ? 1 : 0));
     return r;
 }
-// half's f64 -> bf16: rounds the upper 32 bits of the double (its documented behaviour).
+// f64 -> f16/bf16, correctly rounded (round to nearest even, once, from all 64 bits): mirrors
+// stride_core::half_round::f64_to_half_bits line by line so CPU and GPU agree bit for bit.
+// EB/MB: exponent / stored mantissa bits (f16 5/10, bf16 8/7). NaN -> quiet NaN keeping the
+// top payload bits; overflow -> +-inf; subnormals rounded; signed zeros kept.
+template <int EB, int MB>
+__device__ __forceinline__ unsigned short f64_to_half_bits(double v) {
+    const u64 bits = (u64)__double_as_longlong(v);
+    const unsigned short sign = (unsigned short)((bits >> 48) & 0x8000u);
+    const u64 abs = bits & 0x7fffffffffffffffull;
+    const unsigned short inf = (unsigned short)(((1u << EB) - 1u) << MB);
+    if (abs >= 0x7ff0000000000000ull) {
+        if (abs == 0x7ff0000000000000ull) return (unsigned short)(sign | inf);
+        const unsigned short quiet = (unsigned short)(1u << (MB - 1));
+        const unsigned short payload = (unsigned short)((abs & 0x000fffffffffffffull) >> (52 - MB));
+        return (unsigned short)(sign | inf | quiet | payload);
+    }
+    const i64 bias = (1ll << (EB - 1)) - 1;
+    const i64 e = (i64)(abs >> 52);
+    const i64 he = e - 1023 + bias;
+    if (he >= (1ll << EB) - 1) return (unsigned short)(sign | inf);
+    u64 head, sig;
+    i64 shift;
+    if (he >= 1) {
+        head = ((u64)he) << MB;
+        sig = abs & 0x000fffffffffffffull;
+        shift = 52 - MB;
+    } else {
+        shift = 53 - MB - he;
+        if (shift >= 54) return sign;
+        head = 0;
+        sig = (abs & 0x000fffffffffffffull) | (1ull << 52);
+    }
+    const u64 q = sig >> shift;
+    const u64 rem = sig & ((1ull << shift) - 1ull);
+    const u64 halfway = 1ull << (shift - 1);
+    u64 out = head | q;
+    if (rem > halfway || (rem == halfway && (q & 1ull) == 1ull)) out += 1;
+    return (unsigned short)(sign | (unsigned short)out);
+}
 __device__ __forceinline__ bf16 f64_to_bf16(double v) {
-    u64 val = (u64)__double_as_longlong(v);
-    unsigned int x = (unsigned int)(val >> 32);
-    unsigned int sign = x & 0x80000000u, exp = x & 0x7ff00000u, man = x & 0x000fffffu;
-    bf16 r;
-    if (exp == 0x7ff00000u) {
-        unsigned int nan_bit = (man == 0 && (unsigned int)val == 0) ? 0u : 0x40u;
-        r.b = (unsigned short)((sign >> 16) | 0x7f80u | nan_bit | (man >> 13));
-        return r;
-    }
-    unsigned int half_sign = sign >> 16;
-    i64 half_exp = (i64)(exp >> 20) - 1023 + 127;
-    if (half_exp >= 0xff) { r.b = (unsigned short)(half_sign | 0x7f80u); return r; }
-    if (half_exp <= 0) {
-        if (7 - half_exp > 21) { r.b = (unsigned short)half_sign; return r; }
-        unsigned int m = man | 0x00100000u;
-        unsigned int half_man = m >> (14 - half_exp);
-        unsigned int round_bit = 1u << (13 - half_exp);
-        if ((m & round_bit) != 0 && (m & (3 * round_bit - 1)) != 0) half_man += 1;
-        r.b = (unsigned short)(half_sign | half_man);
-        return r;
-    }
-    unsigned int he = ((unsigned int)half_exp) << 7;
-    unsigned int hm = man >> 13;
-    const unsigned int round_bit = 0x1000u;
-    unsigned int out = half_sign | he | hm;
-    if ((man & round_bit) != 0 && (man & (3 * round_bit - 1)) != 0) out += 1;
-    r.b = (unsigned short)out;
-    return r;
+    bf16 r; r.b = f64_to_half_bits<8, 7>(v); return r;
+}
+__device__ __forceinline__ f16 f64_to_f16(double v) {
+    f16 r; r.b = f64_to_half_bits<5, 10>(v); return r;
 }
 
 // ---- element traits: the CPU's Element::{to_f64, to_i64, from_f64, from_i64, from_bool} ----
 // Float -> int saturates and sends NaN to 0 (Rust's `as`); int -> int wraps; int -> float goes
-// through f64; f64 -> f16 goes through f32 (as `half` does on x86 with F16C).
+// through f64; f64 -> f16/bf16 round once from the double (f64_to_half_bits).
 __device__ __forceinline__ i8 sat_i8(double v) { if (v != v) return 0; if (v <= -128.0) return -128; if (v >= 127.0) return 127; return (i8)v; }
 __device__ __forceinline__ i32 sat_i32(double v) { if (v != v) return 0; if (v <= -2147483648.0) return (-2147483647 - 1); if (v >= 2147483647.0) return 2147483647; return (i32)v; }
 __device__ __forceinline__ i64 sat_i64(double v) { if (v != v) return 0; if (v <= -9223372036854775808.0) return (-9223372036854775807LL - 1); if (v >= 9223372036854775808.0) return 9223372036854775807LL; return (i64)v; }
@@ -112,7 +126,7 @@ template <class T> struct E;
     };
 FLOAT_E(double, double, x, c, x, v)
 FLOAT_E(float, float, x, c, (double)x, (float)v)
-FLOAT_E(f16, float, f16_to_f32(x), f32_to_f16(c), (double)f16_to_f32(x), f32_to_f16((float)v))
+FLOAT_E(f16, float, f16_to_f32(x), f32_to_f16(c), (double)f16_to_f32(x), f64_to_f16(v))
 FLOAT_E(bf16, float, bf16_to_f32(x), f32_to_bf16(c), (double)bf16_to_f32(x), f64_to_bf16(v))
 
 #define INT_E(T) \
