@@ -5,7 +5,7 @@
 //! All harness values are `f64`. That is exact for every float dtype and for integers up to
 //! 2^53, which the samplers stay within (integer results that wrap are computed in `i128`).
 
-use stride_core::{bf16, f16, with_dtype, DType, Device, Element, Result, Tensor};
+use stride_core::{with_dtype, DType, Device, Element, Result, Tensor};
 
 /// Short dtype names for tables (`f32`, `bf16`, `i64`, `bool`, …).
 pub fn short(d: DType) -> &'static str {

@@ -322,6 +322,9 @@ fn covered(t: &[Entry]) -> BTreeSet<&'static str> {
 /// Frontends with no derivative (integer/bool results, random sampling, in-place/out forms
 /// are covered through their functional op) and non-op helpers.
 const NOT_DIFFERENTIABLE: &[&str] = &[
+    // a dtype rule and a wrapper: their gradients are those of the ops they compose
+    "compute_dtype",
+    "in_compute_dtype",
     "isnan",
     "isinf",
     "isfinite",

@@ -239,6 +239,16 @@ impl Module for Embedding {
 // ----- normalisation ------------------------------------------------------------------------
 
 fn norm_dims(op: &'static str, x: &Tensor, normalized: &[usize]) -> Result<Vec<i64>> {
+    // as PyTorch: normalisation takes float inputs (computing in f32 must not turn an integer
+    // or bool input into a float result)
+    if !x.dtype().is_float() {
+        return Err(stride_core::Error::UnsupportedDType {
+            op,
+            dtype: x.dtype(),
+            hint: "; normalisation layers take floating-point inputs (convert with to_dtype)"
+                .into(),
+        });
+    }
     let k = normalized.len();
     if x.dim() < k || x.shape()[x.dim() - k..] != *normalized {
         return Err(stride_core::Error::ShapeMismatch {

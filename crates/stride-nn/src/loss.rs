@@ -84,6 +84,9 @@ pub fn smooth_l1_loss(
     beta: f64,
 ) -> Result<Tensor> {
     same_shape("smooth_l1_loss", input, target)?;
+    // as PyTorch ("not implemented for 'Long'"): with beta > 0 the integer difference would
+    // silently promote to float through the scalar arithmetic
+    float_input("smooth_l1_loss", input, "input")?;
     if !(beta >= 0.0) {
         return Err(invalid(
             "smooth_l1_loss",
