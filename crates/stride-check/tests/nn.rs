@@ -5,8 +5,9 @@
 //! f32 and rounded once passes in every dtype.
 
 use stride_check::registry::{self, nn};
+use stride_check::registry::{Arg, Params};
 use stride_check::{run_ops, Config, OpInfo, Reason, Report};
-use stride_core::DType;
+use stride_core::{compute_dtype, Result, Tensor};
 
 fn run(ops: &[OpInfo]) -> Report {
     run_ops(&Config::default(), ops.iter())
@@ -84,38 +85,42 @@ fn nn_entries_pass_in_every_dtype() {
     assert!(report.ok(), "{}", failing(&report).join("\n"));
 }
 
+/// LayerNorm computed in the compute dtype (f32 for half inputs) and rounded once to the
+/// input dtype; with `half_mean`, the mean is first rounded to the input dtype (issue #22's
+/// bug). The two controls below share it.
+fn layer_norm_in_compute_dtype(a: &[Arg], p: &Params, half_mean: bool) -> Result<Tensor> {
+    let (x, w, b) = (a[0].t(), a[1].t(), a[2].t());
+    let d = x.dtype();
+    if !d.is_float() {
+        // as nn::LayerNorm: normalisation takes float inputs
+        return Err(stride_core::Error::UnsupportedDType {
+            op: "layer_norm",
+            dtype: d,
+            hint: String::new(),
+        });
+    }
+    let acc = compute_dtype(d);
+    let nd = p.ints[0] as usize;
+    let dims: Vec<i64> = (0..nd as i64).map(|i| -(i + 1)).collect();
+    let xf = x.to_dtype(acc)?;
+    let mut mu = xf.mean_dims(&dims, true)?;
+    if half_mean {
+        mu = mu.to_dtype(d)?.to_dtype(acc)?; // the bug
+    }
+    let var = xf.var(&dims, 0.0, true)?;
+    xf.sub(&mu)?
+        .mul(&var.add(1e-5)?.rsqrt()?)?
+        .mul(&w.to_dtype(acc)?)?
+        .add(&b.to_dtype(acc)?)?
+        .to_dtype(d)
+}
+
 /// LayerNorm computed in f32 and rounded once to the output dtype (what PyTorch does for
 /// half inputs): must pass in every dtype, so the bounds are not tighter than a correct
 /// implementation.
 #[test]
 fn a_layer_norm_in_f32_rounded_once_passes() {
-    let op = layer_norm().functional(|a, p| {
-        let (x, w, b) = (a[0].t(), a[1].t(), a[2].t());
-        let d = x.dtype();
-        if !d.is_float() {
-            // as nn::LayerNorm: normalisation takes float inputs
-            return Err(stride_core::Error::UnsupportedDType {
-                op: "layer_norm",
-                dtype: d,
-                hint: String::new(),
-            });
-        }
-        let acc = if d == DType::F64 {
-            DType::F64
-        } else {
-            DType::F32
-        };
-        let nd = p.ints[0] as usize;
-        let dims: Vec<i64> = (0..nd as i64).map(|i| -(i + 1)).collect();
-        let xf = x.to_dtype(acc)?;
-        let mu = xf.mean_dims(&dims, true)?;
-        let var = xf.var(&dims, 0.0, true)?;
-        xf.sub(&mu)?
-            .mul(&var.add(1e-5)?.rsqrt()?)?
-            .mul(&w.to_dtype(acc)?)?
-            .add(&b.to_dtype(acc)?)?
-            .to_dtype(d)
-    });
+    let op = layer_norm().functional(|a, p| layer_norm_in_compute_dtype(a, p, false));
     let report = run(&[op]);
     assert!(report.ok(), "{}", failing(&report).join("\n"));
 }
@@ -124,33 +129,7 @@ fn a_layer_norm_in_f32_rounded_once_passes() {
 /// caught with wrong values in f16 and bf16, and only there.
 #[test]
 fn a_layer_norm_with_a_half_precision_mean_is_caught() {
-    let op = layer_norm().functional(|a, p| {
-        let (x, w, b) = (a[0].t(), a[1].t(), a[2].t());
-        let d = x.dtype();
-        if !d.is_float() {
-            // as nn::LayerNorm: normalisation takes float inputs
-            return Err(stride_core::Error::UnsupportedDType {
-                op: "layer_norm",
-                dtype: d,
-                hint: String::new(),
-            });
-        }
-        let acc = if d == DType::F64 {
-            DType::F64
-        } else {
-            DType::F32
-        };
-        let nd = p.ints[0] as usize;
-        let dims: Vec<i64> = (0..nd as i64).map(|i| -(i + 1)).collect();
-        let xf = x.to_dtype(acc)?;
-        let mu = xf.mean_dims(&dims, true)?.to_dtype(d)?.to_dtype(acc)?; // the bug
-        let var = xf.var(&dims, 0.0, true)?;
-        xf.sub(&mu)?
-            .mul(&var.add(1e-5)?.rsqrt()?)?
-            .mul(&w.to_dtype(acc)?)?
-            .add(&b.to_dtype(acc)?)?
-            .to_dtype(d)
-    });
+    let op = layer_norm().functional(|a, p| layer_norm_in_compute_dtype(a, p, true));
     let report = run(&[op]);
     let fails = report.failures();
     assert!(!fails.is_empty(), "a half-precision mean went unnoticed");
