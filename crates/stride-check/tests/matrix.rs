@@ -7,11 +7,7 @@ use stride_check::{registry, run, Config, LayoutKind};
 /// each must still fail (see the test), so a fix empties the list instead of hiding a later
 /// regression. Issue #22's fixes (f16 matmul accumulating in f32, correctly rounded casts
 /// to f16/bf16) emptied it of everything but half-precision einsum.
-const KNOWN_DEFECTS: &[(&str, &str, &str)] = &[(
-    "einsum.2",
-    "f16",
-    "einsum on half inputs rounds to f16 between its steps (a sum over a dim only one operand has, then the contraction): 1 ulp off at 0.625 with an expanded operand; the fix is to compute half einsums in f32 and round once",
-)];
+const KNOWN_DEFECTS: &[(&str, &str, &str)] = &[];
 
 #[test]
 fn sampled_matrix_passes_on_cpu() {

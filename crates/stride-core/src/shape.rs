@@ -184,20 +184,23 @@ pub(crate) fn numel_of(shape: &[usize]) -> usize {
     n
 }
 
-/// Checked product of sizes: an argument error ([`Error::Invalid`]) instead of overflowing on
+/// Checked product of sizes, at most `isize::MAX`: an argument error ([`Error::Invalid`]) instead of overflowing on
 /// absurd shapes. (A shape that can be counted but not allocated is `Error::OutOfMemory`,
 /// from the allocation.)
 pub fn checked_numel(op: &'static str, shape: &[usize]) -> Result<usize> {
     if shape.contains(&0) {
         return Ok(0); // however large the other dims
     }
+    // isize::MAX, not usize::MAX: element offsets and strides are isize, and PyTorch's
+    // numel is an i64
     shape
         .iter()
         .try_fold(1usize, |acc, &d| acc.checked_mul(d))
+        .filter(|&n| n <= isize::MAX as usize)
         .ok_or_else(|| {
             Error::invalid(
                 op,
-                format!("shape {shape:?} has more elements than usize can count (the product of its sizes overflows); no tensor, not even a view, can have it: check the sizes"),
+                format!("shape {shape:?} has more than isize::MAX elements (the product of its sizes overflows); no tensor, not even a view, can have it: check the sizes"),
             )
         })
 }

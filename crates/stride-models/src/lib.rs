@@ -8,12 +8,16 @@
 //! - [`synthetic`]: seeded synthetic data of sparse features in superposition;
 //! - [`train`]: the training loop behind `stride train sae` — Adam, evaluation (fraction of
 //!   variance explained), dead latents, the update-health check, and checkpoints (one
-//!   safetensors file) that resume on the same loss curve, bit for bit.
+//!   safetensors file) that resume on the same loss curve, bit for bit;
+//! - [`lm`]: the [`CausalLm`]/[`KvCache`] contract that generation, chat and perplexity are
+//!   written against.
 
+pub mod lm;
 pub mod sae;
 pub mod synthetic;
 pub mod train; // TEMPORARY until stride_nn::safetensors lands
 
+pub use lm::{CausalLm, KvCache};
 pub use sae::{SaeConfig, TopKSae};
 pub use synthetic::{SyntheticConfig, SyntheticData};
 pub use train::{Evaluation, HealthLog, SaeTrainer, StepResult, TrainConfig};

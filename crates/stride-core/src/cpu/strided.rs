@@ -23,6 +23,15 @@ pub(crate) struct Plan<const N: usize> {
 impl<const N: usize> Plan<N> {
     /// `strides[k]` and `offsets[k]` describe operand `k` over the common `shape`.
     pub fn new(shape: &[usize], strides: [&[usize]; N], offsets: [usize; N]) -> Self {
+        if shape.contains(&0) {
+            // nothing to visit; an empty shape's other dims (and strides) may be absurd
+            return Plan {
+                shape: vec![0],
+                strides: std::array::from_fn(|_| vec![0]),
+                offsets: offsets.map(|o| o as isize),
+                numel: 0,
+            };
+        }
         let numel = shape.iter().product();
         let mut dims: Vec<usize> = (0..shape.len()).filter(|&d| shape[d] != 1).collect();
         // outermost first: sort by strides (output first) descending, stable in logical order

@@ -17,7 +17,7 @@
 //! (`ij->ji`, `ii->i`).
 
 use crate::shape::checked_numel;
-use crate::{Error, Result, Tensor};
+use crate::{DType, Error, Result, Tensor};
 
 const OP: &str = "einsum";
 
@@ -319,6 +319,14 @@ impl Tensor {
                     ),
                 ));
             }
+        }
+        // half inputs with more than one operand: every step in f32, one rounding at the end
+        // (one operand is a view or a single reduction, which already rounds once)
+        if operands.len() > 1 && matches!(operands[0].dtype(), DType::F16 | DType::BF16) {
+            return crate::in_compute_dtype(operands, |up| {
+                let refs: Vec<&Tensor> = up.iter().collect();
+                Tensor::einsum(equation, &refs)
+            });
         }
         // the number of ellipsis dims: the most any operand covers
         let mut ell = 0;

@@ -1,0 +1,42 @@
+//! What generation, chat and perplexity need from a language model: a causal model that
+//! appends to a key/value cache and returns logits. [`crate::llama::Llama`] implements it; the
+//! sampling loop, the perplexity sweep and the CLI are written against this trait only.
+
+use stride_core::{Device, Result, Tensor};
+
+/// A key/value cache for one batch of sequences, preallocated for `capacity()` positions.
+pub trait KvCache {
+    /// Positions written so far (the same for every row of the batch; left padding counts).
+    fn len(&self) -> usize;
+    /// True before the first forward call.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// The most positions the cache holds.
+    fn capacity(&self) -> usize;
+    /// Forgets every position after the first `len` (e.g. to re-prefill after a rollback).
+    fn truncate(&mut self, len: usize) -> Result<()>;
+    /// The number of rows (sequences) in the batch.
+    fn batch(&self) -> usize;
+}
+
+/// A causal language model that appends to a [`KvCache`].
+pub trait CausalLm {
+    /// The cache type this model writes.
+    type Cache: KvCache;
+    /// Number of logits per position.
+    fn vocab_size(&self) -> usize;
+    /// The longest sequence the model was trained for (its `context_length`).
+    fn context_len(&self) -> usize;
+    /// Where the weights live; token tensors must be there too.
+    fn device(&self) -> Device;
+    /// A cache for `left_pad.len()` rows holding up to `capacity` positions. Row `b` starts
+    /// with `left_pad[b]` padding positions: they are never attended to, and the row's first
+    /// real token gets rotary position 0 (batch generation of prompts of different lengths).
+    fn new_cache(&self, left_pad: &[usize], capacity: usize) -> Result<Self::Cache>;
+    /// `tokens`: `[batch, t]` i64 token ids on [`CausalLm::device`]. Writes the keys and values
+    /// of positions `cache.len()..cache.len() + t` in place and returns the logits of those
+    /// positions, `[batch, t, vocab]` in f32 (whatever the weights' dtype). The logits at a
+    /// position do not depend on how the sequence was split into calls.
+    fn forward(&self, tokens: &Tensor, cache: &mut Self::Cache) -> Result<Tensor>;
+}
