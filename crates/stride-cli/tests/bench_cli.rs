@@ -1,11 +1,13 @@
 //! `stride bench cpu --quick --json` runs and prints one valid JSON object (the NumPy peer is
 //! skipped: this is a smoke test of the command, not a measurement; nothing asserts on time).
 
+mod common;
+
 use std::process::Command;
 
 #[test]
 fn bench_cpu_quick_json_is_valid() {
-    let out = Command::new(env!("CARGO_BIN_EXE_stride"))
+    let out = Command::new(common::stride_bin())
         .args(["bench", "cpu", "--quick", "--json", "--no-peer"])
         .output()
         .expect("the stride binary runs");
@@ -40,7 +42,7 @@ fn bench_cpu_quick_json_is_valid() {
 
 #[test]
 fn bench_cpu_table_says_when_the_peer_is_missing() {
-    let out = Command::new(env!("CARGO_BIN_EXE_stride"))
+    let out = Command::new(common::stride_bin())
         .args([
             "bench",
             "cpu",

@@ -1,10 +1,12 @@
 //! `stride check` end to end: a table and exit 0 when everything passes, JSON, and a clear
 //! non-zero exit for a device without a backend or an unknown op.
 
+mod common;
+
 use std::process::{Command, Output};
 
 fn stride(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_stride"))
+    Command::new(common::stride_bin())
         .args(args)
         .output()
         .expect("run stride")

@@ -1,11 +1,13 @@
 //! `stride train sae` end to end at tiny sizes: JSON metrics, a valid PNG, checkpoints that
 //! resume on the same curve, and clear errors for bad flags.
 
+mod common;
+
 use std::path::PathBuf;
 use std::process::{Command, Output};
 
 fn stride(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_stride"))
+    Command::new(common::stride_bin())
         .args(args)
         .output()
         .expect("run stride")
@@ -90,7 +92,7 @@ fn a_png_without_any_font() {
         .chain(&["--steps", "5", "--json", "--plot", png.to_str().unwrap()])
         .copied()
         .collect();
-    let o = Command::new(env!("CARGO_BIN_EXE_stride"))
+    let o = Command::new(common::stride_bin())
         .args(&args)
         .env("STRIDE_PLOT_FONT", "")
         .output()

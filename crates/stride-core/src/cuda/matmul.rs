@@ -48,6 +48,15 @@ fn handle(dev: &CudaDevice, slot: &Mutex<Option<Blas>>) -> Result<cb::cublasHand
     check(dev, "binding cuBLAS to the stream", unsafe {
         cb::cublasSetStream_v2(h, dev.stream.cu_stream() as cb::cudaStream_t)
     })?;
+    // half inputs accumulate in f32 all the way: without this flag cuBLAS may pick split-k
+    // kernels that add their partial sums in f16/bf16 (1-2 ulp off at k = 1023 on an H200;
+    // PyTorch's `allow_bf16_reduced_precision_reduction`, which stride never allows)
+    check(dev, "setting the cuBLAS math mode", unsafe {
+        cb::cublasSetMathMode(
+            h,
+            cb::cublasMath_t::CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION,
+        )
+    })?;
     *g = Some(Blas(h));
     Ok(h)
 }
