@@ -384,3 +384,43 @@ fn cpu_and_cuda_give_the_same_tokens() {
     assert_eq!(run(42, Device::Cpu, 50), run(42, gpu, 50));
     assert_eq!(run(7, Device::Cpu, 50), run(7, gpu, 50));
 }
+
+/// Time per sampling step at SmolLM2's vocabulary (49,152) on the CPU: run by hand with
+/// `--ignored --nocapture` (tests never assert on time).
+#[test]
+#[ignore]
+fn sampling_step_cost_at_smollm2_vocab() {
+    let x = logits(1, 49152, 10);
+    let h = Tensor::from_vec((0..64i64).map(|i| i * 700).collect(), [1, 64]).unwrap();
+    for (name, c) in [
+        ("greedy", SamplingConfig::greedy()),
+        (
+            "defaults (top-k 40)",
+            SamplingConfig {
+                seed: Some(1),
+                ..Default::default()
+            },
+        ),
+        (
+            "defaults + penalty 1.1/64",
+            SamplingConfig {
+                seed: Some(1),
+                repetition_penalty: 1.1,
+                ..Default::default()
+            },
+        ),
+        ("top-p 0.95 (full sort)", cfg(0.8, 0, 0.95, 0.05, 1)),
+        ("pure sampling", cfg(1.0, 0, 1.0, 0.0, 1)),
+    ] {
+        let mut s = Sampler::new(c, Device::Cpu).unwrap();
+        s.sample(&x, Some(&h)).unwrap().to_vec::<i64>().unwrap();
+        let t = std::time::Instant::now();
+        for _ in 0..50 {
+            s.sample(&x, Some(&h)).unwrap().to_vec::<i64>().unwrap();
+        }
+        println!(
+            "{name:28} {:.3} ms/step",
+            t.elapsed().as_secs_f64() * 1e3 / 50.0
+        );
+    }
+}
