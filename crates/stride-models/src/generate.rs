@@ -8,7 +8,8 @@
 //! The [`Sampler`] chooses the next token of every row on the model's device; the tokens are
 //! read back (the **one host wait per step**: they are needed to decode text and to stop),
 //! and the same device tensor is the next forward's input. The repetition penalty's window
-//! of recent tokens is a device ring buffer written in place.
+//! of recent tokens stays on the device ([`RecentTokens`]: a ring buffer and per-id counts,
+//! updated in place).
 //!
 //! # Stopping
 //!
@@ -37,7 +38,7 @@
 
 use crate::invalid;
 use crate::lm::{CausalLm, KvCache};
-use crate::sampling::{Sampler, SamplingConfig};
+use crate::sampling::{RecentTokens, Sampler, SamplingConfig};
 use std::time::{Duration, Instant};
 use stride_core::{memory_stats, DType, Result, Tensor};
 use stride_tokenizer::{ChatMessage, ChatTemplate, Tokenizer};
@@ -504,19 +505,8 @@ fn decode<M: CausalLm>(
     } else {
         0
     };
-    let mut written = history.iter().map(Vec::len).max().unwrap_or(0);
-    let ring = if n > 0 {
-        let mut host = vec![-1i64; b * n];
-        for (r, h) in history.iter().enumerate() {
-            let off = written - h.len();
-            for (i, &id) in h.iter().enumerate() {
-                let q = off + i;
-                if q + n >= written {
-                    host[r * n + q % n] = id;
-                }
-            }
-        }
-        Some(Tensor::from_vec(host, [b, n])?.to_device(&dev)?)
+    let mut recent = if n > 0 {
+        Some(RecentTokens::new(history, n, vocab, dev)?)
     } else {
         None
     };
@@ -530,7 +520,8 @@ fn decode<M: CausalLm>(
     let mut decode_start = None;
     let mut step = 0usize;
     loop {
-        let next = sampler.sample(&last, ring.as_ref())?;
+        let seen = recent.as_ref().map(RecentTokens::seen).transpose()?;
+        let next = sampler.sample_with_seen(&last, seen.as_ref())?;
         let ids = next.to_vec::<i64>()?; // the one host wait of the step
         if step == 0 {
             stats.time_to_first_token = start.elapsed();
@@ -585,11 +576,8 @@ fn decode<M: CausalLm>(
             }
             break;
         }
-        if let Some(ring) = &ring {
-            let slot = (written % n) as i64;
-            ring.slice(1, slot, slot + 1, 1)?
-                .copy_(&next.unsqueeze(1)?)?;
-            written += 1;
+        if let Some(r) = recent.as_mut() {
+            r.push(&next)?;
         }
         for (f, &id) in fed.iter_mut().zip(&ids) {
             f.push(id as u32);

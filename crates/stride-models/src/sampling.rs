@@ -12,6 +12,8 @@
 //!    when `l > 0` and `l · r` otherwise (llama.cpp's `penalty_repeat`, Hugging Face's
 //!    `repetition_penalty`), computed in f32 with `r` rounded to f32. A token counts once
 //!    however often it occurs. History entries `< 0` are ignored (padding).
+//!    The window is given as the history (`Sampler::sample`) or, in a decoding loop, as the
+//!    mask kept up to date by [`RecentTokens`] (`Sampler::sample_with_seen`).
 //! 2. **Greedy** when `temperature == 0`: the arg-max of the penalised logits (the lowest id
 //!    among equal maxima). Nothing is drawn; the generator does not advance.
 //! 3. **Top-k** (`top_k > 0`): the `k` largest logits (`Tensor::topk`; among equal values
@@ -226,6 +228,17 @@ impl Sampler {
     /// `repeat_last_n` columns; entries `< 0` are ignored, in any order). Returns `[batch]`
     /// i64 on the device, without any host wait.
     pub fn sample(&mut self, logits: &Tensor, history: Option<&Tensor>) -> Result<Tensor> {
+        self.sample_impl(logits, history.map(Penalty::History))
+    }
+
+    /// [`Sampler::sample`] with the repetition penalty's window given as a `[batch, vocab]`
+    /// bool mask of the tokens seen (e.g. [`RecentTokens::seen`], which a decoding loop keeps
+    /// up to date in `O(batch · vocab)` per step instead of comparing the whole window).
+    pub fn sample_with_seen(&mut self, logits: &Tensor, seen: Option<&Tensor>) -> Result<Tensor> {
+        self.sample_impl(logits, seen.map(Penalty::Seen))
+    }
+
+    fn sample_impl(&mut self, logits: &Tensor, penalty: Option<Penalty>) -> Result<Tensor> {
         let op = "Sampler::sample";
         if logits.dim() != 2 || logits.shape()[1] == 0 {
             return Err(invalid(
@@ -254,27 +267,38 @@ impl Sampler {
         }
         let (batch, vocab) = (logits.shape()[0], logits.shape()[1]);
         let mut x = logits.to_dtype(DType::F32)?;
-        if let (true, Some(h)) = (self.config.penalty_on(), history) {
-            if h.dim() != 2 || h.shape()[0] != batch || h.dtype() != DType::I64 {
-                return Err(invalid(
-                    op,
-                    format!(
-                        "expects the history as [batch = {batch}, n] int64, got {:?} {}",
-                        h.shape(),
-                        h.dtype()
-                    ),
-                ));
+        match (self.config.penalty_on(), penalty) {
+            (true, Some(Penalty::History(h))) => {
+                if h.dim() != 2 || h.shape()[0] != batch || h.dtype() != DType::I64 {
+                    return Err(invalid(
+                        op,
+                        format!(
+                            "expects the history as [batch = {batch}, n] int64, got {:?} {}",
+                            h.shape(),
+                            h.dtype()
+                        ),
+                    ));
+                }
+                if h.shape()[1] > 0 {
+                    let ids = self.arange(vocab)?;
+                    let seen = seen_mask(h, self.config.repeat_last_n, &ids)?;
+                    x = penalise(&x, &seen, self.config.repetition_penalty)?;
+                }
             }
-            if h.shape()[1] > 0 {
-                let ids = self.arange(vocab)?;
-                x = apply_repetition_penalty_with(
-                    &x,
-                    h,
-                    self.config.repetition_penalty,
-                    self.config.repeat_last_n,
-                    &ids,
-                )?;
+            (true, Some(Penalty::Seen(m))) => {
+                if m.shape() != [batch, vocab] || m.dtype() != DType::Bool {
+                    return Err(invalid(
+                        op,
+                        format!(
+                            "expects the seen mask as [batch = {batch}, vocab = {vocab}] bool, got {:?} {}",
+                            m.shape(),
+                            m.dtype()
+                        ),
+                    ));
+                }
+                x = penalise(&x, m, self.config.repetition_penalty)?;
             }
+            _ => {}
         }
         if self.config.temperature == 0.0 {
             return x.argmax(Some(1), false);
@@ -383,6 +407,11 @@ pub fn apply_repetition_penalty(
     )
 }
 
+enum Penalty<'a> {
+    History(&'a Tensor),
+    Seen(&'a Tensor),
+}
+
 fn apply_repetition_penalty_with(
     x: &Tensor,
     history: &Tensor,
@@ -390,17 +419,110 @@ fn apply_repetition_penalty_with(
     last_n: usize,
     ids: &Tensor,
 ) -> Result<Tensor> {
-    let n = history.shape()[1];
-    if n == 0 || last_n == 0 || penalty == 1.0 {
+    if history.shape()[1] == 0 || last_n == 0 || penalty == 1.0 {
         return Ok(x.clone());
     }
+    penalise(x, &seen_mask(history, last_n, ids)?, penalty)
+}
+
+/// `[batch, vocab]` bool: which ids occur in the last `last_n` columns of `history`.
+fn seen_mask(history: &Tensor, last_n: usize, ids: &Tensor) -> Result<Tensor> {
+    let n = history.shape()[1];
     let take = n.min(last_n) as i64;
     let h = history.slice(1, n as i64 - take, n as i64, 1)?;
-    let seen = h
-        .unsqueeze(2)?
+    h.unsqueeze(2)?
         .eq(&ids.view(&[1, 1, -1])?)?
-        .any_dims(&[1], false)?;
+        .any_dims(&[1], false)
+}
+
+/// Where `seen`: `l / r` for `l > 0`, `l · r` otherwise (f32, `r` rounded to f32).
+fn penalise(x: &Tensor, seen: &Tensor, penalty: f64) -> Result<Tensor> {
     let r = penalty as f32;
     let penalised = x.gt(0.0)?.where_cond(&x.div(r)?, &x.mul(r)?)?;
     seen.where_cond(&penalised, x)
+}
+
+/// The repetition penalty's window kept on the device across decoding steps: the last `n`
+/// tokens of each row in a ring buffer and, per row, how often each id occurs in it, so
+/// that [`RecentTokens::seen`] costs `O(batch · vocab)` per step (two one-hot updates)
+/// instead of comparing all `n` tokens with every id. No step waits for the host.
+///
+/// ```
+/// use stride_core::{Device, Tensor};
+/// use stride_models::sampling::RecentTokens;
+/// let mut r = RecentTokens::new(&[vec![-1, 3], vec![1, 2]], 2, 5, Device::Cpu)?;
+/// r.push(&Tensor::from_vec(vec![4i64, 2], [2])?)?; // windows: [3, 4] and [2, 2]
+/// let seen = r.seen()?.to_vec::<bool>()?;
+/// assert_eq!(seen, vec![false, false, false, true, true, false, false, true, false, false]);
+/// # Ok::<(), stride_core::Error>(())
+/// ```
+#[derive(Debug)]
+pub struct RecentTokens {
+    n: usize,
+    ring: Tensor,
+    counts: Tensor,
+    ids: Tensor,
+    written: usize,
+}
+
+impl RecentTokens {
+    /// A window of the last `n` (≥ 1) tokens of each row, starting with the end of
+    /// `history[b]` (rows right-aligned to the longest; entries `< 0` or `≥ vocab` are
+    /// ignored).
+    pub fn new(history: &[Vec<i64>], n: usize, vocab: usize, device: Device) -> Result<Self> {
+        if n == 0 || history.is_empty() {
+            return Err(invalid(
+                "RecentTokens::new",
+                "needs a window of at least one token and at least one row",
+            ));
+        }
+        let b = history.len();
+        let written = history.iter().map(Vec::len).max().unwrap_or(0);
+        let mut ring = vec![-1i64; b * n];
+        let mut counts = vec![0i32; b * vocab];
+        for (r, h) in history.iter().enumerate() {
+            let off = written - h.len();
+            for (i, &id) in h.iter().enumerate() {
+                let q = off + i;
+                if q + n >= written {
+                    ring[r * n + q % n] = id;
+                    if id >= 0 && (id as usize) < vocab {
+                        counts[r * vocab + id as usize] += 1;
+                    }
+                }
+            }
+        }
+        Ok(RecentTokens {
+            n,
+            ring: Tensor::from_vec(ring, [b, n])?.to_device(&device)?,
+            counts: Tensor::from_vec(counts, [b, vocab])?.to_device(&device)?,
+            ids: Tensor::arange(0i64, vocab as i64, &device)?.unsqueeze(0)?,
+            written,
+        })
+    }
+
+    /// Appends one token per row (`[batch]` i64 on the device), forgetting the oldest.
+    pub fn push(&mut self, tokens: &Tensor) -> Result<()> {
+        let b = self.ring.shape()[0];
+        let slot = (self.written % self.n) as i64;
+        let old = self.ring.slice(1, slot, slot + 1, 1)?;
+        let new = tokens.view(&[b as i64, 1])?;
+        self.counts
+            .sub_(&old.eq(&self.ids)?.to_dtype(DType::I32)?)?;
+        self.counts
+            .add_(&new.eq(&self.ids)?.to_dtype(DType::I32)?)?;
+        old.copy_(&new)?;
+        self.written += 1;
+        Ok(())
+    }
+
+    /// `[batch, vocab]` bool: the ids in each row's window.
+    pub fn seen(&self) -> Result<Tensor> {
+        self.counts.gt(0i32)
+    }
+
+    /// The window's tokens, `[batch, n]` i64 (in ring order; `-1` where empty).
+    pub fn tokens(&self) -> &Tensor {
+        &self.ring
+    }
 }

@@ -423,4 +423,92 @@ fn sampling_step_cost_at_smollm2_vocab() {
             t.elapsed().as_secs_f64() * 1e3 / 50.0
         );
     }
+    // what the generation loop does: the window kept incrementally
+    let c = SamplingConfig {
+        seed: Some(1),
+        repetition_penalty: 1.1,
+        ..Default::default()
+    };
+    let mut s = Sampler::new(c, Device::Cpu).unwrap();
+    let mut recent = stride_models::sampling::RecentTokens::new(
+        &[(0..64i64).map(|i| i * 700).collect()],
+        64,
+        49152,
+        Device::Cpu,
+    )
+    .unwrap();
+    let t = std::time::Instant::now();
+    for _ in 0..50 {
+        let seen = recent.seen().unwrap();
+        let next = s.sample_with_seen(&x, Some(&seen)).unwrap();
+        recent.push(&next).unwrap();
+        next.to_vec::<i64>().unwrap();
+    }
+    println!(
+        "{:28} {:.3} ms/step",
+        "defaults + penalty, RecentTokens",
+        t.elapsed().as_secs_f64() * 1e3 / 50.0
+    );
+}
+
+/// The incremental window agrees with the penalty computed from the explicit history, step
+/// after step (wrapping the ring several times), and its updates make no host wait.
+#[test]
+fn recent_tokens_match_the_explicit_history() {
+    use stride_models::sampling::RecentTokens;
+    let (b, v, n) = (3usize, 50usize, 7usize);
+    let hist: Vec<Vec<i64>> = vec![vec![1, 2, 3, 4, 5, 6, 7, 8, 9], vec![-1, -1, 49, 0], vec![]];
+    let mut recent = RecentTokens::new(&hist, n, v, Device::Cpu).unwrap();
+    // the explicit history, right-aligned with -1
+    let width = 9;
+    let mut rows: Vec<Vec<i64>> = hist
+        .iter()
+        .map(|h| {
+            std::iter::repeat_n(-1, width - h.len())
+                .chain(h.iter().copied())
+                .collect()
+        })
+        .collect();
+    let c = SamplingConfig {
+        repetition_penalty: 1.7,
+        repeat_last_n: n,
+        ..SamplingConfig::greedy()
+    };
+    let mut a = Sampler::new(c.clone(), Device::Cpu).unwrap();
+    let mut bs = Sampler::new(c, Device::Cpu).unwrap();
+    let g = stride_core::Generator::new(5);
+    for step in 0..40 {
+        let x = Tensor::randn([b, v], DType::F32, &Device::Cpu, Some(&g)).unwrap();
+        let h = Tensor::from_vec(rows.concat(), [b, rows[0].len()]).unwrap();
+        let want = a.sample(&x, Some(&h)).unwrap().to_vec::<i64>().unwrap();
+        let got = {
+            let _g = debug::forbid_sync();
+            let seen = recent.seen().unwrap();
+            bs.sample_with_seen(&x, Some(&seen)).unwrap()
+        };
+        assert_eq!(got.to_vec::<i64>().unwrap(), want, "step {step}");
+        // the window's content: exactly the last n of the explicit history
+        let seen = recent.seen().unwrap().to_vec::<bool>().unwrap();
+        for (r, row) in rows.iter().enumerate() {
+            let last: Vec<i64> = row[row.len() - n..].to_vec();
+            for id in 0..v {
+                assert_eq!(
+                    seen[r * v + id],
+                    last.contains(&(id as i64)),
+                    "step {step} row {r} id {id}"
+                );
+            }
+        }
+        // next tokens: random ids with repeats
+        let next: Vec<i64> = (0..b).map(|r| ((step * 7 + r * 3) % 11) as i64).collect();
+        {
+            let _g = debug::forbid_sync();
+            recent
+                .push(&Tensor::from_vec(next.clone(), [b]).unwrap())
+                .unwrap();
+        }
+        for (row, t) in rows.iter_mut().zip(next) {
+            row.push(t);
+        }
+    }
 }
