@@ -10,14 +10,35 @@
 //!   variance explained), dead latents, the update-health check, and checkpoints (one
 //!   safetensors file) that resume on the same loss curve, bit for bit;
 //! - [`lm`]: the [`CausalLm`]/[`KvCache`] contract that generation, chat and perplexity are
-//!   written against.
+//!   written against;
+//! - [`sampling`]: choosing the next token on the model's device (repetition penalty,
+//!   top-k, top-p, min-p, temperature, a seeded draw that gives the same tokens on every
+//!   device);
+//! - [`generate`]: batched generation with left padding, streaming text, stop strings and
+//!   timings, and [`Chat`], multi-turn conversations that keep their KV cache;
+//! - [`perplexity`]: sliding-window perplexity with per-position data;
+//! - [`hub`]: the cache directory and the files fetched into it (the SmolLM2 GGUF, the
+//!   Shakespeare text);
+//! - [`toy`]: a small n-gram [`CausalLm`] and a byte tokenizer with known answers, for tests
+//!   and examples.
 
+pub mod generate;
+pub mod hub;
 pub mod lm;
+pub mod perplexity;
 pub mod sae;
+pub mod sampling;
 pub mod synthetic;
+pub mod toy;
 pub mod train; // TEMPORARY until stride_nn::safetensors lands
 
+pub use generate::{
+    generate, generate_text, Chat, Completion, FinishReason, GenerateConfig, Generation,
+    GenerationStats,
+};
 pub use lm::{CausalLm, KvCache};
+pub use perplexity::{perplexity, PerplexityConfig, PerplexityResult};
+pub use sampling::{Sampler, SamplingConfig};
 pub use sae::{SaeConfig, TopKSae};
 pub use synthetic::{SyntheticConfig, SyntheticData};
 pub use train::{Evaluation, HealthLog, SaeTrainer, StepResult, TrainConfig};
