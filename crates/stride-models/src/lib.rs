@@ -9,9 +9,11 @@
 //! - [`train`]: the training loop behind `stride train sae` — Adam, evaluation (fraction of
 //!   variance explained), dead latents, the update-health check, and checkpoints (one
 //!   safetensors file) that resume on the same loss curve, bit for bit;
+//! - [`llama`]: Llama-family language models (SmolLM2, Llama 2/3) from GGUF or safetensors;
 //! - [`lm`]: the [`CausalLm`]/[`KvCache`] contract that generation, chat and perplexity are
 //!   written against.
 
+pub mod llama;
 pub mod lm;
 pub mod sae;
 pub mod synthetic;
