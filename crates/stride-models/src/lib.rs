@@ -9,6 +9,7 @@
 //! - [`train`]: the training loop behind `stride train sae` — Adam, evaluation (fraction of
 //!   variance explained), dead latents, the update-health check, and checkpoints (one
 //!   safetensors file) that resume on the same loss curve, bit for bit;
+//! - [`llama`]: Llama-family language models (SmolLM2, Llama 2/3) from GGUF or safetensors;
 //! - [`lm`]: the [`CausalLm`]/[`KvCache`] contract that generation, chat and perplexity are
 //!   written against;
 //! - [`sampling`]: choosing the next token on the model's device (repetition penalty,
@@ -24,6 +25,7 @@
 
 pub mod generate;
 pub mod hub;
+pub mod llama;
 pub mod lm;
 pub mod perplexity;
 pub mod sae;

@@ -5,7 +5,8 @@
 use crate::module::{Mode, Module, Parameter, Visitor};
 use crate::{init, invalid};
 use stride_core::autograd::{is_grad_enabled, no_grad};
-use stride_core::{in_compute_dtype, DType, Device, Generator, Result, Tensor};
+use crate::functional::{layer_norm_as, rms_norm_as};
+use stride_core::{DType, Device, Generator, Result, Tensor};
 
 /// Where and how a layer creates its parameters (PyTorch's `device=`/`dtype=` factory
 /// arguments, plus the generator its initialisers draw from; `None` = the default generator).
@@ -238,31 +239,6 @@ impl Module for Embedding {
 
 // ----- normalisation ------------------------------------------------------------------------
 
-fn norm_dims(op: &'static str, x: &Tensor, normalized: &[usize]) -> Result<Vec<i64>> {
-    // as PyTorch: normalisation takes float inputs (computing in f32 must not turn an integer
-    // or bool input into a float result)
-    if !x.dtype().is_float() {
-        return Err(stride_core::Error::UnsupportedDType {
-            op,
-            dtype: x.dtype(),
-            hint: "; normalisation layers take floating-point inputs (convert with to_dtype)"
-                .into(),
-        });
-    }
-    let k = normalized.len();
-    if x.dim() < k || x.shape()[x.dim() - k..] != *normalized {
-        return Err(stride_core::Error::ShapeMismatch {
-            op,
-            lhs: x.shape().to_vec(),
-            rhs: normalized.to_vec(),
-            why:
-                "don't fit: the input's trailing dims (first) must equal normalized_shape (second)"
-                    .into(),
-        });
-    }
-    Ok((0..k as i64).map(|i| -(i + 1)).collect())
-}
-
 /// `(x − mean) / √(var + eps) · weight + bias` over the trailing `normalized_shape` dims
 /// (biased variance), as PyTorch's `nn.LayerNorm` (weight ones, bias zeros).
 pub struct LayerNorm {
@@ -307,26 +283,16 @@ impl LayerNorm {
 }
 impl Module for LayerNorm {
     fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        let dims = norm_dims("LayerNorm", x, &self.normalized_shape)?;
         let w = self.weight.as_ref().map(|p| p.tensor());
         let b = self.bias.as_ref().map(|p| p.tensor());
-        let mut inputs = vec![x];
-        inputs.extend(w.iter().chain(b.iter()));
-        // f16/bf16 compute in f32 and round once (mean, centring and scaling included)
-        in_compute_dtype(&inputs, |t| {
-            let x = &t[0];
-            let mean = x.mean_dims(&dims, true)?;
-            let var = x.var(&dims, 0.0, true)?;
-            let mut y = x.sub(&mean)?.mul(&var.add(self.eps)?.rsqrt()?)?;
-            let mut rest = t[1..].iter();
-            if w.is_some() {
-                y = y.mul(rest.next().expect("weight passed"))?;
-            }
-            if b.is_some() {
-                y = y.add(rest.next().expect("bias passed"))?;
-            }
-            Ok(y)
-        })
+        layer_norm_as(
+            "LayerNorm",
+            x,
+            &self.normalized_shape,
+            w.as_ref(),
+            b.as_ref(),
+            self.eps,
+        )
     }
     fn visit(&self, v: &mut dyn Visitor) {
         if let Some(w) = &self.weight {
@@ -385,22 +351,8 @@ pub fn finfo_eps(dtype: DType) -> f64 {
 }
 impl Module for RmsNorm {
     fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        let dims = norm_dims("RMSNorm", x, &self.normalized_shape)?;
-        // eps defaults to the input dtype's epsilon (PyTorch), though the math runs in f32
-        let eps = self.eps.unwrap_or_else(|| finfo_eps(x.dtype()));
         let w = self.weight.as_ref().map(|p| p.tensor());
-        let mut inputs = vec![x];
-        inputs.extend(w.iter());
-        // f16/bf16 compute in f32 and round once: x² of an f16 above 256 overflows f16
-        in_compute_dtype(&inputs, |t| {
-            let x = &t[0];
-            let ms = x.square()?.mean_dims(&dims, true)?;
-            let y = x.mul(&ms.add(eps)?.rsqrt()?)?;
-            match t.get(1) {
-                Some(w) => y.mul(w),
-                None => Ok(y),
-            }
-        })
+        rms_norm_as("RMSNorm", x, &self.normalized_shape, w.as_ref(), self.eps)
     }
     fn visit(&self, v: &mut dyn Visitor) {
         if let Some(w) = &self.weight {

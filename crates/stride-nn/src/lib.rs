@@ -7,6 +7,7 @@
 //!   moves, parameter counts, [`StateDict`]s with strict and non-strict loading;
 //! - layers: [`Linear`], [`Embedding`], [`LayerNorm`], [`RmsNorm`], [`Dropout`],
 //!   [`Sequential`], activations, [`mlp`];
+//! - [`functional`]: scaled dot-product attention, rotary embeddings, rms_norm/layer_norm;
 //! - [`loss`]: mse, l1, smooth_l1, cross_entropy, nll, binary_cross_entropy(_with_logits);
 //! - [`init`]: uniform/normal/constant, kaiming and xavier, trunc_normal, orthogonal;
 //! - [`safetensors`]: reading and writing the safetensors format (state dicts, checkpoints);
@@ -37,6 +38,7 @@
 // `!(x >= 0.0)` is deliberate throughout: it also refuses NaN.
 #![allow(clippy::neg_cmp_op_on_partial_ord)]
 
+pub mod functional;
 pub mod init;
 mod layers;
 pub mod loss;

@@ -1,0 +1,98 @@
+//! [`LlamaCache`]: the preallocated key/value cache of a [`super::Llama`].
+
+use crate::invalid;
+use crate::lm::KvCache;
+use stride_core::{DType, Device, Result, Tensor};
+
+/// Keys and values of every layer, each `(batch, n_kv_heads, capacity, head_dim)` in the
+/// model's dtype, allocated once and written **in place** through strided views (a `narrow`
+/// of positions `len..len + t`, then `copy_`) — never a `cat` per token. Attention reads the
+/// `narrow` of the first `len + t` positions.
+///
+/// Row `b` starts with `left_pad[b]` padding positions: they are masked as keys, and the
+/// row's rotary positions start at 0 at its first real token.
+pub struct LlamaCache {
+    pub(crate) k: Vec<Tensor>,
+    pub(crate) v: Vec<Tensor>,
+    pub(crate) len: usize,
+    capacity: usize,
+    pub(crate) left_pad: Vec<usize>,
+    /// `left_pad` as an i64 `(batch, 1, 1, 1)` tensor on the device (for the key mask).
+    pub(crate) pad_t: Tensor,
+}
+
+impl LlamaCache {
+    pub(crate) fn new(
+        n_layers: usize,
+        left_pad: &[usize],
+        n_kv_heads: usize,
+        capacity: usize,
+        head_dim: usize,
+        dtype: DType,
+        device: &Device,
+    ) -> Result<LlamaCache> {
+        let b = left_pad.len();
+        if b == 0 {
+            return Err(invalid(
+                "LlamaCache::new",
+                "a cache needs at least one row (left_pad has one entry per row)",
+            ));
+        }
+        if let Some(&p) = left_pad.iter().find(|&&p| p > capacity) {
+            return Err(invalid(
+                "LlamaCache::new",
+                format!("left padding {p} exceeds the capacity {capacity}"),
+            ));
+        }
+        let shape = [b, n_kv_heads, capacity, head_dim];
+        let mut k = Vec::with_capacity(n_layers);
+        let mut v = Vec::with_capacity(n_layers);
+        for _ in 0..n_layers {
+            k.push(Tensor::zeros(shape, dtype, device)?);
+            v.push(Tensor::zeros(shape, dtype, device)?);
+        }
+        let pads: Vec<i64> = left_pad.iter().map(|&p| p as i64).collect();
+        let pad_t = Tensor::from_vec(pads, [b, 1, 1, 1])?.to_device(device)?;
+        Ok(LlamaCache {
+            k,
+            v,
+            len: 0,
+            capacity,
+            left_pad: left_pad.to_vec(),
+            pad_t,
+        })
+    }
+
+    /// Row `b`'s padding positions.
+    pub fn left_pad(&self) -> &[usize] {
+        &self.left_pad
+    }
+
+    /// Layer `l`'s key buffer `(batch, n_kv_heads, capacity, head_dim)` (all of it,
+    /// positions past [`KvCache::len`] included).
+    pub fn keys(&self, l: usize) -> Option<&Tensor> {
+        self.k.get(l)
+    }
+
+    /// Layer `l`'s value buffer, like [`LlamaCache::keys`].
+    pub fn values(&self, l: usize) -> Option<&Tensor> {
+        self.v.get(l)
+    }
+}
+
+impl KvCache for LlamaCache {
+    fn len(&self) -> usize {
+        self.len
+    }
+    fn capacity(&self) -> usize {
+        self.capacity
+    }
+    fn truncate(&mut self, len: usize) -> Result<()> {
+        // positions after len are overwritten by the next forward; nothing to clear
+        self.len = self.len.min(len);
+        Ok(())
+    }
+    fn batch(&self) -> usize {
+        self.left_pad.len()
+    }
+}

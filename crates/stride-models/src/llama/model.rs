@@ -1,0 +1,290 @@
+//! [`Llama`]: the forward pass.
+
+use super::{LlamaCache, LlamaConfig, LlamaWeights};
+use crate::invalid;
+use crate::lm::{CausalLm, KvCache};
+use std::collections::BTreeMap;
+use std::path::Path;
+use stride_core::{DType, Device, Error, Generator, Result, Tensor};
+use stride_gguf::Gguf;
+use stride_nn::functional::{rms_norm, scaled_dot_product_attention, Rotary, RotaryStyle};
+
+/// A Llama-family causal language model for inference:
+///
+/// ```text
+/// x = embed(tokens)
+/// per block:  h = x + Wo · attn(rope(Wq·n), rope(Wk·n), Wv·n),   n = rmsnorm(x)     (GQA)
+///             x = h + Wdown · (silu(Wgate·m) ⊙ Wup·m),            m = rmsnorm(h)
+/// logits = rmsnorm(x) · Woutᵀ                                      (Wout = embed if tied)
+/// ```
+///
+/// Attention is causal in absolute positions (a query at position `p` sees keys `≤ p`) and
+/// reads the [`LlamaCache`]; linear layers are matmuls with the transposed weight view. The
+/// forward pass contains no host wait (on CUDA it only enqueues work).
+///
+/// ```
+/// use stride_core::{DType, Device, Tensor};
+/// use stride_models::{llama::{Llama, LlamaConfig}, CausalLm, KvCache};
+/// let config = LlamaConfig {
+///     n_layers: 2, dim: 32, ffn_dim: 64, n_heads: 4, n_kv_heads: 2, head_dim: 8, rope_dim: 8,
+///     rope_base: 10000.0, rms_eps: 1e-5, context_len: 64, vocab_size: 50,
+///     tied_embeddings: true,
+/// };
+/// let model = Llama::random(config, DType::F32, &Device::Cpu, None)?;
+/// let mut cache = model.new_cache(&[0], 16)?;                    // one row, 16 positions
+/// let prompt = Tensor::from_vec(vec![1i64, 7, 3], [1, 3])?;
+/// let logits = model.forward(&prompt, &mut cache)?;              // [1, 3, 50], f32
+/// let next = logits.select(1, 2)?.argmax(Some(-1), false)?;          // greedy next token
+/// let _ = model.forward(&next.unsqueeze(1)?, &mut cache)?;       // decode one step
+/// assert_eq!(cache.len(), 4);
+/// # Ok::<(), stride_core::Error>(())
+/// ```
+///
+/// A real model (`no_run`: needs the file):
+///
+/// ```no_run
+/// use stride_core::{DType, Device};
+/// use stride_models::{llama::Llama, CausalLm};
+/// let model = Llama::from_gguf_file("SmolLM2-135M-Instruct.Q4_1.gguf", DType::F32, &Device::Cpu)?;
+/// assert_eq!(model.config().n_layers, 30);
+/// # Ok::<(), stride_core::Error>(())
+/// ```
+pub struct Llama {
+    config: LlamaConfig,
+    weights: LlamaWeights,
+    rotary: Rotary,
+    dtype: DType,
+    device: Device,
+}
+
+impl Llama {
+    /// A model from its config and weights. `style` must match where the Q/K weights came
+    /// from: [`RotaryStyle::Interleaved`] for GGUF files, [`RotaryStyle::HalfSplit`] for
+    /// Hugging Face checkpoints (see [`super::weights`]).
+    pub fn new(config: LlamaConfig, weights: LlamaWeights, style: RotaryStyle) -> Result<Llama> {
+        config.validate("Llama::new", "")?;
+        let device = weights.embed.device();
+        let dtype = weights.embed.dtype();
+        let rotary = Rotary::new(
+            config.rope_dim,
+            config.rope_base,
+            config.context_len,
+            style,
+            &device,
+        )?;
+        Ok(Llama {
+            config,
+            weights,
+            rotary,
+            dtype,
+            device,
+        })
+    }
+
+    /// Loads a `llama` GGUF file (any quantization stride-gguf dequantizes) to `dtype` on
+    /// `device`, with the interleaved rotary that llama.cpp's permuted Q/K weights need.
+    pub fn from_gguf(g: &Gguf, dtype: DType, device: &Device) -> Result<Llama> {
+        let config = LlamaConfig::from_gguf(g)?;
+        let weights = LlamaWeights::from_gguf(g, &config, dtype, device)?;
+        Llama::new(config, weights, RotaryStyle::Interleaved)
+    }
+
+    /// [`Llama::from_gguf`] of the file at `path` (memory-mapped).
+    pub fn from_gguf_file(path: impl AsRef<Path>, dtype: DType, device: &Device) -> Result<Llama> {
+        let path = path.as_ref();
+        let g = Gguf::open(path)
+            .map_err(|e| invalid("Llama::from_gguf_file", format!("{}: {e}", path.display())))?;
+        Llama::from_gguf(&g, dtype, device)
+    }
+
+    /// Loads a Hugging Face checkpoint: its `config.json` and its safetensors files (all
+    /// shards), with the half-split rotary of HF's `rotate_half`.
+    pub fn from_safetensors(
+        config_json: impl AsRef<Path>,
+        files: &[impl AsRef<Path>],
+        dtype: DType,
+        device: &Device,
+    ) -> Result<Llama> {
+        let op = "Llama::from_safetensors";
+        let cj = config_json.as_ref();
+        let text = std::fs::read_to_string(cj)
+            .map_err(|e| invalid(op, format!("cannot read {}: {e}", cj.display())))?;
+        let config = LlamaConfig::from_hf_json(&text)?;
+        let mut tensors = BTreeMap::new();
+        for f in files {
+            tensors.extend(stride_nn::safetensors::load(f)?);
+        }
+        let mut config = config;
+        // a checkpoint without lm_head.weight is tied whatever config.json says
+        if !tensors.contains_key("lm_head.weight") {
+            config.tied_embeddings = true;
+        }
+        let weights = LlamaWeights::from_hf_tensors(&tensors, &config, dtype, device)?;
+        Llama::new(config, weights, RotaryStyle::HalfSplit)
+    }
+
+    /// A model with random weights ([`LlamaWeights::random`]) in the GGUF convention.
+    pub fn random(
+        config: LlamaConfig,
+        dtype: DType,
+        device: &Device,
+        gen: Option<&Generator>,
+    ) -> Result<Llama> {
+        config.validate("Llama::random", "")?;
+        let weights = LlamaWeights::random(&config, dtype, device, gen)?;
+        Llama::new(config, weights, RotaryStyle::Interleaved)
+    }
+
+    /// The hyperparameters.
+    pub fn config(&self) -> &LlamaConfig {
+        &self.config
+    }
+    /// The weights.
+    pub fn weights(&self) -> &LlamaWeights {
+        &self.weights
+    }
+    /// The dtype of the weights and the cache.
+    pub fn dtype(&self) -> DType {
+        self.dtype
+    }
+    /// The rotary convention in use.
+    pub fn rotary_style(&self) -> RotaryStyle {
+        self.rotary.style()
+    }
+}
+
+impl CausalLm for Llama {
+    type Cache = LlamaCache;
+    fn vocab_size(&self) -> usize {
+        self.config.vocab_size
+    }
+    fn context_len(&self) -> usize {
+        self.config.context_len
+    }
+    fn device(&self) -> Device {
+        self.device.clone()
+    }
+    /// A cache for `left_pad.len()` rows of up to `capacity` positions, at most the model's
+    /// context length (the rotary tables' length).
+    fn new_cache(&self, left_pad: &[usize], capacity: usize) -> Result<LlamaCache> {
+        if capacity > self.config.context_len {
+            return Err(invalid(
+                "Llama::new_cache",
+                format!(
+                    "capacity {capacity} exceeds the model's context length {}",
+                    self.config.context_len
+                ),
+            ));
+        }
+        LlamaCache::new(
+            self.config.n_layers,
+            left_pad,
+            self.config.n_kv_heads,
+            capacity,
+            self.config.head_dim,
+            self.dtype,
+            &self.device,
+        )
+    }
+
+    fn forward(&self, tokens: &Tensor, cache: &mut LlamaCache) -> Result<Tensor> {
+        let op = "Llama::forward";
+        let c = &self.config;
+        if tokens.dtype() != DType::I64 {
+            return Err(Error::UnsupportedDType {
+                op,
+                dtype: tokens.dtype(),
+                hint: "; token ids must be i64".into(),
+            });
+        }
+        if tokens.device() != self.device {
+            return Err(Error::DeviceMismatch {
+                op,
+                a: self.device.clone(),
+                b: tokens.device(),
+            });
+        }
+        if tokens.dim() != 2 || tokens.shape()[0] != cache.batch() {
+            return Err(invalid(
+                op,
+                format!(
+                    "tokens must be [batch = {}, t] (the cache's rows), got shape {:?}",
+                    cache.batch(),
+                    tokens.shape()
+                ),
+            ));
+        }
+        if cache.k.len() != c.n_layers
+            || cache.k[0].shape()[1] != c.n_kv_heads
+            || cache.k[0].shape()[3] != c.head_dim
+            || cache.k[0].dtype() != self.dtype
+            || cache.k[0].device() != self.device
+        {
+            return Err(invalid(op, "the cache was not made by this model (new_cache)"));
+        }
+        let (b, t) = (tokens.shape()[0], tokens.shape()[1]);
+        let len = cache.len;
+        let s = len + t;
+        if s > cache.capacity() {
+            return Err(invalid(
+                op,
+                format!(
+                    "{t} more positions after {len} exceed the cache's capacity {}",
+                    cache.capacity()
+                ),
+            ));
+        }
+        if t == 0 {
+            return Tensor::zeros([b, 0, c.vocab_size], DType::F32, &self.device);
+        }
+        let (hq, hk, hd, d) = (c.n_heads, c.n_kv_heads, c.head_dim, c.dim);
+        let (bi, ti) = (b as i64, t as i64);
+        let eps = Some(c.rms_eps);
+
+        // key j is visible to query i (absolute position len + i) when j ≤ len + i and j is
+        // not one of the row's padding positions: (B, 1, T, S)
+        let dev = &self.device;
+        let j = Tensor::arange(0i64, s as i64, dev)?.reshape(&[1, 1, 1, s as i64])?;
+        let qpos = Tensor::arange(len as i64, s as i64, dev)?.reshape(&[1, 1, ti, 1])?;
+        let mut mask = j.le(&qpos)?;
+        if cache.left_pad.iter().any(|&p| p > 0) {
+            mask = mask.logical_and(&j.ge(&cache.pad_t)?)?;
+        }
+        // rotary positions: row b's first real token is position 0
+        let offsets: Vec<i64> = cache
+            .left_pad
+            .iter()
+            .map(|&p| len as i64 - p as i64)
+            .collect();
+
+        let w = &self.weights;
+        let mut x = w.embed.embedding(tokens)?; // (B, T, D)
+        for (l, layer) in w.layers.iter().enumerate() {
+            let h = rms_norm(&x, &[d], Some(&layer.attn_norm), eps)?;
+            let heads = |wt: &Tensor, n: usize| -> Result<Tensor> {
+                h.matmul(&wt.t()?)?
+                    .view(&[bi, ti, n as i64, hd as i64])?
+                    .permute(&[0, 2, 1, 3]) // (B, n, T, hd), a view
+            };
+            let q = self.rotary.apply_rows(&heads(&layer.wq, hq)?, &offsets)?;
+            let k = self.rotary.apply_rows(&heads(&layer.wk, hk)?, &offsets)?;
+            let v = heads(&layer.wv, hk)?;
+            cache.k[l].narrow(2, len as i64, t)?.copy_(&k)?;
+            cache.v[l].narrow(2, len as i64, t)?.copy_(&v)?;
+            let keys = cache.k[l].narrow(2, 0, s)?;
+            let values = cache.v[l].narrow(2, 0, s)?;
+            let a = scaled_dot_product_attention(&q, &keys, &values, Some(&mask), 0.0, false, None, true)?
+                .permute(&[0, 2, 1, 3])?
+                .reshape(&[bi, ti, (hq * hd) as i64])?;
+            let h = x.add(&a.matmul(&layer.wo.t()?)?)?;
+            let m = rms_norm(&h, &[d], Some(&layer.ffn_norm), eps)?;
+            let g = m.matmul(&layer.w_gate.t()?)?.silu()?;
+            let u = m.matmul(&layer.w_up.t()?)?;
+            x = h.add(&g.mul(&u)?.matmul(&layer.w_down.t()?)?)?;
+        }
+        let x = rms_norm(&x, &[d], Some(&w.output_norm), eps)?;
+        let logits = x.matmul(&w.lm_head.t()?)?.to_dtype(DType::F32)?;
+        cache.len = s;
+        Ok(logits)
+    }
+}

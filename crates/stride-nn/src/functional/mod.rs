@@ -1,0 +1,23 @@
+//! Functional forms of attention, rotary embeddings and normalisation (PyTorch's
+//! `torch.nn.functional`), composed from stride-core ops so that autograd flows through them
+//! and every backend runs them:
+//!
+//! - [`scaled_dot_product_attention`] (PyTorch's semantics, with grouped-query attention
+//!   without repeating K/V, and fully masked rows giving zeros instead of NaN), plus
+//!   [`causal_mask`] for the bottom-right (KV-cache) alignment;
+//! - [`Rotary`]: rotary position embeddings in both conventions ([`RotaryStyle::HalfSplit`]
+//!   for Hugging Face checkpoints, [`RotaryStyle::Interleaved`] for llama.cpp's GGUF files),
+//!   with per-row position offsets;
+//! - [`rms_norm`] and [`layer_norm`] (the [`crate::RmsNorm`] and [`crate::LayerNorm`]
+//!   modules call them).
+//!
+//! Half-precision inputs compute in f32 and round once to their dtype.
+
+mod attention;
+mod norm;
+mod rotary;
+
+pub use attention::{causal_mask, scaled_dot_product_attention};
+pub use norm::{layer_norm, rms_norm};
+pub(crate) use norm::{layer_norm_as, rms_norm_as};
+pub use rotary::{Rotary, RotaryStyle};

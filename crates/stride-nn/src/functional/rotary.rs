@@ -1,0 +1,276 @@
+//! Rotary position embeddings (RoPE, Su et al. 2021) in the two conventions checkpoints use.
+
+use stride_core::{in_compute_dtype, DType, Device, Error, Result, Tensor};
+
+const OP: &str = "Rotary";
+
+/// Which features of a head are rotated together (the angle of pair `i` is
+/// `position · base^(−2i/dim)` in both).
+///
+/// **The trap:** the same Llama weights need different styles depending on the file. Hugging
+/// Face checkpoints (safetensors) use [`RotaryStyle::HalfSplit`]; llama.cpp's converter
+/// permutes the rows of the Q and K projections of `llama` GGUF files so that llama.cpp's
+/// adjacent-pair rotation ([`RotaryStyle::Interleaved`], `LLAMA_ROPE_TYPE_NORM`) computes the
+/// same attention. A GGUF `llama` model must use `Interleaved`, an HF model `HalfSplit`;
+/// the wrong one runs without error and produces nonsense.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RotaryStyle {
+    /// Pairs `(i, i + dim/2)`: Hugging Face / GPT-NeoX `rotate_half`.
+    HalfSplit,
+    /// Pairs `(2i, 2i + 1)`: llama.cpp's `LLAMA_ROPE_TYPE_NORM`, the original RoPE / GPT-J.
+    Interleaved,
+}
+
+/// Rotary embeddings for heads of `dim` rotated features: cos/sin tables precomputed (in
+/// f64, stored in f32 and f64) for positions `0..max_len` on one device.
+///
+/// [`Rotary::apply`] takes `x: (..., T, D)` — typically `(B, H, T, D)`, any layout — with
+/// `D ≥ dim`: the first `dim` features of each head are rotated, the rest pass unchanged
+/// (partial rotary). Each pair `(a, b)` at position `p` becomes
+/// `(a·cos θ − b·sin θ, a·sin θ + b·cos θ)`, `θ = p · base^(−2i/dim)`. f16/bf16 inputs
+/// compute in f32 and round once.
+///
+/// ```
+/// use stride_core::{DType, Device, Tensor};
+/// use stride_nn::functional::{Rotary, RotaryStyle};
+/// let rope = Rotary::new(8, 10000.0, 64, RotaryStyle::HalfSplit, &Device::Cpu)?;
+/// let q = Tensor::randn([1, 2, 5, 8], DType::F32, &Device::Cpu, None)?;   // (B, H, T, D)
+/// let prefill = rope.apply(&q, 0)?;                   // positions 0..5
+/// let next = rope.apply(&q.narrow(2, 4, 1)?, 4)?;     // position 4 alone (a decode step)
+/// assert_eq!(next.to_vec::<f32>()?, prefill.narrow(2, 4, 1)?.to_vec::<f32>()?);
+/// # Ok::<(), stride_core::Error>(())
+/// ```
+#[derive(Clone)]
+pub struct Rotary {
+    dim: usize,
+    base: f64,
+    max_len: usize,
+    style: RotaryStyle,
+    device: Device,
+    cos32: Tensor,
+    sin32: Tensor,
+    cos64: Tensor,
+    sin64: Tensor,
+}
+
+impl Rotary {
+    /// Tables for `dim` rotated features (even, > 0), frequency base `base` (Llama: 10000;
+    /// SmolLM2: 100000) and positions `0..max_len`, on `device`.
+    pub fn new(
+        dim: usize,
+        base: f64,
+        max_len: usize,
+        style: RotaryStyle,
+        device: &Device,
+    ) -> Result<Rotary> {
+        if dim == 0 || dim % 2 != 0 {
+            return Err(crate::invalid(
+                OP,
+                format!("the rotary dim must be even and > 0, got {dim}"),
+            ));
+        }
+        if !(base > 0.0) || !base.is_finite() {
+            return Err(crate::invalid(
+                OP,
+                format!("the rotary base must be finite and > 0, got {base}"),
+            ));
+        }
+        let half = dim / 2;
+        let n = max_len.checked_mul(half).ok_or_else(|| {
+            crate::invalid(OP, format!("max_len {max_len} × dim {dim} overflows"))
+        })?;
+        let mut cos = Vec::with_capacity(n);
+        let mut sin = Vec::with_capacity(n);
+        for p in 0..max_len {
+            for i in 0..half {
+                let theta = p as f64 * base.powf(-2.0 * i as f64 / dim as f64);
+                cos.push(theta.cos());
+                sin.push(theta.sin());
+            }
+        }
+        let cos64 = Tensor::from_vec(cos, [max_len, half])?.to_device(device)?;
+        let sin64 = Tensor::from_vec(sin, [max_len, half])?.to_device(device)?;
+        Ok(Rotary {
+            dim,
+            base,
+            max_len,
+            style,
+            device: device.clone(),
+            cos32: cos64.to_dtype(DType::F32)?,
+            sin32: sin64.to_dtype(DType::F32)?,
+            cos64,
+            sin64,
+        })
+    }
+    /// Rotated features per head.
+    pub fn dim(&self) -> usize {
+        self.dim
+    }
+    /// The frequency base.
+    pub fn base(&self) -> f64 {
+        self.base
+    }
+    /// Positions the tables cover (`0..max_len`).
+    pub fn max_len(&self) -> usize {
+        self.max_len
+    }
+    /// The pairing convention.
+    pub fn style(&self) -> RotaryStyle {
+        self.style
+    }
+
+    fn tables(&self, dtype: DType) -> (&Tensor, &Tensor) {
+        if dtype == DType::F64 {
+            (&self.cos64, &self.sin64)
+        } else {
+            (&self.cos32, &self.sin32)
+        }
+    }
+
+    fn check(&self, x: &Tensor) -> Result<(usize, usize)> {
+        if !x.dtype().is_float() {
+            return Err(Error::UnsupportedDType {
+                op: OP,
+                dtype: x.dtype(),
+                hint: "; rotary embeddings take floating-point inputs".into(),
+            });
+        }
+        if x.device() != self.device {
+            return Err(Error::DeviceMismatch {
+                op: OP,
+                a: self.device.clone(),
+                b: x.device(),
+            });
+        }
+        let n = x.dim();
+        if n < 2 || x.shape()[n - 1] < self.dim {
+            return Err(crate::invalid(
+                OP,
+                format!(
+                    "the input must be (..., T, D) with D ≥ the rotary dim {}, got shape {:?}",
+                    self.dim,
+                    x.shape()
+                ),
+            ));
+        }
+        Ok((x.shape()[n - 2], x.shape()[n - 1]))
+    }
+
+    /// Rotates `x: (..., T, D)` for positions `offset..offset + T` (the same for every row).
+    /// An error when `offset + T > max_len`. No host wait: a view of the tables.
+    pub fn apply(&self, x: &Tensor, offset: usize) -> Result<Tensor> {
+        let (t, _) = self.check(x)?;
+        if offset + t > self.max_len {
+            return Err(crate::invalid(
+                OP,
+                format!(
+                    "positions {offset}..{} are beyond the tables' max_len {}",
+                    offset + t,
+                    self.max_len
+                ),
+            ));
+        }
+        let (c, s) = self.tables(x.dtype());
+        let c = c.narrow(0, offset as i64, t)?;
+        let s = s.narrow(0, offset as i64, t)?;
+        self.rotate(x, &c, &s)
+    }
+
+    /// Rotates `x: (B, ..., T, D)` with row `b` at positions `offsets[b]..offsets[b] + T`
+    /// (per-row offsets, for left-padded batches: row `b`'s first real token is at position
+    /// 0, so its offset is `start − left_pad[b]`). A negative position is a padding slot:
+    /// it gets position 0 (its values are meant to be masked). `offsets.len()` must be `B`.
+    pub fn apply_rows(&self, x: &Tensor, offsets: &[i64]) -> Result<Tensor> {
+        let (t, _) = self.check(x)?;
+        let b = offsets.len();
+        if x.dim() < 3 || x.shape()[0] != b {
+            return Err(crate::invalid(
+                OP,
+                format!(
+                    "apply_rows needs an input (B, ..., T, D) with B = {} rows (one offset each), got shape {:?}",
+                    b,
+                    x.shape()
+                ),
+            ));
+        }
+        if offsets.iter().all(|&o| o == offsets[0]) && offsets[0] >= 0 {
+            return self.apply(x, offsets[0] as usize);
+        }
+        let (c, s) = self.tables(x.dtype());
+        let mut cs = Vec::with_capacity(b);
+        let mut ss = Vec::with_capacity(b);
+        for &o in offsets {
+            let end = o + t as i64;
+            if end > self.max_len as i64 {
+                return Err(crate::invalid(
+                    OP,
+                    format!(
+                        "positions {o}..{end} are beyond the tables' max_len {}",
+                        self.max_len
+                    ),
+                ));
+            }
+            let pad = (-o).clamp(0, t as i64) as usize;
+            let real = t - pad;
+            let start = o.max(0);
+            let rows = |tab: &Tensor| -> Result<Tensor> {
+                let tail = tab.narrow(0, start, real)?;
+                if pad == 0 {
+                    return Ok(tail);
+                }
+                let first = tab.narrow(0, 0, 1)?.expand(&[pad as i64, -1])?;
+                Tensor::cat(&[&first, &tail], 0)
+            };
+            cs.push(rows(c)?);
+            ss.push(rows(s)?);
+        }
+        // (B, T, dim/2) → (B, 1, …, 1, T, dim/2) to broadcast over the dims between
+        let mut shape = vec![b as i64];
+        shape.extend(std::iter::repeat(1).take(x.dim() - 3));
+        shape.extend([t as i64, (self.dim / 2) as i64]);
+        let c = Tensor::stack(&cs.iter().collect::<Vec<_>>(), 0)?.reshape(&shape)?;
+        let s = Tensor::stack(&ss.iter().collect::<Vec<_>>(), 0)?.reshape(&shape)?;
+        self.rotate(x, &c, &s)
+    }
+
+    /// `x` rotated with tables `c`, `s` broadcasting to `(..., T, dim/2)`.
+    fn rotate(&self, x: &Tensor, c: &Tensor, s: &Tensor) -> Result<Tensor> {
+        let d = *x.shape().last().expect("checked: ≥ 2 dims");
+        let half = self.dim / 2;
+        let style = self.style;
+        let rd = self.dim;
+        in_compute_dtype(&[x], |t| {
+            let x = &t[0];
+            let xr = if rd < d { x.narrow(-1, 0, rd)? } else { x.clone() };
+            let rotated = match style {
+                RotaryStyle::HalfSplit => {
+                    let a = xr.narrow(-1, 0, half)?;
+                    let b = xr.narrow(-1, half as i64, half)?;
+                    let ra = a.mul(c)?.sub(&b.mul(s)?)?;
+                    let rb = b.mul(c)?.add(&a.mul(s)?)?;
+                    Tensor::cat(&[&ra, &rb], -1)?
+                }
+                RotaryStyle::Interleaved => {
+                    let mut pairs: Vec<i64> = xr.shape()[..xr.dim() - 1]
+                        .iter()
+                        .map(|&v| v as i64)
+                        .collect();
+                    pairs.extend([half as i64, 2]);
+                    let p = xr.reshape(&pairs)?;
+                    let a = p.select(-1, 0)?;
+                    let b = p.select(-1, 1)?;
+                    let ra = a.mul(c)?.sub(&b.mul(s)?)?;
+                    let rb = a.mul(s)?.add(&b.mul(c)?)?;
+                    let full: Vec<i64> = xr.shape().iter().map(|&v| v as i64).collect();
+                    Tensor::stack(&[&ra, &rb], -1)?.reshape(&full)?
+                }
+            };
+            if rd < d {
+                let rest = x.narrow(-1, rd as i64, d - rd)?;
+                Tensor::cat(&[&rotated, &rest], -1)
+            } else {
+                Ok(rotated)
+            }
+        })
+    }
+}
