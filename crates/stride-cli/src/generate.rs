@@ -153,6 +153,10 @@ pub struct GenerateArgs {
     /// Stop when the text contains this (not printed); repeatable.
     #[arg(long, value_name = "STRING")]
     pub stop: Vec<String>,
+    /// Keep generating past the model's end-of-generation tokens (as llama.cpp's
+    /// `--ignore-eos`): exactly `--max-tokens` tokens, for benchmarks and comparisons.
+    #[arg(long)]
+    pub ignore_eos: bool,
     #[command(flatten)]
     pub model: ModelArgs,
     /// Print one JSON document (text, tokens, finish reason, timings) instead of streaming.
@@ -174,7 +178,7 @@ pub fn run_generate<M: CausalLm>(
         max_tokens: args.max_tokens,
         sampling: args.sampling.config(),
         stop: args.stop.clone(),
-        eos_tokens: None,
+        eos_tokens: args.ignore_eos.then(Vec::new),
     };
     let ids = encode_prompt(tok, &args.prompt).map_err(|e| e.to_string())?;
     let mut io_err = None;

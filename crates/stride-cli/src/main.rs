@@ -4,20 +4,16 @@
 //!   conformance matrix here (exits non-zero on any failure);
 //! - `stride bench cpu` — benchmarks beside their floors and NumPy;
 //! - `stride train sae [...]` — train the TopK sparse autoencoder (see `train.rs`);
-//! - `stride generate`, `stride chat`, `stride perplexity` — written generic over
-//!   `CausalLm` in `generate.rs`, `chat.rs`, `perplexity.rs` (`run_generate`, `run_chat`,
-//!   `run_perplexity`); registered below once a model loader (`Llama::from_gguf_file`) exists.
+//! - `stride generate "prompt"`, `stride chat`, `stride perplexity` — a Llama-family GGUF
+//!   model (SmolLM2-135M-Instruct by default, fetched on first use); the commands are generic
+//!   over `CausalLm` (`generate.rs`, `chat.rs`, `perplexity.rs`), the loader is below.
 
 use clap::{Parser, Subcommand};
 
 mod bench;
-// not registered as commands yet: they need the Llama loader (see the module docs)
-#[allow(dead_code)]
 mod chat;
 mod check;
-#[allow(dead_code)]
 mod generate;
-#[allow(dead_code)]
 mod perplexity;
 mod plot;
 mod train;
@@ -41,6 +37,21 @@ enum Command {
     Bench(bench::BenchArgs),
     /// Train a model (`stride train sae`).
     Train(train::TrainArgs),
+    /// Continue a prompt with a language model (SmolLM2-135M-Instruct by default).
+    Generate(generate::GenerateArgs),
+    /// Multi-turn chat: interactive on a terminal, one message per line from a pipe.
+    Chat(chat::ChatArgs),
+    /// Sliding-window perplexity of a text (the Shakespeare text by default).
+    Perplexity(perplexity::PerplexityArgs),
+}
+
+/// Loads a Llama-family GGUF file, its weights dequantized to `dtype`, on `device`.
+fn load_llama(
+    path: &std::path::Path,
+    device: stride::Device,
+    dtype: stride::DType,
+) -> Result<stride::models::llama::Llama, String> {
+    stride::models::llama::Llama::from_gguf_file(path, dtype, &device).map_err(|e| e.to_string())
 }
 
 fn main() {
@@ -49,6 +60,9 @@ fn main() {
         Command::Check(a) => check::run(a),
         Command::Bench(a) => bench::run(a),
         Command::Train(a) => train::run(a),
+        Command::Generate(a) => generate::generate_cmd(a, load_llama),
+        Command::Chat(a) => chat::chat_cmd(a, load_llama),
+        Command::Perplexity(a) => perplexity::perplexity_cmd(a, load_llama),
     };
     if let Err(e) = result {
         eprintln!("error: {e}");

@@ -100,6 +100,7 @@ pub fn run_perplexity<M: CausalLm>(
             "text_bytes": text.len(),
             "text_tokens": tokens.len(),
             "tokens": r.tokens,
+            "token_ids": &tokens[..r.tokens.min(tokens.len())],
             "ctx": cfg.ctx,
             "stride": cfg.stride,
             "windows": r.windows.len(),
