@@ -162,7 +162,7 @@ impl CausalLm for Llama {
         self.config.context_len
     }
     fn device(&self) -> Device {
-        self.device.clone()
+        self.device
     }
     /// A cache for `left_pad.len()` rows of up to `capacity` positions, at most the model's
     /// context length (the rotary tables' length).
@@ -200,7 +200,7 @@ impl CausalLm for Llama {
         if tokens.device() != self.device {
             return Err(Error::DeviceMismatch {
                 op,
-                a: self.device.clone(),
+                a: self.device,
                 b: tokens.device(),
             });
         }
