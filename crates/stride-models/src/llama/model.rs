@@ -20,7 +20,10 @@ use stride_nn::functional::{rms_norm, scaled_dot_product_attention, Rotary, Rota
 ///
 /// Attention is causal in absolute positions (a query at position `p` sees keys `≤ p`) and
 /// reads the [`LlamaCache`]; linear layers are matmuls with the transposed weight view. The
-/// forward pass contains no host wait (on CUDA it only enqueues work).
+/// forward pass adds no host wait of its own: masks, positions and cache offsets come from
+/// host-side counters, never from reading a tensor. (The token-id bounds check inside
+/// `embedding` is stride-core's; on CUDA it still reads one flag back — the gap DESIGN.md
+/// lists under invariant 3.)
 ///
 /// ```
 /// use stride_core::{DType, Device, Tensor};
