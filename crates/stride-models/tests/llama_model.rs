@@ -293,7 +293,7 @@ fn left_padded_batch_gives_each_rows_logits() {
     let pads: Vec<usize> = prompts.iter().map(|p| width - p.len()).collect();
     let mut batch_ids = vec![];
     for p in &prompts {
-        batch_ids.extend(std::iter::repeat(0i64).take(width - p.len()));
+        batch_ids.extend(std::iter::repeat_n(0i64, width - p.len()));
         batch_ids.extend(p);
     }
     let b = prompts.len();
@@ -404,7 +404,9 @@ fn real_model(path: &Path) {
     let pre = m.forward(&row(&ids[..n - 3], &Device::Cpu), &mut cache).unwrap().select(0, 0).unwrap();
     let mut worst = check_logits(&pre, &full.narrow(0, 0, n - 3).unwrap(), &bound, "real prefill");
     for p in n - 3..n {
+        let t0 = std::time::Instant::now();
         let y = m.forward(&row(&ids[p..p + 1], &Device::Cpu), &mut cache).unwrap().select(0, 0).unwrap();
+        println!("decode step at position {p}: {:.1?}", t0.elapsed());
         worst = worst.max(check_logits(&y, &full.narrow(0, p as i64, 1).unwrap(), &bound, &format!("real decode {p}")));
     }
     println!("real model: worst |decode − full| / bound = {worst:.3e}");

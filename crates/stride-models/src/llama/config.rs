@@ -57,7 +57,7 @@ impl LlamaConfig {
             None => n_heads,
         };
         let dim = uint("llama.embedding_length")?;
-        let head_dim = if n_heads > 0 { dim / n_heads } else { 0 };
+        let head_dim = dim.checked_div(n_heads).unwrap_or(0);
         let rope_dim = match g.get("llama.rope.dimension_count") {
             Some(_) => uint("llama.rope.dimension_count")?,
             None => head_dim,
@@ -178,19 +178,22 @@ impl LlamaConfig {
         if self.n_heads == 0 || self.head_dim == 0 || self.head_dim * self.n_heads != self.dim && prefix == "llama." {
             return bad(heads, format!("{} heads don't divide the width {}", self.n_heads, self.dim));
         }
-        if self.n_kv_heads == 0 || self.n_heads % self.n_kv_heads != 0 {
+        if self.n_kv_heads == 0 || !self.n_heads.is_multiple_of(self.n_kv_heads) {
             return bad(
                 kv,
                 format!("{} key/value heads must divide the {} query heads", self.n_kv_heads, self.n_heads),
             );
         }
-        if self.rope_dim == 0 || self.rope_dim % 2 != 0 || self.rope_dim > self.head_dim {
+        if self.rope_dim == 0 || !self.rope_dim.is_multiple_of(2) || self.rope_dim > self.head_dim {
             return bad(
                 if prefix.is_empty() { "head_dim" } else { "rope.dimension_count" },
                 format!("the rotary dim {} must be even, > 0 and ≤ the head dim {}", self.rope_dim, self.head_dim),
             );
         }
-        if !(self.rms_eps > 0.0) || !(self.rope_base > 0.0) {
+        // written so that NaN is refused too
+        if self.rms_eps.partial_cmp(&0.0) != Some(std::cmp::Ordering::Greater)
+            || self.rope_base.partial_cmp(&0.0) != Some(std::cmp::Ordering::Greater)
+        {
             return bad("rms_eps/rope base", format!("must be > 0, got {} and {}", self.rms_eps, self.rope_base));
         }
         if self.context_len == 0 {

@@ -20,7 +20,10 @@ use stride_nn::functional::{rms_norm, scaled_dot_product_attention, Rotary, Rota
 ///
 /// Attention is causal in absolute positions (a query at position `p` sees keys `≤ p`) and
 /// reads the [`LlamaCache`]; linear layers are matmuls with the transposed weight view. The
-/// forward pass contains no host wait (on CUDA it only enqueues work).
+/// forward pass adds no host wait of its own: masks, positions and cache offsets come from
+/// host-side counters, never from reading a tensor. (The token-id bounds check inside
+/// `embedding` is stride-core's; on CUDA it still reads one flag back — the gap DESIGN.md
+/// lists under invariant 3.)
 ///
 /// ```
 /// use stride_core::{DType, Device, Tensor};
@@ -162,7 +165,7 @@ impl CausalLm for Llama {
         self.config.context_len
     }
     fn device(&self) -> Device {
-        self.device.clone()
+        self.device
     }
     /// A cache for `left_pad.len()` rows of up to `capacity` positions, at most the model's
     /// context length (the rotary tables' length).
@@ -200,7 +203,7 @@ impl CausalLm for Llama {
         if tokens.device() != self.device {
             return Err(Error::DeviceMismatch {
                 op,
-                a: self.device.clone(),
+                a: self.device,
                 b: tokens.device(),
             });
         }

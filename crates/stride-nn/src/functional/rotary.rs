@@ -63,7 +63,7 @@ impl Rotary {
         style: RotaryStyle,
         device: &Device,
     ) -> Result<Rotary> {
-        if dim == 0 || dim % 2 != 0 {
+        if dim == 0 || !dim.is_multiple_of(2) {
             return Err(crate::invalid(
                 OP,
                 format!("the rotary dim must be even and > 0, got {dim}"),
@@ -95,7 +95,7 @@ impl Rotary {
             base,
             max_len,
             style,
-            device: device.clone(),
+            device: *device,
             cos32: cos64.to_dtype(DType::F32)?,
             sin32: sin64.to_dtype(DType::F32)?,
             cos64,
@@ -138,7 +138,7 @@ impl Rotary {
         if x.device() != self.device {
             return Err(Error::DeviceMismatch {
                 op: OP,
-                a: self.device.clone(),
+                a: self.device,
                 b: x.device(),
             });
         }
@@ -226,7 +226,7 @@ impl Rotary {
         }
         // (B, T, dim/2) → (B, 1, …, 1, T, dim/2) to broadcast over the dims between
         let mut shape = vec![b as i64];
-        shape.extend(std::iter::repeat(1).take(x.dim() - 3));
+        shape.extend(std::iter::repeat_n(1, x.dim() - 3));
         shape.extend([t as i64, (self.dim / 2) as i64]);
         let c = Tensor::stack(&cs.iter().collect::<Vec<_>>(), 0)?.reshape(&shape)?;
         let s = Tensor::stack(&ss.iter().collect::<Vec<_>>(), 0)?.reshape(&shape)?;
