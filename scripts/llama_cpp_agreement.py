@@ -27,6 +27,14 @@ Needs llama-cpp-python (builds llama.cpp from source; ~15 minutes on 2 cores):
     ~/.venvs/llama-cpp/bin/pip install llama-cpp-python numpy
     cargo build --release -p stride-cli
     ~/.venvs/llama-cpp/bin/python scripts/llama_cpp_agreement.py [--quick]
+
+llama.cpp rounds activations to 8 bits inside its dot products with quantized weights (Q8_1
+for Q4_1 files); stride computes in f32 on the dequantized weights. To see how much of a
+disagreement is that rounding, run llama.cpp on an F32 copy of the same weights:
+
+    cargo run --release -p stride-gguf --example gguf_dequantize -- MODEL.gguf /tmp/f32.gguf
+    ... scripts/llama_cpp_agreement.py --llama-model /tmp/f32.gguf          # stride vs f32 llama.cpp
+    ... scripts/llama_cpp_agreement.py --llama-model /tmp/f32.gguf --reference-self-agreement
 """
 
 import argparse
@@ -135,6 +143,24 @@ def llama_speed(llm, prompt_tokens, decode_tokens):
     return prompt_tokens / sorted(pre)[1], decode_tokens / sorted(dec)[1]
 
 
+def self_agreement(a, llama_cpp):
+    """How far llama.cpp's quantized path is from its own f32 arithmetic on the same weights."""
+    text = open(a.text, encoding="utf-8").read()
+    out = {}
+    for path in (a.model, a.llama_model):
+        llm = llama_cpp.Llama(model_path=path, n_ctx=max(a.ctx, 1024), n_batch=max(a.ctx, 1024),
+                              n_threads=a.threads, logits_all=True, verbose=False)
+        toks = llm.tokenize(text.encode(), add_bos=False, special=False)[: a.top1_positions + 2 * a.ctx]
+        nll, count, top1, secs = llama_perplexity(llm, toks, a.ctx, a.stride)
+        out[path] = (math.exp(nll / count), top1)
+        print(f"  llama.cpp on {path}: ppl {out[path][0]:.4f} over {count} positions ({secs:.0f} s)")
+    (p1, t1), (p2, t2) = out[a.model], out[a.llama_model]
+    n = min(a.top1_positions, len(t1), len(t2))
+    agree = sum(1 for x, y in zip(t1[:n], t2[:n]) if x == y) / n
+    print(f"  llama.cpp against itself: top-1 agreement {100 * agree:.2f}% over {n} positions")
+    json.dump({"ppl": [p1, p2], "top1_agreement": agree, "positions": n}, open(a.out, "w"), indent=1)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", default=os.path.join(cache_dir(), "SmolLM2-135M-Instruct.Q4_1.gguf"))
@@ -152,12 +178,17 @@ def main():
     ap.add_argument("--threads", type=int, default=os.cpu_count())
     ap.add_argument("--quick", action="store_true", help="2 prompts, 4k tokens")
     ap.add_argument("--speed-only", action="store_true", help="only llama.cpp's prefill/decode tokens/s")
+    ap.add_argument("--reference-self-agreement", action="store_true",
+                    help="only llama.cpp against itself: top-1 agreement of --model and --llama-model "
+                         "(e.g. the Q4_1 file and its F32 copy) over --top1-positions positions")
     ap.add_argument("--out", default="llama_cpp_agreement.json")
     a = ap.parse_args()
     if a.quick:
         a.ppl_tokens, a.top1_positions = 4096, 4000
     import llama_cpp
 
+    if a.reference_self_agreement:
+        return self_agreement(a, llama_cpp)
     llm = llama_cpp.Llama(model_path=a.llama_model or a.model, n_ctx=max(a.ctx, 1024), n_batch=max(a.ctx, 1024),
                           n_threads=a.threads, logits_all=True, verbose=False)
     report = {"llama_cpp_python": llama_cpp.__version__, "model": a.model, "llama_model": a.llama_model or a.model, "threads": a.threads}
