@@ -40,8 +40,8 @@ pub use generate::{
 };
 pub use lm::{CausalLm, KvCache};
 pub use perplexity::{perplexity, PerplexityConfig, PerplexityResult};
-pub use sampling::{Sampler, SamplingConfig};
 pub use sae::{SaeConfig, TopKSae};
+pub use sampling::{Sampler, SamplingConfig};
 pub use synthetic::{SyntheticConfig, SyntheticData};
 pub use train::{Evaluation, HealthLog, SaeTrainer, StepResult, TrainConfig};
 

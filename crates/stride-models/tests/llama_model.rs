@@ -100,38 +100,148 @@ fn write_tiny(c: &LlamaConfig, seed: u64, tag: &str) -> (PathBuf, PathBuf, PathB
     let mut hf: BTreeMap<String, Tensor> = BTreeMap::new();
     // adds a GGUF tensor of `rows × cols` stored as `ty`, and the HF tensor of its exact
     // (dequantized) values, rows mapped back by `unperm`
-    let mut add = |gname: &str, hname: &str, data: Vec<f32>, rows: usize, cols: usize, ty: GgmlType, unperm: Option<usize>| {
+    let mut add = |gname: &str,
+                   hname: &str,
+                   data: Vec<f32>,
+                   rows: usize,
+                   cols: usize,
+                   ty: GgmlType,
+                   unperm: Option<usize>| {
         let bytes = stride_gguf::quantize(ty, &data).unwrap();
-        let dims: Vec<u64> = if rows == 1 { vec![cols as u64] } else { vec![cols as u64, rows as u64] };
+        let dims: Vec<u64> = if rows == 1 {
+            vec![cols as u64]
+        } else {
+            vec![cols as u64, rows as u64]
+        };
         w.add_tensor(gname, &dims, ty, &bytes).unwrap();
         let exact = stride_gguf::dequantize_to_vec(ty, &bytes).unwrap();
         let exact = match unperm {
             Some(heads) => gguf_to_hf_rows(&exact, heads, hd, cols),
             None => exact,
         };
-        let shape = if rows == 1 { vec![cols] } else { vec![rows, cols] };
+        let shape = if rows == 1 {
+            vec![cols]
+        } else {
+            vec![rows, cols]
+        };
         hf.insert(hname.to_string(), Tensor::from_vec(exact, shape).unwrap());
     };
     let s_in = 1.0 / (d as f64).sqrt();
-    add("token_embd.weight", "model.embed_tokens.weight", rnd(v * d, 1.0, 0.0), v, d, GgmlType::F32, None);
+    add(
+        "token_embd.weight",
+        "model.embed_tokens.weight",
+        rnd(v * d, 1.0, 0.0),
+        v,
+        d,
+        GgmlType::F32,
+        None,
+    );
     for l in 0..c.n_layers {
         let b = |s: &str| format!("blk.{l}.{s}.weight");
         let h = |s: &str| format!("model.layers.{l}.{s}.weight");
-        add(&b("attn_norm"), &h("input_layernorm"), rnd(d, 0.1, 1.0), 1, d, GgmlType::F32, None);
+        add(
+            &b("attn_norm"),
+            &h("input_layernorm"),
+            rnd(d, 0.1, 1.0),
+            1,
+            d,
+            GgmlType::F32,
+            None,
+        );
         let wq = rnd(q * d, s_in, 0.0);
-        add(&b("attn_q"), &h("self_attn.q_proj"), hf_to_gguf_rows(&wq, c.n_heads, hd, d), q, d, GgmlType::Q8_0, Some(c.n_heads));
+        add(
+            &b("attn_q"),
+            &h("self_attn.q_proj"),
+            hf_to_gguf_rows(&wq, c.n_heads, hd, d),
+            q,
+            d,
+            GgmlType::Q8_0,
+            Some(c.n_heads),
+        );
         let wk = rnd(kv * d, s_in, 0.0);
-        add(&b("attn_k"), &h("self_attn.k_proj"), hf_to_gguf_rows(&wk, c.n_kv_heads, hd, d), kv, d, GgmlType::Q4_1, Some(c.n_kv_heads));
-        add(&b("attn_v"), &h("self_attn.v_proj"), rnd(kv * d, s_in, 0.0), kv, d, GgmlType::F32, None);
-        add(&b("attn_output"), &h("self_attn.o_proj"), rnd(d * q, 1.0 / (q as f64).sqrt(), 0.0), d, q, GgmlType::Q8_0, None);
-        add(&b("ffn_norm"), &h("post_attention_layernorm"), rnd(d, 0.1, 1.0), 1, d, GgmlType::F32, None);
-        add(&b("ffn_gate"), &h("mlp.gate_proj"), rnd(f * d, s_in, 0.0), f, d, GgmlType::Q4_1, None);
-        add(&b("ffn_up"), &h("mlp.up_proj"), rnd(f * d, s_in, 0.0), f, d, GgmlType::F32, None);
-        add(&b("ffn_down"), &h("mlp.down_proj"), rnd(d * f, 1.0 / (f as f64).sqrt(), 0.0), d, f, GgmlType::Q8_0, None);
+        add(
+            &b("attn_k"),
+            &h("self_attn.k_proj"),
+            hf_to_gguf_rows(&wk, c.n_kv_heads, hd, d),
+            kv,
+            d,
+            GgmlType::Q4_1,
+            Some(c.n_kv_heads),
+        );
+        add(
+            &b("attn_v"),
+            &h("self_attn.v_proj"),
+            rnd(kv * d, s_in, 0.0),
+            kv,
+            d,
+            GgmlType::F32,
+            None,
+        );
+        add(
+            &b("attn_output"),
+            &h("self_attn.o_proj"),
+            rnd(d * q, 1.0 / (q as f64).sqrt(), 0.0),
+            d,
+            q,
+            GgmlType::Q8_0,
+            None,
+        );
+        add(
+            &b("ffn_norm"),
+            &h("post_attention_layernorm"),
+            rnd(d, 0.1, 1.0),
+            1,
+            d,
+            GgmlType::F32,
+            None,
+        );
+        add(
+            &b("ffn_gate"),
+            &h("mlp.gate_proj"),
+            rnd(f * d, s_in, 0.0),
+            f,
+            d,
+            GgmlType::Q4_1,
+            None,
+        );
+        add(
+            &b("ffn_up"),
+            &h("mlp.up_proj"),
+            rnd(f * d, s_in, 0.0),
+            f,
+            d,
+            GgmlType::F32,
+            None,
+        );
+        add(
+            &b("ffn_down"),
+            &h("mlp.down_proj"),
+            rnd(d * f, 1.0 / (f as f64).sqrt(), 0.0),
+            d,
+            f,
+            GgmlType::Q8_0,
+            None,
+        );
     }
-    add("output_norm.weight", "model.norm.weight", rnd(d, 0.1, 1.0), 1, d, GgmlType::F32, None);
+    add(
+        "output_norm.weight",
+        "model.norm.weight",
+        rnd(d, 0.1, 1.0),
+        1,
+        d,
+        GgmlType::F32,
+        None,
+    );
     if !c.tied_embeddings {
-        add("output.weight", "lm_head.weight", rnd(v * d, s_in, 0.0), v, d, GgmlType::Q8_0, None);
+        add(
+            "output.weight",
+            "lm_head.weight",
+            rnd(v * d, s_in, 0.0),
+            v,
+            d,
+            GgmlType::Q8_0,
+            None,
+        );
     }
     let gguf = tmp(&format!("{tag}.gguf"));
     w.write(&gguf).unwrap();
@@ -173,44 +283,89 @@ fn logit_bounds(m: &Llama, max_s: usize) -> Vec<f64> {
         DType::F64 => 2f64.powi(-53),
         _ => 2f64.powi(-24),
     };
-    let u32_ = if m.dtype() == DType::F64 { u } else { 2f64.powi(-24) };
+    let u32_ = if m.dtype() == DType::F64 {
+        u
+    } else {
+        2f64.powi(-24)
+    };
     let k = (16 * c.n_layers + 2) as f64;
-    let n = (c.n_layers * (c.dim + max_s + c.head_dim + c.n_heads * c.head_dim + c.ffn_dim) + c.dim) as f64;
-    let norm_max = w.output_norm.to_f64_vec().unwrap().iter().fold(0f64, |a, &b| a.max(b.abs()));
+    let n = (c.n_layers * (c.dim + max_s + c.head_dim + c.n_heads * c.head_dim + c.ffn_dim) + c.dim)
+        as f64;
+    let norm_max = w
+        .output_norm
+        .to_f64_vec()
+        .unwrap()
+        .iter()
+        .fold(0f64, |a, &b| a.max(b.abs()));
     let h = (c.dim as f64).sqrt() * norm_max;
-    let head = w.lm_head.to_dtype(DType::F64).unwrap().to_device(&Device::Cpu).unwrap();
-    let row_norms = head.square().unwrap().sum_dims(&[1], false).unwrap().sqrt().unwrap().to_f64_vec().unwrap();
-    row_norms.iter().map(|r| 2.0 * (k * u + n * u32_) * h * r).collect()
+    let head = w
+        .lm_head
+        .to_dtype(DType::F64)
+        .unwrap()
+        .to_device(&Device::Cpu)
+        .unwrap();
+    let row_norms = head
+        .square()
+        .unwrap()
+        .sum_dims(&[1], false)
+        .unwrap()
+        .sqrt()
+        .unwrap()
+        .to_f64_vec()
+        .unwrap();
+    row_norms
+        .iter()
+        .map(|r| 2.0 * (k * u + n * u32_) * h * r)
+        .collect()
 }
 
 /// Checks `got` `[t, vocab]` against `want` `[t, vocab]` within `bound` per vocab entry.
 fn check_logits(got: &Tensor, want: &Tensor, bound: &[f64], what: &str) -> f64 {
     let g = got.to_f64_vec().unwrap();
     let w = want.to_f64_vec().unwrap();
-    assert_eq!(g.len(), w.len(), "{what}: shapes {:?} {:?}", got.shape(), want.shape());
+    assert_eq!(
+        g.len(),
+        w.len(),
+        "{what}: shapes {:?} {:?}",
+        got.shape(),
+        want.shape()
+    );
     let v = bound.len();
     let mut worst = 0f64;
     for (i, (a, b)) in g.iter().zip(&w).enumerate() {
         assert!(a.is_finite(), "{what}: logit {i} is {a}");
         let tol = bound[i % v];
         worst = worst.max((a - b).abs() / tol);
-        assert!((a - b).abs() <= tol, "{what}: position {} token {}: {a} vs {b} (|diff| {} > bound {tol})", i / v, i % v, (a - b).abs());
+        assert!(
+            (a - b).abs() <= tol,
+            "{what}: position {} token {}: {a} vs {b} (|diff| {} > bound {tol})",
+            i / v,
+            i % v,
+            (a - b).abs()
+        );
     }
     worst
 }
 
 fn tokens(n: usize, vocab: usize, seed: u64) -> Vec<i64> {
-    let mut x = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+    let mut x = seed
+        .wrapping_mul(6364136223846793005)
+        .wrapping_add(1442695040888963407);
     (0..n)
         .map(|_| {
-            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
             ((x >> 33) % vocab as u64) as i64
         })
         .collect()
 }
 
 fn row(ids: &[i64], dev: &Device) -> Tensor {
-    Tensor::from_vec(ids.to_vec(), [1, ids.len()]).unwrap().to_device(dev).unwrap()
+    Tensor::from_vec(ids.to_vec(), [1, ids.len()])
+        .unwrap()
+        .to_device(dev)
+        .unwrap()
 }
 
 /// Prefill of n tokens, then 16 single-token decode steps, against one forward of the whole
@@ -220,7 +375,11 @@ fn prefill_decode_consistency(m: &Llama, what: &str) {
     let total = 130 + 16;
     let ids = tokens(total, m.vocab_size(), 7);
     let mut full_cache = m.new_cache(&[0], total).unwrap();
-    let full = m.forward(&row(&ids, &dev), &mut full_cache).unwrap().select(0, 0).unwrap();
+    let full = m
+        .forward(&row(&ids, &dev), &mut full_cache)
+        .unwrap()
+        .select(0, 0)
+        .unwrap();
     let bound = logit_bounds(m, total);
     let mut worst = 0f64;
     for n in [1usize, 2, 3, 4, 7, 64, 130] {
@@ -228,11 +387,21 @@ fn prefill_decode_consistency(m: &Llama, what: &str) {
         let pre = m.forward(&row(&ids[..n], &dev), &mut cache).unwrap();
         assert_eq!(pre.shape(), &[1, n, m.vocab_size()]);
         assert_eq!(pre.dtype(), DType::F32);
-        worst = worst.max(check_logits(&pre.select(0, 0).unwrap(), &full.narrow(0, 0, n).unwrap(), &bound, &format!("{what} prefill {n}")));
+        worst = worst.max(check_logits(
+            &pre.select(0, 0).unwrap(),
+            &full.narrow(0, 0, n).unwrap(),
+            &bound,
+            &format!("{what} prefill {n}"),
+        ));
         for step in 0..16 {
             let p = n + step;
             let y = m.forward(&row(&ids[p..p + 1], &dev), &mut cache).unwrap();
-            worst = worst.max(check_logits(&y.select(0, 0).unwrap(), &full.narrow(0, p as i64, 1).unwrap(), &bound, &format!("{what} prefill {n} decode step {step}")));
+            worst = worst.max(check_logits(
+                &y.select(0, 0).unwrap(),
+                &full.narrow(0, p as i64, 1).unwrap(),
+                &bound,
+                &format!("{what} prefill {n} decode step {step}"),
+            ));
         }
         assert_eq!(cache.len(), n + 16);
     }
@@ -245,7 +414,9 @@ fn prefill_then_decode_matches_full_recompute() {
     let c = tiny_config();
     let (gguf, _, _) = write_tiny(&c, 1, "consistency");
     let mut devices = vec![Device::Cpu];
-    if let Some(gpu) = stride_core::cuda::require_or_skip("prefill_then_decode_matches_full_recompute") {
+    if let Some(gpu) =
+        stride_core::cuda::require_or_skip("prefill_then_decode_matches_full_recompute")
+    {
         devices.push(gpu);
     }
     for dev in devices {
@@ -262,22 +433,61 @@ fn prefill_then_decode_matches_full_recompute() {
 fn gguf_and_safetensors_of_one_model_agree() {
     let _serial = serial();
     for tied in [false, true] {
-        let c = LlamaConfig { tied_embeddings: tied, ..tiny_config() };
+        let c = LlamaConfig {
+            tied_embeddings: tied,
+            ..tiny_config()
+        };
         let (gguf, cfg, st) = write_tiny(&c, 2, &format!("formats_{tied}"));
         let g = Llama::from_gguf_file(&gguf, DType::F32, &Device::Cpu).unwrap();
         let h = Llama::from_safetensors(&cfg, &[&st], DType::F32, &Device::Cpu).unwrap();
         assert_eq!(g.config(), h.config());
         assert_eq!(h.rotary_style(), RotaryStyle::HalfSplit);
         let ids = tokens(40, c.vocab_size, 3);
-        let lg = g.forward(&row(&ids, &Device::Cpu), &mut g.new_cache(&[0], 40).unwrap()).unwrap();
-        let lh = h.forward(&row(&ids, &Device::Cpu), &mut h.new_cache(&[0], 40).unwrap()).unwrap();
-        let worst = check_logits(&lh.select(0, 0).unwrap(), &lg.select(0, 0).unwrap(), &logit_bounds(&g, 40), "hf vs gguf");
+        let lg = g
+            .forward(
+                &row(&ids, &Device::Cpu),
+                &mut g.new_cache(&[0], 40).unwrap(),
+            )
+            .unwrap();
+        let lh = h
+            .forward(
+                &row(&ids, &Device::Cpu),
+                &mut h.new_cache(&[0], 40).unwrap(),
+            )
+            .unwrap();
+        let worst = check_logits(
+            &lh.select(0, 0).unwrap(),
+            &lg.select(0, 0).unwrap(),
+            &logit_bounds(&g, 40),
+            "hf vs gguf",
+        );
         println!("tied {tied}: worst |hf − gguf| / bound = {worst:.3e}");
         // the wrong convention is not close: the check can fail
-        let wrong = Llama::new(h.config().clone(), h.weights().clone(), RotaryStyle::Interleaved).unwrap();
-        let lw = wrong.forward(&row(&ids, &Device::Cpu), &mut wrong.new_cache(&[0], 40).unwrap()).unwrap();
-        let d = lw.sub(&lg).unwrap().abs().unwrap().amax(&[0, 1, 2], false).unwrap().item::<f32>().unwrap();
-        assert!(d > 1e-2, "the wrong rotary convention should change the logits (max diff {d})");
+        let wrong = Llama::new(
+            h.config().clone(),
+            h.weights().clone(),
+            RotaryStyle::Interleaved,
+        )
+        .unwrap();
+        let lw = wrong
+            .forward(
+                &row(&ids, &Device::Cpu),
+                &mut wrong.new_cache(&[0], 40).unwrap(),
+            )
+            .unwrap();
+        let d = lw
+            .sub(&lg)
+            .unwrap()
+            .abs()
+            .unwrap()
+            .amax(&[0, 1, 2], false)
+            .unwrap()
+            .item::<f32>()
+            .unwrap();
+        assert!(
+            d > 1e-2,
+            "the wrong rotary convention should change the logits (max diff {d})"
+        );
     }
 }
 
@@ -287,7 +497,11 @@ fn left_padded_batch_gives_each_rows_logits() {
     let c = tiny_config();
     let (gguf, _, _) = write_tiny(&c, 3, "padded");
     let m = Llama::from_gguf_file(&gguf, DType::F32, &Device::Cpu).unwrap();
-    let prompts: Vec<Vec<i64>> = [5usize, 9, 2, 9].iter().enumerate().map(|(i, &n)| tokens(n, c.vocab_size, 10 + i as u64)).collect();
+    let prompts: Vec<Vec<i64>> = [5usize, 9, 2, 9]
+        .iter()
+        .enumerate()
+        .map(|(i, &n)| tokens(n, c.vocab_size, 10 + i as u64))
+        .collect();
     let width = 9;
     let steps = 4;
     let pads: Vec<usize> = prompts.iter().map(|p| width - p.len()).collect();
@@ -298,22 +512,53 @@ fn left_padded_batch_gives_each_rows_logits() {
     }
     let b = prompts.len();
     let mut cache = m.new_cache(&pads, width + steps).unwrap();
-    let pre = m.forward(&Tensor::from_vec(batch_ids, [b, width]).unwrap(), &mut cache).unwrap();
-    let next: Vec<Vec<i64>> = (0..b).map(|i| tokens(steps, c.vocab_size, 20 + i as u64)).collect();
+    let pre = m
+        .forward(
+            &Tensor::from_vec(batch_ids, [b, width]).unwrap(),
+            &mut cache,
+        )
+        .unwrap();
+    let next: Vec<Vec<i64>> = (0..b)
+        .map(|i| tokens(steps, c.vocab_size, 20 + i as u64))
+        .collect();
     let mut dec = vec![];
     for s in 0..steps {
         let col: Vec<i64> = next.iter().map(|n| n[s]).collect();
-        dec.push(m.forward(&Tensor::from_vec(col, [b, 1]).unwrap(), &mut cache).unwrap());
+        dec.push(
+            m.forward(&Tensor::from_vec(col, [b, 1]).unwrap(), &mut cache)
+                .unwrap(),
+        );
     }
     let bound = logit_bounds(&m, width + steps);
     for (i, p) in prompts.iter().enumerate() {
         let mut ids = p.clone();
         ids.extend(&next[i]);
-        let single = m.forward(&row(&ids, &Device::Cpu), &mut m.new_cache(&[0], ids.len()).unwrap()).unwrap().select(0, 0).unwrap();
-        let got = pre.select(0, i as i64).unwrap().narrow(0, pads[i] as i64, p.len()).unwrap();
-        check_logits(&got, &single.narrow(0, 0, p.len()).unwrap(), &bound, &format!("row {i} prompt"));
+        let single = m
+            .forward(
+                &row(&ids, &Device::Cpu),
+                &mut m.new_cache(&[0], ids.len()).unwrap(),
+            )
+            .unwrap()
+            .select(0, 0)
+            .unwrap();
+        let got = pre
+            .select(0, i as i64)
+            .unwrap()
+            .narrow(0, pads[i] as i64, p.len())
+            .unwrap();
+        check_logits(
+            &got,
+            &single.narrow(0, 0, p.len()).unwrap(),
+            &bound,
+            &format!("row {i} prompt"),
+        );
         for (s, d) in dec.iter().enumerate() {
-            check_logits(&d.select(0, i as i64).unwrap(), &single.narrow(0, (p.len() + s) as i64, 1).unwrap(), &bound, &format!("row {i} decode {s}"));
+            check_logits(
+                &d.select(0, i as i64).unwrap(),
+                &single.narrow(0, (p.len() + s) as i64, 1).unwrap(),
+                &bound,
+                &format!("row {i} decode {s}"),
+            );
         }
     }
 }
@@ -321,7 +566,18 @@ fn left_padded_batch_gives_each_rows_logits() {
 #[test]
 fn ten_thousand_decode_steps_keep_memory_flat() {
     let _serial = serial();
-    let c = LlamaConfig { n_layers: 1, dim: 32, ffn_dim: 64, n_heads: 2, n_kv_heads: 1, head_dim: 16, rope_dim: 16, vocab_size: 17, context_len: 64, ..tiny_config() };
+    let c = LlamaConfig {
+        n_layers: 1,
+        dim: 32,
+        ffn_dim: 64,
+        n_heads: 2,
+        n_kv_heads: 1,
+        head_dim: 16,
+        rope_dim: 16,
+        vocab_size: 17,
+        context_len: 64,
+        ..tiny_config()
+    };
     let m = Llama::random(c, DType::F32, &Device::Cpu, Some(&Generator::new(5))).unwrap();
     let mut cache = m.new_cache(&[0, 2], 64).unwrap();
     let tok = Tensor::from_vec(vec![3i64, 4], [2, 1]).unwrap();
@@ -343,21 +599,44 @@ fn bad_inputs_are_errors() {
     let c = tiny_config();
     let m = Llama::random(c.clone(), DType::F32, &Device::Cpu, None).unwrap();
     let mut cache = m.new_cache(&[0], 4).unwrap();
-    let e = m.forward(&Tensor::zeros([1, 2], DType::I32, &Device::Cpu).unwrap(), &mut cache).unwrap_err().to_string();
+    let e = m
+        .forward(
+            &Tensor::zeros([1, 2], DType::I32, &Device::Cpu).unwrap(),
+            &mut cache,
+        )
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("i64"), "{e}");
-    let e = m.forward(&Tensor::zeros([2, 2], DType::I64, &Device::Cpu).unwrap(), &mut cache).unwrap_err().to_string();
+    let e = m
+        .forward(
+            &Tensor::zeros([2, 2], DType::I64, &Device::Cpu).unwrap(),
+            &mut cache,
+        )
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("batch"), "{e}");
-    let e = m.forward(&Tensor::zeros([1, 5], DType::I64, &Device::Cpu).unwrap(), &mut cache).unwrap_err().to_string();
+    let e = m
+        .forward(
+            &Tensor::zeros([1, 5], DType::I64, &Device::Cpu).unwrap(),
+            &mut cache,
+        )
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("capacity"), "{e}");
     assert!(m.new_cache(&[0], 10_000).is_err());
-    let e = LlamaConfig::from_hf_json(r#"{"hidden_size": 8}"#).unwrap_err().to_string();
+    let e = LlamaConfig::from_hf_json(r#"{"hidden_size": 8}"#)
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("num_attention_heads"), "{e}");
     // a GGUF without a required key names it
     let mut w = GgufWriter::new();
     w.add_string("general.architecture", "llama");
     let p = tmp("missing.gguf");
     w.write(&p).unwrap();
-    let e = Llama::from_gguf_file(&p, DType::F32, &Device::Cpu).err().unwrap().to_string();
+    let e = Llama::from_gguf_file(&p, DType::F32, &Device::Cpu)
+        .err()
+        .unwrap()
+        .to_string();
     assert!(e.contains("llama."), "{e}");
 }
 
@@ -385,29 +664,68 @@ fn real_model(path: &Path) {
     let m = Llama::from_gguf_file(path, DType::F32, &Device::Cpu).unwrap();
     println!("loaded {MODEL} (f32) in {:.1?}", t0.elapsed());
     let c = m.config();
-    assert_eq!((c.n_layers, c.dim, c.ffn_dim, c.n_heads, c.n_kv_heads), (30, 576, 1536, 9, 3));
-    assert_eq!((c.rope_base, c.context_len, c.vocab_size, c.head_dim), (100000.0, 8192, 49152, 64));
+    assert_eq!(
+        (c.n_layers, c.dim, c.ffn_dim, c.n_heads, c.n_kv_heads),
+        (30, 576, 1536, 9, 3)
+    );
+    assert_eq!(
+        (c.rope_base, c.context_len, c.vocab_size, c.head_dim),
+        (100000.0, 8192, 49152, 64)
+    );
     assert!((c.rms_eps - 1e-5).abs() < 1e-12, "{}", c.rms_eps);
     assert!(c.tied_embeddings);
     let tok = stride_tokenizer::Tokenizer::from_gguf_file(path).unwrap();
     let text = tok
-        .apply_chat_template(&[stride_tokenizer::ChatMessage::new("user", "What is the capital of France?")], true)
+        .apply_chat_template(
+            &[stride_tokenizer::ChatMessage::new(
+                "user",
+                "What is the capital of France?",
+            )],
+            true,
+        )
         .unwrap();
-    let ids: Vec<i64> = tok.encode(&text, false).unwrap().into_iter().map(|i| i as i64).collect();
+    let ids: Vec<i64> = tok
+        .encode(&text, false)
+        .unwrap()
+        .into_iter()
+        .map(|i| i as i64)
+        .collect();
     let n = ids.len();
     let t0 = std::time::Instant::now();
-    let full = m.forward(&row(&ids, &Device::Cpu), &mut m.new_cache(&[0], n).unwrap()).unwrap().select(0, 0).unwrap();
+    let full = m
+        .forward(&row(&ids, &Device::Cpu), &mut m.new_cache(&[0], n).unwrap())
+        .unwrap()
+        .select(0, 0)
+        .unwrap();
     println!("prefill of {n} tokens: {:.1?}", t0.elapsed());
     // prefill all but 3, then decode 3
     let mut cache = m.new_cache(&[0], n).unwrap();
     let bound = logit_bounds(&m, n);
-    let pre = m.forward(&row(&ids[..n - 3], &Device::Cpu), &mut cache).unwrap().select(0, 0).unwrap();
-    let mut worst = check_logits(&pre, &full.narrow(0, 0, n - 3).unwrap(), &bound, "real prefill");
+    let pre = m
+        .forward(&row(&ids[..n - 3], &Device::Cpu), &mut cache)
+        .unwrap()
+        .select(0, 0)
+        .unwrap();
+    let mut worst = check_logits(
+        &pre,
+        &full.narrow(0, 0, n - 3).unwrap(),
+        &bound,
+        "real prefill",
+    );
     for p in n - 3..n {
         let t0 = std::time::Instant::now();
-        let y = m.forward(&row(&ids[p..p + 1], &Device::Cpu), &mut cache).unwrap().select(0, 0).unwrap();
+        let y = m
+            .forward(&row(&ids[p..p + 1], &Device::Cpu), &mut cache)
+            .unwrap()
+            .select(0, 0)
+            .unwrap();
         println!("decode step at position {p}: {:.1?}", t0.elapsed());
-        worst = worst.max(check_logits(&y, &full.narrow(0, p as i64, 1).unwrap(), &bound, &format!("real decode {p}")));
+        worst = worst.max(check_logits(
+            &y,
+            &full.narrow(0, p as i64, 1).unwrap(),
+            &bound,
+            &format!("real decode {p}"),
+        ));
     }
     println!("real model: worst |decode − full| / bound = {worst:.3e}");
     let last = full.select(0, (n - 1) as i64).unwrap();
@@ -423,6 +741,8 @@ fn real_model(path: &Path) {
 #[test]
 fn smollm2_real_model() {
     let _serial = serial();
-    let Some(p) = model_path("smollm2_real_model") else { return };
+    let Some(p) = model_path("smollm2_real_model") else {
+        return;
+    };
     real_model(&p);
 }

@@ -2,10 +2,10 @@
 //! activation modules and the [`mlp`] helper. Parameters are created and initialised as
 //! PyTorch's layers create them, so seeded runs and state dicts carry over.
 
+use crate::functional::{layer_norm_as, rms_norm_as};
 use crate::module::{Mode, Module, Parameter, Visitor};
 use crate::{init, invalid};
 use stride_core::autograd::{is_grad_enabled, no_grad};
-use crate::functional::{layer_norm_as, rms_norm_as};
 use stride_core::{DType, Device, Generator, Result, Tensor};
 
 /// Where and how a layer creates its parameters (PyTorch's `device=`/`dtype=` factory

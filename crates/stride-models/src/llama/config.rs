@@ -120,12 +120,12 @@ impl LlamaConfig {
         };
         let float = |k: &str, default: Option<f64>| -> Result<f64> {
             match v.get(k) {
-                Some(x) => x.as_f64().ok_or_else(|| {
-                    invalid(op, format!("config.json: key {k:?} is not a number"))
-                }),
-                None => default.ok_or_else(|| {
-                    invalid(op, format!("config.json: key {k:?} is missing"))
-                }),
+                Some(x) => x
+                    .as_f64()
+                    .ok_or_else(|| invalid(op, format!("config.json: key {k:?} is not a number"))),
+                None => {
+                    default.ok_or_else(|| invalid(op, format!("config.json: key {k:?} is missing")))
+                }
             }
         };
         if let Some(m) = v.get("model_type").and_then(|m| m.as_str()) {
@@ -167,37 +167,71 @@ impl LlamaConfig {
     /// Checks the numbers fit together (`prefix` is the key prefix for messages).
     pub(crate) fn validate(&self, op: &'static str, prefix: &str) -> Result<()> {
         let bad = |k: &str, why: String| Err(invalid(op, format!("{prefix}{k}: {why}")));
-        let heads = if prefix.is_empty() { "num_attention_heads" } else { "attention.head_count" };
-        let kv = if prefix.is_empty() { "num_key_value_heads" } else { "attention.head_count_kv" };
+        let heads = if prefix.is_empty() {
+            "num_attention_heads"
+        } else {
+            "attention.head_count"
+        };
+        let kv = if prefix.is_empty() {
+            "num_key_value_heads"
+        } else {
+            "attention.head_count_kv"
+        };
         if self.n_layers == 0 || self.dim == 0 || self.ffn_dim == 0 || self.vocab_size == 0 {
             return bad(
                 "block_count/embedding_length/feed_forward_length/vocab",
                 format!("must all be > 0, got {self:?}"),
             );
         }
-        if self.n_heads == 0 || self.head_dim == 0 || self.head_dim * self.n_heads != self.dim && prefix == "llama." {
-            return bad(heads, format!("{} heads don't divide the width {}", self.n_heads, self.dim));
+        if self.n_heads == 0
+            || self.head_dim == 0
+            || self.head_dim * self.n_heads != self.dim && prefix == "llama."
+        {
+            return bad(
+                heads,
+                format!("{} heads don't divide the width {}", self.n_heads, self.dim),
+            );
         }
         if self.n_kv_heads == 0 || !self.n_heads.is_multiple_of(self.n_kv_heads) {
             return bad(
                 kv,
-                format!("{} key/value heads must divide the {} query heads", self.n_kv_heads, self.n_heads),
+                format!(
+                    "{} key/value heads must divide the {} query heads",
+                    self.n_kv_heads, self.n_heads
+                ),
             );
         }
         if self.rope_dim == 0 || !self.rope_dim.is_multiple_of(2) || self.rope_dim > self.head_dim {
             return bad(
-                if prefix.is_empty() { "head_dim" } else { "rope.dimension_count" },
-                format!("the rotary dim {} must be even, > 0 and ≤ the head dim {}", self.rope_dim, self.head_dim),
+                if prefix.is_empty() {
+                    "head_dim"
+                } else {
+                    "rope.dimension_count"
+                },
+                format!(
+                    "the rotary dim {} must be even, > 0 and ≤ the head dim {}",
+                    self.rope_dim, self.head_dim
+                ),
             );
         }
         // written so that NaN is refused too
         if self.rms_eps.partial_cmp(&0.0) != Some(std::cmp::Ordering::Greater)
             || self.rope_base.partial_cmp(&0.0) != Some(std::cmp::Ordering::Greater)
         {
-            return bad("rms_eps/rope base", format!("must be > 0, got {} and {}", self.rms_eps, self.rope_base));
+            return bad(
+                "rms_eps/rope base",
+                format!("must be > 0, got {} and {}", self.rms_eps, self.rope_base),
+            );
         }
         if self.context_len == 0 {
-            return bad(if prefix.is_empty() { "max_position_embeddings" } else { "context_length" }, "must be > 0".into());
+            return bad(
+                if prefix.is_empty() {
+                    "max_position_embeddings"
+                } else {
+                    "context_length"
+                },
+                "must be > 0".into(),
+            );
         }
         Ok(())
     }

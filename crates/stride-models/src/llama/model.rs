@@ -223,7 +223,10 @@ impl CausalLm for Llama {
             || cache.k[0].dtype() != self.dtype
             || cache.k[0].device() != self.device
         {
-            return Err(invalid(op, "the cache was not made by this model (new_cache)"));
+            return Err(invalid(
+                op,
+                "the cache was not made by this model (new_cache)",
+            ));
         }
         let (b, t) = (tokens.shape()[0], tokens.shape()[1]);
         let len = cache.len;
@@ -276,9 +279,18 @@ impl CausalLm for Llama {
             cache.v[l].narrow(2, len as i64, t)?.copy_(&v)?;
             let keys = cache.k[l].narrow(2, 0, s)?;
             let values = cache.v[l].narrow(2, 0, s)?;
-            let a = scaled_dot_product_attention(&q, &keys, &values, Some(&mask), 0.0, false, None, true)?
-                .permute(&[0, 2, 1, 3])?
-                .reshape(&[bi, ti, (hq * hd) as i64])?;
+            let a = scaled_dot_product_attention(
+                &q,
+                &keys,
+                &values,
+                Some(&mask),
+                0.0,
+                false,
+                None,
+                true,
+            )?
+            .permute(&[0, 2, 1, 3])?
+            .reshape(&[bi, ti, (hq * hd) as i64])?;
             let h = x.add(&a.matmul(&layer.wo.t()?)?)?;
             let m = rms_norm(&h, &[d], Some(&layer.ffn_norm), eps)?;
             let g = m.matmul(&layer.w_gate.t()?)?.silu()?;

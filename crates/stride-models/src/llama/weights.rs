@@ -89,7 +89,11 @@ impl LlamaWeights {
         let (embed_name, norm_name, head_name) = if gguf_names {
             ("token_embd.weight", "output_norm.weight", "output.weight")
         } else {
-            ("model.embed_tokens.weight", "model.norm.weight", "lm_head.weight")
+            (
+                "model.embed_tokens.weight",
+                "model.norm.weight",
+                "lm_head.weight",
+            )
         };
         let embed = get(embed_name, vec![c.vocab_size, c.dim])?;
         let mut layers = Vec::with_capacity(c.n_layers);
@@ -180,12 +184,18 @@ impl LlamaWeights {
             c,
             |name, want| {
                 let t = tensors.get(name).ok_or_else(|| {
-                    invalid(op, format!("tensor {name} is missing from the safetensors files"))
+                    invalid(
+                        op,
+                        format!("tensor {name} is missing from the safetensors files"),
+                    )
                 })?;
                 if t.shape() != want {
                     return Err(invalid(
                         op,
-                        format!("tensor {name} has shape {:?}; the config needs {want:?}", t.shape()),
+                        format!(
+                            "tensor {name} has shape {:?}; the config needs {want:?}",
+                            t.shape()
+                        ),
                     ));
                 }
                 t.to_dtype(dtype)?.to_device(device)

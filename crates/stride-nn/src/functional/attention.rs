@@ -240,7 +240,11 @@ pub fn scaled_dot_product_attention(
     // (..., Hk, G·L, E): query head hk·G + g is row block g of key/value head hk
     let mut grouped: Vec<i64> = kb.iter().map(|&d| d as i64).collect();
     grouped.extend([(groups * l) as i64, e as i64]);
-    let qg = if groups > 1 { qf.reshape(&grouped)? } else { qf };
+    let qg = if groups > 1 {
+        qf.reshape(&grouped)?
+    } else {
+        qf
+    };
     let scores_i64: Vec<i64> = scores_shape.iter().map(|&d| d as i64).collect();
     let mut scores = qg
         .matmul(&kf.transpose(-2, -1)?)?
@@ -266,10 +270,7 @@ pub fn scaled_dot_product_attention(
     let weights = if masked {
         // rows with no key left (max = −inf): softmax would give NaN; give 0 instead, and
         // keep NaN out of the backward too (the row's scores are replaced before softmax)
-        let dead = scores
-            .detach()
-            .amax(&[-1], true)?
-            .eq(f64::NEG_INFINITY)?;
+        let dead = scores.detach().amax(&[-1], true)?.eq(f64::NEG_INFINITY)?;
         scores
             .masked_fill(&dead, 0.0)?
             .softmax(-1)?

@@ -241,7 +241,11 @@ impl Rotary {
         let rd = self.dim;
         in_compute_dtype(&[x], |t| {
             let x = &t[0];
-            let xr = if rd < d { x.narrow(-1, 0, rd)? } else { x.clone() };
+            let xr = if rd < d {
+                x.narrow(-1, 0, rd)?
+            } else {
+                x.clone()
+            };
             let rotated = match style {
                 RotaryStyle::HalfSplit => {
                     let a = xr.narrow(-1, 0, half)?;
