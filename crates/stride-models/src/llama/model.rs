@@ -263,6 +263,9 @@ impl CausalLm for Llama {
             .map(|&p| len as i64 - p as i64)
             .collect();
 
+        // one set of rotary rows for the queries and keys of every layer
+        let rope = self.rotary.row_tables(4, t, self.dtype, &offsets)?;
+
         let w = &self.weights;
         let mut x = w.embed.embedding(tokens)?; // (B, T, D)
         for (l, layer) in w.layers.iter().enumerate() {
@@ -272,8 +275,12 @@ impl CausalLm for Llama {
                     .view(&[bi, ti, n as i64, hd as i64])?
                     .permute(&[0, 2, 1, 3]) // (B, n, T, hd), a view
             };
-            let q = self.rotary.apply_rows(&heads(&layer.wq, hq)?, &offsets)?;
-            let k = self.rotary.apply_rows(&heads(&layer.wk, hk)?, &offsets)?;
+            let q = self
+                .rotary
+                .apply_row_tables(&heads(&layer.wq, hq)?, &rope)?;
+            let k = self
+                .rotary
+                .apply_row_tables(&heads(&layer.wk, hk)?, &rope)?;
             let v = heads(&layer.wv, hk)?;
             cache.k[l].narrow(2, len as i64, t)?.copy_(&k)?;
             cache.v[l].narrow(2, len as i64, t)?.copy_(&v)?;

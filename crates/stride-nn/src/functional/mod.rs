@@ -20,4 +20,4 @@ mod rotary;
 pub use attention::{causal_mask, scaled_dot_product_attention};
 pub use norm::{layer_norm, rms_norm};
 pub(crate) use norm::{layer_norm_as, rms_norm_as};
-pub use rotary::{Rotary, RotaryStyle};
+pub use rotary::{Rotary, RotaryStyle, RowTables};

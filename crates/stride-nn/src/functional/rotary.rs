@@ -21,6 +21,15 @@ pub enum RotaryStyle {
     Interleaved,
 }
 
+/// Per-row cos/sin tables for one input geometry ([`Rotary::row_tables`]).
+#[derive(Clone, Debug)]
+pub struct RowTables {
+    rows: usize,
+    t: usize,
+    cos: Tensor,
+    sin: Tensor,
+}
+
 /// Rotary embeddings for heads of `dim` rotated features: cos/sin tables precomputed (in
 /// f64, stored in f32 and f64) for positions `0..max_len` on one device.
 ///
@@ -182,21 +191,49 @@ impl Rotary {
     /// it gets position 0 (its values are meant to be masked). `offsets.len()` must be `B`.
     pub fn apply_rows(&self, x: &Tensor, offsets: &[i64]) -> Result<Tensor> {
         let (t, _) = self.check(x)?;
+        let tables = self.row_tables(x.dim(), t, x.dtype(), offsets)?;
+        self.apply_row_tables(x, &tables)
+    }
+
+    /// The cos/sin rows [`Rotary::apply_rows`] uses for inputs of `ndim` dims, `t` positions
+    /// and `dtype`: build them once and rotate many tensors of that geometry with
+    /// [`Rotary::apply_row_tables`] (a model's queries and keys in every layer).
+    pub fn row_tables(
+        &self,
+        ndim: usize,
+        t: usize,
+        dtype: DType,
+        offsets: &[i64],
+    ) -> Result<RowTables> {
         let b = offsets.len();
-        if x.dim() < 3 || x.shape()[0] != b {
+        if ndim < 3 || b == 0 {
             return Err(crate::invalid(
                 OP,
                 format!(
-                    "apply_rows needs an input (B, ..., T, D) with B = {} rows (one offset each), got shape {:?}",
-                    b,
-                    x.shape()
+                    "per-row tables need inputs (B, ..., T, D) of at least 3 dims and one offset per row, got {ndim} dims and {b} offsets"
                 ),
             ));
         }
+        let (c, s) = self.tables(dtype);
         if offsets.iter().all(|&o| o == offsets[0]) && offsets[0] >= 0 {
-            return self.apply(x, offsets[0] as usize);
+            let o = offsets[0] as usize;
+            if o + t > self.max_len {
+                return Err(crate::invalid(
+                    OP,
+                    format!(
+                        "positions {o}..{} are beyond the tables' max_len {}",
+                        o + t,
+                        self.max_len
+                    ),
+                ));
+            }
+            return Ok(RowTables {
+                rows: b,
+                t,
+                cos: c.narrow(0, o as i64, t)?,
+                sin: s.narrow(0, o as i64, t)?,
+            });
         }
-        let (c, s) = self.tables(x.dtype());
         let mut cs = Vec::with_capacity(b);
         let mut ss = Vec::with_capacity(b);
         for &o in offsets {
@@ -226,11 +263,32 @@ impl Rotary {
         }
         // (B, T, dim/2) → (B, 1, …, 1, T, dim/2) to broadcast over the dims between
         let mut shape = vec![b as i64];
-        shape.extend(std::iter::repeat_n(1, x.dim() - 3));
+        shape.extend(std::iter::repeat_n(1, ndim - 3));
         shape.extend([t as i64, (self.dim / 2) as i64]);
-        let c = Tensor::stack(&cs.iter().collect::<Vec<_>>(), 0)?.reshape(&shape)?;
-        let s = Tensor::stack(&ss.iter().collect::<Vec<_>>(), 0)?.reshape(&shape)?;
-        self.rotate(x, &c, &s)
+        Ok(RowTables {
+            rows: b,
+            t,
+            cos: Tensor::stack(&cs.iter().collect::<Vec<_>>(), 0)?.reshape(&shape)?,
+            sin: Tensor::stack(&ss.iter().collect::<Vec<_>>(), 0)?.reshape(&shape)?,
+        })
+    }
+
+    /// Rotates `x: (B, ..., T, D)` with tables from [`Rotary::row_tables`] (made for the same
+    /// number of dims, rows, positions and dtype family).
+    pub fn apply_row_tables(&self, x: &Tensor, tables: &RowTables) -> Result<Tensor> {
+        let (t, _) = self.check(x)?;
+        if x.dim() < 3 || x.shape()[0] != tables.rows || t != tables.t {
+            return Err(crate::invalid(
+                OP,
+                format!(
+                    "apply_rows needs an input (B, ..., T, D) with B = {} rows (one offset each) and T = {}, got shape {:?}",
+                    tables.rows,
+                    tables.t,
+                    x.shape()
+                ),
+            ));
+        }
+        self.rotate(x, &tables.cos, &tables.sin)
     }
 
     /// `x` rotated with tables `c`, `s` broadcasting to `(..., T, dim/2)`.
