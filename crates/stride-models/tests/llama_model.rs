@@ -599,30 +599,18 @@ fn bad_inputs_are_errors() {
     let c = tiny_config();
     let m = Llama::random(c.clone(), DType::F32, &Device::Cpu, None).unwrap();
     let mut cache = m.new_cache(&[0], 4).unwrap();
-    let e = m
-        .forward(
-            &Tensor::zeros([1, 2], DType::I32, &Device::Cpu).unwrap(),
-            &mut cache,
-        )
-        .unwrap_err()
-        .to_string();
-    assert!(e.contains("i64"), "{e}");
-    let e = m
-        .forward(
-            &Tensor::zeros([2, 2], DType::I64, &Device::Cpu).unwrap(),
-            &mut cache,
-        )
-        .unwrap_err()
-        .to_string();
-    assert!(e.contains("batch"), "{e}");
-    let e = m
-        .forward(
-            &Tensor::zeros([1, 5], DType::I64, &Device::Cpu).unwrap(),
-            &mut cache,
-        )
-        .unwrap_err()
-        .to_string();
-    assert!(e.contains("capacity"), "{e}");
+    let mut forward_error = |shape: [usize; 2], dtype: DType| {
+        let tokens = Tensor::zeros(shape, dtype, &Device::Cpu).unwrap();
+        m.forward(&tokens, &mut cache).unwrap_err().to_string()
+    };
+    for (shape, dtype, says) in [
+        ([1, 2], DType::I32, "i64"),
+        ([2, 2], DType::I64, "batch"),
+        ([1, 5], DType::I64, "capacity"),
+    ] {
+        let e = forward_error(shape, dtype);
+        assert!(e.contains(says), "{e}");
+    }
     assert!(m.new_cache(&[0], 10_000).is_err());
     let e = LlamaConfig::from_hf_json(r#"{"hidden_size": 8}"#)
         .unwrap_err()
