@@ -50,25 +50,14 @@ pub fn acc_roundoff(d: DType) -> f64 {
     }
 }
 
-/// The spacing of dtype `d`'s floats at `v` (the subnormal spacing near zero).
+/// The spacing of dtype `d`'s floats at `v` (the subnormal spacing near zero); 0 at an
+/// infinity or NaN, where no bound applies. [`crate::tol::ulp`] elsewhere.
 pub fn ulp(v: f64, d: DType) -> f64 {
-    let (p, min_exp) = match d {
-        DType::F64 => (53, -1022),
-        DType::F32 => (24, -126),
-        DType::F16 => (11, -14),
-        DType::BF16 => (8, -126),
-        _ => return 0.0,
-    };
-    let a = v.abs();
-    if !a.is_finite() {
-        return 0.0;
-    }
-    let e = if a == 0.0 {
-        min_exp
+    if v.is_finite() {
+        crate::tol::ulp(v, d)
     } else {
-        (a.log2().floor() as i32).max(min_exp)
-    };
-    2f64.powi(e - (p - 1))
+        0.0
+    }
 }
 
 /// The magnitudes of one output element's error bound (see the module docs).
