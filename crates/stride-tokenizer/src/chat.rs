@@ -111,11 +111,12 @@ fn lex(src: &str) -> Result<Vec<Seg>> {
     Ok(out)
 }
 
-/// Position of `close` in `s`, outside string literals.
-fn find_close(s: &str, close: &str) -> Option<usize> {
+/// Byte positions of `s` that lie outside string literals (`'…'` or `"…"`, with `\`
+/// escapes), in order.
+fn outside_quotes(s: &str) -> impl Iterator<Item = usize> + '_ {
     let mut quote: Option<char> = None;
     let mut escaped = false;
-    for (i, c) in s.char_indices() {
+    s.char_indices().filter_map(move |(i, c)| {
         if let Some(q) = quote {
             if escaped {
                 escaped = false;
@@ -124,44 +125,29 @@ fn find_close(s: &str, close: &str) -> Option<usize> {
             } else if c == q {
                 quote = None;
             }
-            continue;
+            return None;
         }
         if c == '\'' || c == '"' {
             quote = Some(c);
-        } else if s[i..].starts_with(close) {
-            return Some(i);
+            return None;
         }
-    }
-    None
+        Some(i)
+    })
+}
+
+/// Position of `close` in `s`, outside string literals.
+fn find_close(s: &str, close: &str) -> Option<usize> {
+    outside_quotes(s).find(|&i| s[i..].starts_with(close))
 }
 
 /// Splits `s` at `sep` outside string literals.
 fn split_outside_quotes<'s>(s: &'s str, sep: &str) -> Vec<&'s str> {
     let mut parts = Vec::new();
-    let mut quote: Option<char> = None;
-    let mut escaped = false;
     let mut start = 0;
-    let mut skip_until = 0;
-    for (i, c) in s.char_indices() {
-        if i < skip_until {
-            continue;
-        }
-        if let Some(q) = quote {
-            if escaped {
-                escaped = false;
-            } else if c == '\\' {
-                escaped = true;
-            } else if c == q {
-                quote = None;
-            }
-            continue;
-        }
-        if c == '\'' || c == '"' {
-            quote = Some(c);
-        } else if s[i..].starts_with(sep) {
+    for i in outside_quotes(s) {
+        if i >= start && s[i..].starts_with(sep) {
             parts.push(&s[start..i]);
             start = i + sep.len();
-            skip_until = start;
         }
     }
     parts.push(&s[start..]);
