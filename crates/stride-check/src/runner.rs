@@ -81,6 +81,23 @@ pub fn run(config: &Config) -> Report {
     run_ops(config, ops)
 }
 
+/// Sync checks on ([`stride_core::set_sync_checks`]) while alive; the previous setting after.
+struct ImmediateChecks(bool);
+
+impl ImmediateChecks {
+    fn on() -> ImmediateChecks {
+        let was = stride_core::sync_checks();
+        stride_core::set_sync_checks(true);
+        ImmediateChecks(was)
+    }
+}
+
+impl Drop for ImmediateChecks {
+    fn drop(&mut self) {
+        stride_core::set_sync_checks(self.0);
+    }
+}
+
 /// Runs the given entries (registry entries or test-only ones).
 pub fn run_ops<'a>(config: &Config, ops: impl IntoIterator<Item = &'a OpInfo>) -> Report {
     let start = Instant::now();
@@ -90,6 +107,10 @@ pub fn run_ops<'a>(config: &Config, ops: impl IntoIterator<Item = &'a OpInfo>) -
         report.device_error = Some(e);
         return report;
     }
+    // cases that must fail expect the error at the op; on a GPU, checks that need the data
+    // would otherwise report at the next read of the device, from any thread of this run
+    // (tests/cuda_deferred.rs checks that path)
+    let _immediate = ImmediateChecks::on();
     let recs: Vec<Recorder> = ops
         .par_iter()
         .map(|op| {

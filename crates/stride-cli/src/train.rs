@@ -227,6 +227,9 @@ fn sae(a: SaeArgs) -> Result<(), String> {
         None => SaeTrainer::new(config_from_flags(&a, device)?).map_err(|e| e.to_string())?,
     };
     let start_step = trainer.steps_done();
+    // the progress bar shows the loss every 10 steps: read it only then (each read waits for
+    // the device); the others are read together at the end
+    trainer.set_loss_every(10);
     if start_step >= a.steps {
         return Err(format!(
             "the run is already at step {start_step}; pass --steps larger than that to continue it"
@@ -291,8 +294,8 @@ fn sae(a: SaeArgs) -> Result<(), String> {
                 }
             }
         }
-        if r.step % 10 == 0 || r.step + 1 == a.steps {
-            bar.set_message(format!("{:.3e}", r.loss));
+        if let Some(loss) = r.loss {
+            bar.set_message(format!("{loss:.3e}"));
         }
         bar.inc(1);
     }
@@ -301,13 +304,15 @@ fn sae(a: SaeArgs) -> Result<(), String> {
     let ran = a.steps - start_step;
 
     let eval = trainer.evaluate(a.eval_batch).map_err(|e| e.to_string())?;
-    let dead = trainer.dead_latents(a.dead_window);
+    let dead = trainer
+        .dead_latents(a.dead_window)
+        .map_err(|e| e.to_string())?;
     if let Some(path) = &a.save {
         trainer
             .save(path)
             .map_err(|e| format!("can't save the checkpoint to {}: {e}", path.display()))?;
     }
-    let losses = trainer.losses();
+    let losses = trainer.read_losses().map_err(|e| e.to_string())?.to_vec();
     let tail = losses.len().min(50);
     let initial = losses[0];
     let last = losses[losses.len() - 1];
@@ -315,7 +320,7 @@ fn sae(a: SaeArgs) -> Result<(), String> {
     let plot_path = if a.no_plot {
         None
     } else {
-        plot::loss_curve(&a.plot, losses, eval.baseline)
+        plot::loss_curve(&a.plot, &losses, eval.baseline)
             .map_err(|e| format!("can't write the loss curve to {}: {e}", a.plot.display()))?;
         Some(a.plot.clone())
     };

@@ -379,8 +379,10 @@ pub(crate) fn unary(op: UnaryOp, src: View, dst: View) -> Result<()> {
 }
 pub(crate) fn binary(op: BinaryOp, a: View, b: View, dst: View) -> Result<()> {
     // integer division and powers check their divisors/exponents before writing: on a GPU
-    // that check waits for the device, so every device reports it (`debug::host_sync`)
+    // the check runs on the device without a wait, unless sync checks are on — then every
+    // device reports the wait (`debug::host_sync`)
     let _sync = if a.dtype.is_int()
+        && crate::sync_checks()
         && matches!(
             op,
             BinaryOp::FloorDivide | BinaryOp::Remainder | BinaryOp::Pow

@@ -137,6 +137,19 @@ pub enum Error {
     #[error("memory leak check: {report}")]
     Leak { device: Device, report: String },
 
+    /// A check that needs the data (an index out of range, an integer division by zero) failed
+    /// on a GPU, where it ran without the host waiting for it: reported at the first read of
+    /// the device after the op. `cause` is the error the op gives on the CPU; `report` names
+    /// the operands and where the op was called. The op wrote nothing. Every read of the
+    /// device returns this error until `stride::cuda::take_error` takes it (see
+    /// `stride::cuda::check_errors`).
+    #[error("{device}: {cause} (found by a device-side check of an earlier op; {report}). That op wrote nothing; every read of {device} returns this error until stride::cuda::take_error takes it. For the error at the op itself, call stride::set_sync_checks(true)")]
+    DeviceCheck {
+        device: Device,
+        cause: Box<Error>,
+        report: String,
+    },
+
     /// Any other invalid argument; the message says what and what to do.
     #[error("{op}: {msg}")]
     Invalid { op: &'static str, msg: String },

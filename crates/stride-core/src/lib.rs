@@ -49,6 +49,27 @@ pub use shape::Shape;
 pub use storage::{memory_stats, BufferElement, MemoryStats, Storage};
 pub use tensor::Tensor;
 
+/// Makes checks that need the data (index ranges, integer division by zero) wait for their
+/// verdict on a GPU and return the error at the op itself, as on the CPU — for debugging.
+/// Off by default: the checks run on the device without the host waiting, and a failure is
+/// reported at the next read (see [`cuda::check_errors`]). Anomaly mode
+/// ([`debug::detect_anomaly`]) turns it on for its thread while it lasts. Process-wide.
+///
+/// ```
+/// stride_core::set_sync_checks(true);
+/// assert!(stride_core::sync_checks());
+/// stride_core::set_sync_checks(false);
+/// ```
+pub fn set_sync_checks(on: bool) {
+    cuda::deferred::set_sync_checks(on)
+}
+
+/// Whether checks that need the data wait for their verdict on this thread (see
+/// [`set_sync_checks`]).
+pub fn sync_checks() -> bool {
+    cuda::deferred::sync_checks()
+}
+
 #[doc(hidden)]
 pub use half;
 pub use half::{bf16, f16};

@@ -107,8 +107,10 @@ impl TrainConfig {
 pub struct StepResult {
     /// The step's index (0-based).
     pub step: u64,
-    /// The training loss of the step's batch (before the update).
-    pub loss: f64,
+    /// The training loss of the step's batch (before the update), on steps that read it back
+    /// (see [`SaeTrainer::set_loss_every`]; every step by default). Unread losses stay on the
+    /// device and join [`SaeTrainer::losses`] at the next read.
+    pub loss: Option<f64>,
     /// The update-health report, on checked steps.
     pub health: Option<HealthReport>,
 }
@@ -157,9 +159,15 @@ pub struct SaeTrainer {
     opt: Adam,
     data: SyntheticData,
     step: u64,
+    /// The losses read back so far (steps `0..losses.len()`), then the unread ones (0-d
+    /// tensors on the device).
     losses: Vec<f64>,
-    /// Per latent, the last step at which it was active (−1: never).
-    last_active: Vec<i64>,
+    unread: Vec<Tensor>,
+    /// Read a step's loss back every this many steps (0: only when asked).
+    loss_every: u64,
+    /// Per latent, the last step at which it was active (−1: never): i64 on the model's
+    /// device, updated there without a host wait.
+    last_active: Tensor,
     health: HealthLog,
 }
 
@@ -183,7 +191,8 @@ impl SaeTrainer {
             config.sae.dtype,
             config.sae.device,
         )?;
-        let latents = config.sae.latents;
+        let last_active =
+            Tensor::full([config.sae.latents], -1i64, DType::I64, &config.sae.device)?;
         Ok(SaeTrainer {
             config,
             model,
@@ -191,7 +200,9 @@ impl SaeTrainer {
             data,
             step: 0,
             losses: vec![],
-            last_active: vec![-1; latents],
+            unread: vec![],
+            loss_every: 1,
+            last_active,
             health: HealthLog::default(),
         })
     }
@@ -215,9 +226,33 @@ impl SaeTrainer {
     pub fn steps_done(&self) -> u64 {
         self.step
     }
-    /// Every step's training loss so far (from the start of the run, across resumes).
+    /// Every step's training loss read back so far (from the start of the run, across
+    /// resumes): all of them unless [`set_loss_every`](Self::set_loss_every) left some on
+    /// the device; [`read_losses`](Self::read_losses) reads those.
     pub fn losses(&self) -> &[f64] {
         &self.losses
+    }
+    /// Reads the losses still on the device (one host wait for all of them) and returns every
+    /// step's loss so far.
+    pub fn read_losses(&mut self) -> Result<&[f64]> {
+        let unread = self.unread_values()?;
+        self.losses.extend(unread);
+        self.unread.clear();
+        Ok(&self.losses)
+    }
+    fn unread_values(&self) -> Result<Vec<f64>> {
+        if self.unread.is_empty() {
+            return Ok(vec![]);
+        }
+        let refs: Vec<&Tensor> = self.unread.iter().collect();
+        Tensor::stack(&refs, 0)?.to_f64_vec()
+    }
+    /// Reads the loss back to the host on steps `0, N, 2N, …` only (`0`: never unless asked
+    /// by [`read_losses`](Self::read_losses)). Each read makes the host wait for the device;
+    /// with `N > 1` a GPU step queues its work and returns at once, and the unread losses are
+    /// read together at the next read. Does not change the curve.
+    pub fn set_loss_every(&mut self, n: u64) {
+        self.loss_every = n;
     }
     pub fn health(&self) -> &HealthLog {
         &self.health
@@ -247,29 +282,29 @@ impl SaeTrainer {
         } else {
             None
         };
-        let loss = scalar_f64(&loss.detach())?;
-        let active = {
+        {
             let _ng = no_grad();
-            acts.detach()
-                .gt(0.0)?
-                .any_dims(&[0], false)?
-                .to_vec::<bool>()?
-        };
-        for (last, on) in self.last_active.iter_mut().zip(active) {
-            if on {
-                *last = step as i64;
-            }
+            let active = acts.detach().gt(0.0)?.any_dims(&[0], false)?;
+            self.last_active = active.where_cond(step as i64, &self.last_active)?;
         }
-        self.losses.push(loss);
+        self.unread.push(loss.detach());
+        let read = self.loss_every > 0 && step.is_multiple_of(self.loss_every);
+        let loss = if read {
+            self.read_losses()?.last().copied()
+        } else {
+            None
+        };
         self.step += 1;
         Ok(StepResult { step, loss, health })
     }
 
     /// Latents not active on any sample of the last `window` steps (all steps so far when
-    /// fewer were taken).
-    pub fn dead_latents(&self, window: u64) -> usize {
+    /// fewer were taken). Reads a count back from the device.
+    pub fn dead_latents(&self, window: u64) -> Result<usize> {
         let since = self.step.saturating_sub(window) as i64;
-        self.last_active.iter().filter(|&&s| s < since).count()
+        let _ng = no_grad();
+        let n = self.last_active.lt(since)?.sum()?.item::<i64>()?;
+        Ok(n as usize)
     }
 
     /// Reconstruction error and fraction of variance explained on a held-out batch of `n`
@@ -316,14 +351,13 @@ impl SaeTrainer {
                 tensors.push((format!("optim.state.{pos}.{k}"), t.clone()));
             }
         }
-        let n = self.losses.len();
-        tensors.push((
-            "train.losses".into(),
-            Tensor::from_vec(self.losses.clone(), [n])?,
-        ));
+        let mut losses = self.losses.clone();
+        losses.extend(self.unread_values()?);
+        let n = losses.len();
+        tensors.push(("train.losses".into(), Tensor::from_vec(losses, [n])?));
         tensors.push((
             "train.last_active".into(),
-            Tensor::from_vec(self.last_active.clone(), [self.last_active.len()])?,
+            self.last_active.to_device(&Device::Cpu)?,
         ));
 
         let mut meta = BTreeMap::new();
@@ -484,7 +518,8 @@ impl SaeTrainer {
         default_generator().set_state(default_state);
         t.step = step;
         t.losses = losses;
-        t.last_active = last_active;
+        let n = last_active.len();
+        t.last_active = Tensor::from_vec(last_active, [n])?.to_device(&device)?;
         t.health = health;
         Ok(t)
     }

@@ -9,7 +9,9 @@
 //!
 //! Index operands are i64, i32 or u32 (any layout, stride 0 included) and are never cast.
 //! Every primitive that writes validates all of its indices **before its first write**, while
-//! holding the storage locks, and reports the first bad index in logical order.
+//! holding the storage locks, and reports the first bad index in logical order: at once on the
+//! CPU, at the next read of the device on a GPU (`cuda/deferred.rs`), where the failing op
+//! writes nothing either.
 
 use super::View;
 use crate::debug::{self, Replay};
@@ -141,10 +143,12 @@ fn from_region(original: &Layout, region: &Layout, at: IndexDim) -> (Layout, Ind
     )
 }
 
-/// Gathers and scatters validate every index before writing: on a GPU the host waits for
-/// the verdict, so every device reports that wait to the debug tools.
+/// Gathers and scatters validate every index before writing. On a GPU the check runs on the
+/// device and the host does not wait for it (a failure is reported at the next read), unless
+/// sync checks are on (`crate::set_sync_checks`): then the host waits for the verdict, and every
+/// device reports that wait to the debug tools.
 fn range_check(index: View, dst: View) -> Result<Option<debug::Announced>> {
-    Ok(if index.layout.numel() > 0 {
+    Ok(if index.layout.numel() > 0 && crate::sync_checks() {
         Some(debug::host_sync(dst.storage.device(), "index range check")?)
     } else {
         None

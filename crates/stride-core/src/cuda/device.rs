@@ -29,6 +29,8 @@ pub(crate) struct CudaDevice {
     /// Host waits on this device (see [`crate::cuda::sync_count`]).
     pub syncs: AtomicU64,
     pub launches: AtomicU64,
+    /// Device-side checks whose verdict the host has not seen (see `deferred.rs`).
+    pub deferred: super::deferred::Deferred,
 }
 
 // SAFETY: the raw CUDA handles inside are used only through the driver API, which is thread
@@ -109,6 +111,14 @@ fn create(ordinal: usize) -> Result<CudaDevice> {
     let arch = ctx
         .compute_capability()
         .map_err(|e| fail("reading the compute capability", e))?;
+    ctx.bind_to_thread()
+        .map_err(|e| fail("binding the CUDA context", e))?;
+    let deferred = super::deferred::Deferred::new().map_err(|e| {
+        fail(
+            "allocating the device-side error record (pinned host memory)",
+            e,
+        )
+    })?;
     let name = ctx.name().unwrap_or_else(|_| "unknown CUDA device".into());
     let sm_count = ctx
         .attribute(
@@ -128,6 +138,7 @@ fn create(ordinal: usize) -> Result<CudaDevice> {
         blas: Mutex::new(None),
         syncs: AtomicU64::new(0),
         launches: AtomicU64::new(0),
+        deferred,
     })
 }
 
@@ -152,13 +163,16 @@ impl CudaDevice {
     pub fn allocator(&self) -> MutexGuard<'_, Allocator> {
         self.alloc.lock().unwrap_or_else(|e| e.into_inner())
     }
-    /// Waits for all queued work; counted as a host synchronisation.
+    /// Waits for all queued work; counted as a host synchronisation. Returns the error of a
+    /// failed device-side check (`deferred.rs`) if one is pending: what was read is not
+    /// to be trusted.
     pub fn synchronize(&self, why: &'static str) -> Result<()> {
         self.syncs.fetch_add(1, Ordering::Relaxed);
         crate::cuda::note_sync(self.device(), why)?;
         self.stream
             .synchronize()
-            .map_err(|e| self.err(&format!("{why}: waiting for the GPU"), e))
+            .map_err(|e| self.err(&format!("{why}: waiting for the GPU"), e))?;
+        self.deferred.after_wait(self)
     }
     /// The kernel `kernel` (symbol `k_<kernel>`) of module `module`, compiling (or loading from the disk cache) the
     /// module from `source()` on first use.

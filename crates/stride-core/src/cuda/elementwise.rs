@@ -236,27 +236,67 @@ pub(crate) fn binary(op: BinaryOp, a: View, b: View, dst: View) -> Result<()> {
     if !source::has_binary(op, t) {
         return Err(no_kernel(op.name(), t));
     }
-    let (dev, po) = dptr(&dst)?;
-    let (_, pa) = dptr(&a)?;
-    let (_, pb) = dptr(&b)?;
-    let module = format!("binary_{}_{}", op.name(), source::tag(t));
-    // integer division by zero and integer negative powers are errors, checked before
-    // anything is written (as on the CPU); reading the verdict waits for the GPU.
+    // integer division by zero and integer negative powers are errors that write nothing (as
+    // on the CPU), checked on the device: the op computes into scratch, copied to `dst` only
+    // if the check passed, and a failure is reported at the next read (deferred.rs)
     if t.is_int()
         && matches!(
             op,
             BinaryOp::FloorDivide | BinaryOp::Remainder | BinaryOp::Pow
         )
     {
+        let (dev, _) = dptr(&dst)?;
         let mode: i32 = if op == BinaryOp::Pow { 1 } else { 0 };
-        if any_bad(&dev, t, &b, mode)? {
-            return Err(if mode == 0 {
-                Error::ZeroDivision { op: op.name() }
+        let name = op.name();
+        let error = move |_: i64| {
+            if mode == 0 {
+                Error::ZeroDivision { op: name }
             } else {
                 Error::invalid("pow", "integers to negative integer powers are not allowed")
-            });
+            }
+        };
+        let Some(verdict) = any_bad(&dev, t, &b, mode)? else {
+            return binary_unchecked(op, a, b, dst);
+        };
+        if super::deferred::sync_checks() {
+            if super::index::read_words(&dev, verdict.ptr, 1, "integer division check")?[0] != 0 {
+                return Err(error(0));
+            }
+            return binary_unchecked(op, a, b, dst);
         }
+        let failure = super::deferred::Failure {
+            cause: Box::new(error),
+            operands: super::index::describe(&[("input", &a), ("other", &b), ("output", &dst)]),
+        };
+        dev.deferred.register(&dev, name, verdict.ptr, failure)?;
+        let n = dst.layout.numel();
+        let bytes = n
+            .checked_mul(dst.dtype.size_in_bytes())
+            .ok_or_else(|| Error::invalid(name, "output too large"))?;
+        let scratch = crate::Storage::from_cuda(
+            super::buffer::CudaBuffer::new(&dev, bytes, false)?,
+            dst.dtype,
+            n,
+        );
+        let layout = crate::Layout::contiguous(dst.layout.shape());
+        let sv = View {
+            storage: &scratch,
+            layout: &layout,
+            dtype: dst.dtype,
+        };
+        binary_unchecked(op, a, b, sv)?;
+        return super::index::gated_copy(&dev, name, sv, dst, verdict.ptr);
     }
+    binary_unchecked(op, a, b, dst)
+}
+
+/// [`binary`] without the integer division check.
+fn binary_unchecked(op: BinaryOp, a: View, b: View, dst: View) -> Result<()> {
+    let t = a.dtype;
+    let (dev, po) = dptr(&dst)?;
+    let (_, pa) = dptr(&a)?;
+    let (_, pb) = dptr(&b)?;
+    let module = format!("binary_{}_{}", op.name(), source::tag(t));
     let w = walk(op.name(), [&dst, &a, &b])?;
     let tiled = tile::tiled(&w);
     let dn = dense(
@@ -298,21 +338,23 @@ pub(crate) fn binary(op: BinaryOp, a: View, b: View, dst: View) -> Result<()> {
     unsafe { launch(&dev, &f, op.name(), w.n, &mut args) }
 }
 
-/// Whether any element of `b` is zero (mode 0) or negative (mode 1); synchronises.
+/// Queues the check of whether any element of `b` is zero (mode 0) or negative (mode 1);
+/// returns its verdict (word 0 non-zero: yes), or `None` for an empty `b`.
 fn any_bad(
     dev: &std::sync::Arc<super::device::CudaDevice>,
     t: DType,
     b: &View,
     mode: i32,
-) -> Result<bool> {
+) -> Result<Option<super::buffer::CudaBuffer>> {
     let (_, pb) = dptr(b)?;
     let w = walk("any_bad", [b])?;
     if w.n == 0 {
-        return Ok(false);
+        return Ok(None);
     }
     let module = format!("check_{}", source::tag(t));
     let f = dev.function(&module, "any_bad", || source::any_bad_module(t))?;
-    let flag = super::buffer::CudaBuffer::new(dev, 4, true)?;
+    // the kernel sets the low int of word 0
+    let verdict = super::buffer::CudaBuffer::new(dev, 16, true)?;
     let [sb] = w.strs;
     let mut args = [
         arg(&w.geo),
@@ -320,22 +362,10 @@ fn any_bad(
         arg(&pb),
         arg(&sb),
         arg(&mode),
-        arg(&flag.ptr),
+        arg(&verdict.ptr),
     ];
     unsafe { launch(dev, &f, "any_bad", w.n, &mut args)? };
-    let mut host = [0i32; 1];
-    super::transfer::download_raw(
-        dev,
-        flag.ptr,
-        bytemuck_i32(&mut host),
-        "integer division check",
-    )?;
-    Ok(host[0] != 0)
-}
-
-fn bytemuck_i32(v: &mut [i32]) -> &mut [u8] {
-    // SAFETY: i32 has no padding and any byte pattern is valid
-    unsafe { std::slice::from_raw_parts_mut(v.as_mut_ptr() as *mut u8, std::mem::size_of_val(v)) }
+    Ok(Some(verdict))
 }
 
 pub(crate) fn ternary(op: TernaryOp, a: View, b: View, c: View, dst: View) -> Result<()> {

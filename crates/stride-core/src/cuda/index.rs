@@ -1,10 +1,11 @@
 //! The index primitives on CUDA (kernels/index.cu, kernels/compact.cu): gather, scatter, the
 //! masked scans and extrema, with the CPU backend's semantics bit for bit (`cpu/index.rs`).
 //!
-//! - **Validation before the first write.** A kernel walks the index in logical (row-major)
-//!   order and keeps the smallest bad position (an integer atomic); the host reads it back —
-//!   a counted synchronisation, like the integer-division check of `elementwise.rs` — and
-//!   returns `IndexOutOfRange` naming that index before any writing kernel is queued.
+//! - **Validation on the device, before the first write.** A kernel walks the index in logical
+//!   (row-major) order and keeps the smallest bad position (an integer atomic); the writing
+//!   kernel takes that verdict (its gate) and writes nothing when it is bad. The host does not
+//!   wait: the failure is reported at the next read of the device (`deferred.rs`) as the
+//!   CPU's `IndexOutOfRange` for that index, with the operands and the call site.
 //! - **Deterministic scatters.** Two positions can only reach one destination if they differ
 //!   along the scatter axis only, so one thread per fiber (every other coordinate) walks the
 //!   axis in order: destinations combine their sources in logical order, rounding as the CPU
@@ -160,21 +161,54 @@ fn bounds(at: &IndexDim) -> (i64, i64) {
     (if at.wrap { -size } else { 0 }, size)
 }
 
-/// Checks every value of the integer operand `index` against `lo..hi`; on a bad one, returns
-/// `bad(value)` for the first in logical order. Values repeat along stride-0 dims, so those are
-/// visited once. Reads two words back from the GPU (a counted synchronisation) when the
-/// operand is not empty.
+/// The verdict of a device-side check, for the writing kernel: the address of the check's
+/// result (word 0 non-zero: bad), or 0 where nothing was checked. The buffer lives until the
+/// writing kernel is queued (the stream orders its reuse after it).
+pub(super) struct Gate(Option<CudaBuffer>);
+
+impl Gate {
+    pub(super) fn none() -> Gate {
+        Gate(None)
+    }
+    pub(super) fn ptr(&self) -> u64 {
+        self.0.as_ref().map_or(0, |b| b.ptr)
+    }
+}
+
+/// `name shape dtype strides offset` of each operand, for a deferred error's report.
+pub(super) fn describe(views: &[(&str, &View)]) -> String {
+    views
+        .iter()
+        .map(|(name, v)| {
+            format!(
+                "{name} {:?} {} (strides {:?}, offset {})",
+                v.layout.shape(),
+                v.dtype,
+                v.layout.strides(),
+                v.layout.offset()
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Queues the check of every value of the integer operand `index` against `lo..hi` (values
+/// repeat along stride-0 dims, so those are visited once) and returns its [`Gate`]. The
+/// verdict is deferred (see `deferred.rs`): a bad value becomes `bad(value)` for the first in
+/// logical order, reported at the next read with `operands`. With `wait` (or sync checks on)
+/// the host reads the verdict now instead (a counted synchronisation) and returns the error.
 pub(super) fn check_indices(
     dev: &Arc<CudaDevice>,
     op: &'static str,
     index: &View,
-    lo: i64,
-    hi: i64,
-    bad: impl FnOnce(i64) -> Error,
-) -> Result<()> {
+    (lo, hi): (i64, i64),
+    bad: impl FnOnce(i64) -> Error + Send + 'static,
+    operands: impl FnOnce() -> String,
+    wait: bool,
+) -> Result<Gate> {
     let l = index.layout;
     if l.numel() == 0 {
-        return Ok(());
+        return Ok(Gate::none());
     }
     let shape: Vec<usize> = l
         .shape()
@@ -201,11 +235,19 @@ pub(super) fn check_indices(
     unsafe { launch(dev, &f, op, n, &mut args)? };
     let mut args2 = [arg(&g), arg(&sx), arg(&px), arg(&res.ptr)];
     unsafe { launch_cfg(dev, &f2, op, (1, 1, 1), (1, 1, 1), 0, &mut args2)? };
-    let w = read_words(dev, res.ptr, 2, "index range check")?;
-    if w[0] != 0 {
-        return Err(bad(w[1] as i64));
+    if wait || super::deferred::sync_checks() {
+        let w = read_words(dev, res.ptr, 2, "index range check")?;
+        if w[0] != 0 {
+            return Err(bad(w[1] as i64));
+        }
+        return Ok(Gate::none());
     }
-    Ok(())
+    let failure = super::deferred::Failure {
+        cause: Box::new(bad),
+        operands: operands(),
+    };
+    dev.deferred.register(dev, op, res.ptr, failure)?;
+    Ok(Gate(Some(res)))
 }
 
 fn check_index_operand(at: &IndexDim, index: &View, shape: &[usize]) -> Result<()> {
@@ -238,8 +280,15 @@ pub(crate) fn gather(src: View, index: View, at: IndexDim, dst: View) -> Result<
     let (dev, pd) = dptr(&dst)?;
     let (_, ps) = dptr(&src)?;
     let (_, px) = dptr(&index)?;
-    let (lo, hi) = bounds(&at);
-    check_indices(&dev, at.op, &index, lo, hi, |v| at.out_of_range(v))?;
+    let gate = check_indices(
+        &dev,
+        at.op,
+        &index,
+        bounds(&at),
+        move |v| at.out_of_range(v),
+        || describe(&[("index", &index), ("source", &src), ("output", &dst)]),
+        false,
+    )?;
     let w = walk(at.op, [&dst, &src, &index])?;
     if w.n == 0 {
         return Ok(());
@@ -250,6 +299,7 @@ pub(crate) fn gather(src: View, index: View, at: IndexDim, dst: View) -> Result<
     let f = dev.function(&module, "gather", || source::gather_module(b, it))?;
     let [so, ss, sx] = w.strs;
     let (size, stride, wrap) = (at.size as i64, at.stride as i64, at.wrap as i32);
+    let gp = gate.ptr();
     let mut args = [
         arg(&w.geo),
         arg(&w.n),
@@ -262,8 +312,40 @@ pub(crate) fn gather(src: View, index: View, at: IndexDim, dst: View) -> Result<
         arg(&size),
         arg(&stride),
         arg(&wrap),
+        arg(&gp),
     ];
     unsafe { launch(&dev, &f, at.op, w.n, &mut args) }
+}
+
+/// `dst = src` (same shape and dtype) unless the check whose verdict is at `gate` failed.
+pub(super) fn gated_copy(
+    dev: &Arc<CudaDevice>,
+    op: &'static str,
+    src: View,
+    dst: View,
+    gate: u64,
+) -> Result<()> {
+    let w = walk(op, [&dst, &src])?;
+    if w.n == 0 {
+        return Ok(());
+    }
+    let b = dst.dtype.size_in_bytes();
+    let f = dev.function(&format!("gated_copy_{b}"), "gated_copy", || {
+        source::gated_copy_module(b)
+    })?;
+    let (_, pd) = dptr(&dst)?;
+    let (_, ps) = dptr(&src)?;
+    let [so, ss] = w.strs;
+    let mut args = [
+        arg(&w.geo),
+        arg(&w.n),
+        arg(&so),
+        arg(&ss),
+        arg(&pd),
+        arg(&ps),
+        arg(&gate),
+    ];
+    unsafe { launch(dev, &f, op, w.n, &mut args) }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -348,8 +430,16 @@ pub(crate) fn scatter(
     let (dev, pd) = dptr(&dst)?;
     let (_, ps) = dptr(&src)?;
     let (_, px) = dptr(&index)?;
-    let (lo, hi) = bounds(&at);
-    check_indices(&dev, at.op, &index, lo, hi, |v| at.out_of_range(v))?;
+    let gate = check_indices(
+        &dev,
+        at.op,
+        &index,
+        bounds(&at),
+        move |v| at.out_of_range(v),
+        || describe(&[("index", &index), ("source", &src), ("destination", &dst)]),
+        false,
+    )?;
+    let gp = gate.ptr();
     let total: usize = shape.iter().product();
     if total == 0 {
         return Ok(());
@@ -437,6 +527,7 @@ pub(crate) fn scatter(
             arg(&init_bits),
             arg(&use_alpha),
             arg(&alpha_bits),
+            arg(&gp),
         ];
         return unsafe { launch(&dev, &fs, at.op, work, &mut args) };
     }
@@ -459,6 +550,7 @@ pub(crate) fn scatter(
         arg(&init_bits),
         arg(&use_alpha),
         arg(&alpha_bits),
+        arg(&gp),
     ];
     unsafe { launch(&dev, &f, at.op, m, &mut args) }
 }

@@ -16,9 +16,13 @@
 //!   unique, searchsorted, bincount, histc (bit for bit the CPU's results);
 //! - [`transfer`]: `to_device` both ways; [`timing`]: device time with events.
 //!
+//! - [`deferred`](check_errors): device-side checks (index ranges, integer division by zero)
+//!   whose failure is reported at the next read.
+//!
 //! Work is queued asynchronously on one stream per device; the host waits only where it must
-//! read (`to_vec`, `item`, `Display`, transfers, the integer-division and index-range checks,
-//! counts that size an output) and every wait is counted ([`sync_count`]).
+//! read (`to_vec`, `item`, `Display`, transfers, counts that size an output such as `nonzero`'s)
+//! and every wait is counted ([`sync_count`]). Checks that need the data run on the device
+//! and never make the host wait: see [`check_errors`].
 //!
 //! ```
 //! use stride_core::{cuda, DType, Device, Tensor};
@@ -38,6 +42,7 @@
 pub(crate) mod alloc;
 pub(crate) mod buffer;
 pub(crate) mod compile;
+pub(crate) mod deferred;
 pub(crate) mod device;
 pub(crate) mod elementwise;
 pub(crate) mod flip;
@@ -139,6 +144,49 @@ pub fn launch_count(ordinal: usize) -> u64 {
 /// Waits until all work queued on CUDA device `ordinal` is done (counted in [`sync_count`]).
 pub fn synchronize(ordinal: usize) -> Result<()> {
     device::get(ordinal)?.synchronize("synchronize")
+}
+
+/// Waits for CUDA device `ordinal` and returns the error of a failed device-side check.
+///
+/// Checks that need the data — every index of a gather, scatter, `index_select`, embedding,
+/// …, and integer divisors — run on the GPU without the host waiting for their verdict. An op
+/// whose check fails writes nothing, and the *next read* of the device (`to_vec`, `item`,
+/// `Display`, a transfer, [`synchronize`], this function) returns
+/// [`Error::DeviceCheck`](crate::Error::DeviceCheck): the op's own error (the same the CPU
+/// gives at once, e.g. `IndexOutOfRange`), its operands and the line that called it. Every
+/// later read returns it too, so a wrong result is never consumed silently, until
+/// [`take_error`] takes it; the device stays usable. For the error at the op itself, turn on
+/// [`crate::set_sync_checks`] (it is on inside `debug::detect_anomaly`).
+///
+/// ```
+/// use stride_core::{cuda, Device, Error, Tensor};
+/// if let Some(gpu) = cuda::require_or_skip("doc: check_errors") {
+///     let x = Tensor::from_vec(vec![1.0f32, 2.0, 3.0], [3])?.to_device(&gpu)?;
+///     let bad = Tensor::from_vec(vec![0i64, 7], [2])?.to_device(&gpu)?;
+///     let y = x.index_select(0, &bad)?; // queued: no wait, no error yet
+///     let err = y.to_vec::<f32>().unwrap_err(); // the next read reports it
+///     assert!(matches!(err, Error::DeviceCheck { .. }), "{err}");
+///     assert!(cuda::check_errors(0).is_err()); // and every read after it
+///     assert!(cuda::take_error(0)?.is_some()); // until it is taken
+///     assert_eq!(x.to_vec::<f32>()?, [1.0, 2.0, 3.0]);
+/// }
+/// # Ok::<(), stride_core::Error>(())
+/// ```
+pub fn check_errors(ordinal: usize) -> Result<()> {
+    deferred::check_errors(&device::get(ordinal)?)
+}
+
+/// Waits for CUDA device `ordinal`, then takes the error of a failed device-side check
+/// (`None` if no check failed): reads of the device return data again. See [`check_errors`].
+pub fn take_error(ordinal: usize) -> Result<Option<crate::Error>> {
+    deferred::take_error(&device::get(ordinal)?)
+}
+
+/// Device-side checks queued on device `ordinal` whose verdict the host has not seen yet
+/// (they are forgotten as the device finishes them, without waiting).
+#[doc(hidden)]
+pub fn pending_checks(ordinal: usize) -> usize {
+    used(ordinal).map_or(0, |d| d.deferred.pending())
 }
 
 /// Returns the allocator's cached blocks of device `ordinal` to the driver (live tensors are

@@ -496,14 +496,21 @@ pub(crate) fn bincount(input: View, weights: Option<View>, out: View) -> Result<
     let (dev, po) = dptr(&out)?;
     let (_, px) = dptr(&input)?;
     // every value is checked before the first write
-    check_indices(&dev, op, &input, 0, bins as i64, |v| {
-        Error::IndexOutOfRange {
+    // bincount's size came from the data (a wait already): check at once
+    check_indices(
+        &dev,
+        op,
+        &input,
+        (0, bins as i64),
+        move |v| Error::IndexOutOfRange {
             op,
             index: v,
             dim: 0,
             size: bins,
-        }
-    })?;
+        },
+        String::new,
+        true,
+    )?;
     let it = input.dtype;
     let module = format!("bincount_{}", tag(it));
     let ((xo, xs), (oo, os)) = (at1(&input), at1(&out));

@@ -366,6 +366,15 @@ pub(crate) fn gather_module(bytes: usize, i: DType) -> String {
     index_source(&defs, INDEX)
 }
 
+/// A gated copy of `bytes`-wide elements (module `gated_copy_<bytes>`).
+pub(crate) fn gated_copy_module(bytes: usize) -> String {
+    let defs = [
+        format!("typedef {} T;", word(bytes)),
+        "#define WANT_GATED_COPY 1".into(),
+    ];
+    index_source(&defs, INDEX)
+}
+
 /// The module name of a scatter: `scatter_assign_<bytes>_<i>` (a move) or
 /// `scatter_<add|prod|amax|amin>_<dtype>_<i>`.
 pub(crate) fn scatter_module_name(op: ScatterOp, t: DType, i: DType) -> String {

@@ -113,6 +113,8 @@ pub(crate) fn upload_raw(dev: &CudaDevice, dst: u64, bytes: &[u8]) -> Result<()>
     dev.bind()?;
     dev.syncs.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     crate::cuda::note_sync(dev.device(), "to_device (host to GPU)")?;
+    // a transfer reports a failed device-side check like a read does
+    dev.deferred.after_wait(dev)?;
     unsafe { cudarc::driver::result::memcpy_htod_async(dst, bytes, dev.stream.cu_stream()) }
         .map_err(|e| dev.err("copying to the GPU", e))
 }

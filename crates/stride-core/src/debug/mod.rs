@@ -90,6 +90,11 @@ pub(crate) fn describe_operands(inputs: &[View], outputs: &[View]) -> String {
 
 /// Where the op ran: the caller's line, or inside which backward node (and where its forward
 /// op was called).
+/// Whether anomaly mode is on for this thread.
+pub(crate) fn anomaly_active() -> bool {
+    state::any_active() && state::with(|s| !s.anomaly.is_empty())
+}
+
 pub(crate) fn describe_site(site: Option<&CallSite>) -> String {
     if let Some(b) = state::current_backward() {
         let fwd = match &b.forward_site {

@@ -1,9 +1,15 @@
 // Index kernels: index validation, gather, scatter and extrema (the masked scans are in
 // compact.cu). The host defines, before this file, the section it wants (WANT_CHECK,
-// WANT_GATHER, WANT_SCATTER, WANT_EXTREMA) and its types: T (the element, or for moves a word
+// WANT_GATHER, WANT_GATED_COPY, WANT_SCATTER, WANT_EXTREMA) and its types: T (the element, or for moves a word
 // of the element's width), I (the index type), and for scatter COMBINE(d, s).
 //
 // Every operand, outputs included, is addressed through its (Geo, Str); offsets are 64-bit.
+
+// A writing kernel's gate: the verdict of its op's device-side check (deferred.rs). Closed
+// (write nothing) when the check found a bad value; a null gate is always open.
+__device__ __forceinline__ bool gate_closed(const u64* gate) {
+    return gate != nullptr && *gate != 0;
+}
 
 #ifdef WANT_CHECK
 // Index validation, before anything is written. g/sx walk the index in logical (row-major)
@@ -23,11 +29,26 @@ extern "C" __global__ void k_bad_value(const __grid_constant__ Geo g, const __gr
 }
 #endif
 
+#ifdef WANT_GATED_COPY
+// out = src over the output's merged geometry, unless the gate is closed: the last step of an
+// op that computed into scratch because its check could not gate its own kernel.
+extern "C" __global__ void k_gated_copy(const __grid_constant__ Geo g, const i64 n, const __grid_constant__ Str so,
+                                        const __grid_constant__ Str ss, T* out, const T* src, const u64* gate) {
+    if (gate_closed(gate)) return;
+    GRID_LOOP(i, n) {
+        i64 oo, os;
+        at2(g, so, ss, i, oo, os);
+        out[oo] = src[os];
+    }
+}
+#endif
+
 #ifdef WANT_GATHER
 // out[p] = src[src.offset(p) + wrap(index[p])·stride] over the output's merged geometry.
 extern "C" __global__ void k_gather(const __grid_constant__ Geo g, const i64 n, const __grid_constant__ Str so, const __grid_constant__ Str ss,
                                     const __grid_constant__ Str sx, T* out, const T* src, const I* x,
-                                    const i64 size, const i64 stride, const int wrap) {
+                                    const i64 size, const i64 stride, const int wrap, const u64* gate) {
+    if (gate_closed(gate)) return;
     GRID_LOOP(i, n) {
         i64 oo, os, ox;
         at3(g, so, ss, sx, i, oo, os, ox);
@@ -50,7 +71,8 @@ extern "C" __global__ void k_scatter(const __grid_constant__ Geo g, const i64 m,
                                      T* dst, const I* x, const T* src, const i64 size,
                                      const i64 stride, const int wrap, const int has_init,
                                      const u64 init_bits, const int use_alpha,
-                                     const u64 alpha_bits) {
+                                     const u64 alpha_bits, const u64* gate) {
+    if (gate_closed(gate)) return;
     const T init = from_bits<T>(init_bits);
     const T alpha = from_bits<T>(alpha_bits);
     (void)alpha;
@@ -99,7 +121,9 @@ extern "C" __global__ void k_scatter_sorted(const __grid_constant__ Geo g, const
                                             const __grid_constant__ Str ss, const i64 n, const i64 sa, T* dst,
                                             const T* src, const SK* keys, const i64 stride,
                                             const int has_init, const u64 init_bits,
-                                            const int use_alpha, const u64 alpha_bits) {
+                                            const int use_alpha, const u64 alpha_bits,
+                                            const u64* gate) {
+    if (gate_closed(gate)) return;
     const T init = from_bits<T>(init_bits);
     const T alpha = from_bits<T>(alpha_bits);
     (void)alpha;
