@@ -120,18 +120,10 @@ impl<const N: usize> Split<N> {
     /// schedule would leave SMs idle (fewer than [`SPLIT_BLOCKS_PER_SM`] blocks per SM) and
     /// the reduced range is long enough for two parts.
     fn split_parts(&self, dev: &CudaDevice) -> Option<(i64, i64)> {
-        if self.per_thread() == 1 || self.n_out <= 0 {
+        if self.per_thread() == 1 {
             return None;
         }
-        let (n_out, n_red) = (self.n_out as u64, self.n_red as u64);
-        let target = dev.sm_count as u64 * SPLIT_BLOCKS_PER_SM;
-        let parts = target.div_ceil(n_out).min(n_red / SPLIT_MIN);
-        if parts < 2 {
-            return None;
-        }
-        // parts start on multiples of RBLOCK elements (a warp's loads stay aligned)
-        let chunk = n_red.div_ceil(parts).next_multiple_of(RBLOCK as u64);
-        Some((n_red.div_ceil(chunk) as i64, chunk as i64))
+        split_plan(self.n_out, self.n_red, dev.sm_count as u64)
     }
     fn grid(&self, dev: &CudaDevice) -> (u32, u32, u32) {
         let cap = dev.sm_count as u64 * 32;
@@ -142,6 +134,25 @@ impl<const N: usize> Split<N> {
         };
         (n.clamp(1, cap) as u32, 1, 1)
     }
+}
+
+/// [`Split::split_parts`] for `n_out` outputs of `n_red` elements on `sms` SMs: parts of at
+/// least [`SPLIT_MIN`] elements, multiples of `RBLOCK`, every part non-empty, enough of them
+/// for [`SPLIT_BLOCKS_PER_SM`] blocks per SM; None when fewer than two parts.
+fn split_plan(n_out: i64, n_red: i64, sms: u64) -> Option<(i64, i64)> {
+    if n_out <= 0 || n_red <= 0 {
+        return None;
+    }
+    let (n_out, n_red) = (n_out as u64, n_red as u64);
+    let parts = (sms * SPLIT_BLOCKS_PER_SM)
+        .div_ceil(n_out)
+        .min(n_red / SPLIT_MIN);
+    if parts < 2 {
+        return None;
+    }
+    // parts start on multiples of RBLOCK elements (a warp's loads stay aligned)
+    let chunk = n_red.div_ceil(parts).next_multiple_of(RBLOCK as u64);
+    Some((n_red.div_ceil(chunk) as i64, chunk as i64))
 }
 
 fn empty_error(op: &'static str, shape: &[usize], dims: &[usize]) -> Error {
@@ -614,4 +625,39 @@ pub(crate) fn all_modules() -> Vec<(String, String)> {
         }
     }
     v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn split_plan_covers_the_range_with_nonempty_parts() {
+        for sms in [1u64, 16, 132] {
+            for n_out in [1i64, 2, 3, 7, 100, 527, 528, 529, 5000] {
+                for n_red in [
+                    0i64, 1, 4095, 8191, 8192, 8193, 40_961, 1_000_003, 6_553_600,
+                ] {
+                    let Some((parts, chunk)) = split_plan(n_out, n_red, sms) else {
+                        // no split: short ranges, or enough outputs to fill the GPU
+                        assert!(
+                            n_red < 2 * SPLIT_MIN as i64
+                                || n_out as u64 >= sms * SPLIT_BLOCKS_PER_SM,
+                            "{n_out} {n_red} {sms}"
+                        );
+                        continue;
+                    };
+                    assert!(parts >= 2, "{n_out} {n_red} {sms}");
+                    assert_eq!(chunk % RBLOCK as i64, 0);
+                    assert!(chunk >= SPLIT_MIN as i64);
+                    // every part non-empty, together exactly the range
+                    assert!((parts - 1) * chunk < n_red && parts * chunk >= n_red);
+                    // about SPLIT_BLOCKS_PER_SM blocks per SM, never far more
+                    assert!((n_out * parts) as u64 <= 2 * sms * SPLIT_BLOCKS_PER_SM + n_out as u64);
+                }
+            }
+        }
+        // the bench's 25 MiB sum on an H100 (132 SMs): 523 parts of 12,544 elements
+        assert_eq!(split_plan(1, 6_553_600, 132), Some((523, 12_544)));
+    }
 }
