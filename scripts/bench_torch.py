@@ -82,6 +82,14 @@ def main():
     if want("sum_first"):
         secs["sum_first"] = gpu_time(lambda: r.sum(dim=0))
     del r
+    if want("sum_all"):
+        s_all = torch.randn(2560, 2560, device=dev, generator=g)
+        secs["sum_all"] = gpu_time(lambda: s_all.sum())
+        del s_all
+    if want("topk_k64"):
+        t_in = torch.randn(512 if quick else 4096, 24576, device=dev, generator=g)
+        secs["topk_k64"] = gpu_time(lambda: t_in.topk(64, dim=-1))
+        del t_in
     sizes = [256, 512] if quick else [1024, 4096, 8192]
     names = {torch.float32: "float32", torch.float16: "float16", torch.bfloat16: "bfloat16"}
     for dt in [torch.float32, torch.float16, torch.bfloat16]:
@@ -106,9 +114,13 @@ def main():
     ts.sort()
     if want("tiny_add_"):
         secs["tiny_add_"] = ts[2]
-    for key, latents in [("sae_step", 512), ("sae_step_16x", 512 * 16)]:
+    big_batch = 512 if quick else 4096
+    for key, dims, latents, k, batch in [("sae_step", 64, 512, 16, 256),
+                                         ("sae_step_16x", 64, 512 * 16, 16, 256),
+                                         ("sae_step_d384", 384, 1536, 32, big_batch),
+                                         ("sae_step_d1536", 1536, 24576, 64, big_batch)]:
         if want(key):
-            secs[key] = sae_step_time(torch, dev, latents, quick)
+            secs[key] = sae_step_time(torch, dev, latents, quick, dims=dims, k=k, batch=batch)
     fc = subprocess.run([sys.executable, os.path.abspath(__file__), "--first-call"],
                         capture_output=True, text=True)
     try:

@@ -726,7 +726,15 @@ fn topk_kthvalue_median_match_the_cpu() {
         return;
     };
     let mut rng = Rng(43);
-    for shape in [vec![5usize, 40], vec![3, 3000], vec![64, 9]] {
+    // [4, 1536]: shared-memory rows that take the selection for k <= n / 16 (the SAE's k 32);
+    // [2, 24577]: the SAE's 24,576 latents (+1), selected
+    for shape in [
+        vec![5usize, 40],
+        vec![3, 3000],
+        vec![64, 9],
+        vec![4, 1536],
+        vec![2, 24577],
+    ] {
         let n: usize = shape.iter().product();
         for dt in ALL {
             let mut x = tricky(dt, n, &mut rng);
@@ -740,7 +748,10 @@ fn topk_kthvalue_median_match_the_cpu() {
             }
             for xl in both_layouts(&x, &shape, dt, &g).into_iter().step_by(3) {
                 let len = shape[1];
-                for k in [1, 3, len] {
+                for k in [1, 3, 32, 64, 1024, len] {
+                    if k > len {
+                        continue;
+                    }
                     for largest in [true, false] {
                         let ctx =
                             format!("topk {dt} {shape:?} x:{} k={k} largest={largest}", xl.name);

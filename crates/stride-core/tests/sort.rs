@@ -190,6 +190,18 @@ fn topk_over_layouts_thresholds_and_ties() {
     assert_eq!(i64s(&i), vec![0, 1, 2]);
     let (_, i) = x.topk(60, 0, false, false).unwrap();
     assert_eq!(i64s(&i), (0..60).collect::<Vec<_>>());
+    // and for the selection of more than 1024 keys (sorted after select_nth_unstable, which
+    // leaves them out of position order): a radix sort on the key bytes alone kept that
+    // order for ties
+    let v: Vec<f64> = (0..3000).map(|j| (j % 3) as f64).collect();
+    let x = tensor(&v, &[3000], DType::F32);
+    let (_, i) = x.topk(2000, 0, true, true).unwrap();
+    let want: Vec<i64> = (0..3000)
+        .filter(|j| j % 3 == 2)
+        .chain((0..3000).filter(|j| j % 3 == 1))
+        .take(2000)
+        .collect();
+    assert_eq!(i64s(&i), want);
 }
 
 #[test]

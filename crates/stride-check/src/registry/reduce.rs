@@ -449,6 +449,66 @@ pub fn with_long(
     }
 }
 
+/// Reduced extents around the CUDA split schedule's thresholds (cuda/reduce.rs: a range of
+/// at least 2 × 4096 elements with few outputs is cut into parts of ≥ 4096 elements, starting
+/// on multiples of 256): one short of two parts, two parts, ten parts (a part boundary off a
+/// multiple of 4096); with every dtype and layout.
+pub const SPLIT: [usize; 3] = [8191, 8193, 40_961];
+/// A full reduction of ~1e6 elements (hundreds of parts), for the all-dims forms.
+pub const SPLIT_BIG: usize = 1_000_003;
+
+/// Adds, to the core shape's samples (`ctx.variants`) of every dtype, lines long enough to
+/// take the CUDA split schedule (few outputs, long reduced ranges): `[3, L]` for L in
+/// [`SPLIT`] reduced over `dims` (three outputs; transposed layouts make the reduced dim
+/// strided), and, when `big`, one `[SPLIT_BIG]` line (a full reduction). Values: the
+/// accumulating ops' first long set for floats (a sum of 1e6 `any` values can sit at f16's
+/// overflow edge), else `domain` (NaN and ±inf for the extrema).
+pub fn with_split(
+    base: impl Fn(&mut SampleCtx) -> Vec<Sample> + Send + Sync + 'static,
+    name: &'static str,
+    domain: Domain,
+    dims: Vec<i64>,
+    big: bool,
+) -> impl Fn(&mut SampleCtx) -> Vec<Sample> + Send + Sync + 'static {
+    let root = name.split('.').next().unwrap_or(name);
+    let accumulates = matches!(root, "sum" | "mean" | "prod" | "norm");
+    let dom = match long_sets(name).first() {
+        Some(&d) if accumulates => d,
+        _ => domain,
+    };
+    move |ctx: &mut SampleCtx| {
+        let mut out = base(ctx);
+        if !ctx.variants || ctx.arg_dtypes.is_some() {
+            return out;
+        }
+        let d = if ctx.dtype.is_float() { dom } else { domain };
+        let mut shapes: Vec<Vec<usize>> = SPLIT.iter().map(|&l| vec![3, l]).collect();
+        if big {
+            shapes.push(vec![SPLIT_BIG]);
+        }
+        for shape in shapes {
+            let values = d.values(ctx.dtype, numel(&shape), &mut ctx.rng, false);
+            let params = Params {
+                dims: if shape.len() == 1 {
+                    vec![]
+                } else {
+                    dims.clone()
+                },
+                ..Params::default()
+            };
+            out.push(Sample::new(
+                vec![SampleArg::Tensor {
+                    dtype: ctx.dtype,
+                    shape,
+                    values,
+                }],
+                params,
+            ));
+        }
+        out
+    }
+}
+
 /// The value sets of an op's long lines ([`with_long`]): a non-zero mean (an f16
 /// accumulator loses the low bits of a running sum near 10⁴), values on a 1/8 grid whose
 /// partial sums are exact in f32 in any order (so the reference's answer is exactly what an
@@ -488,11 +548,17 @@ fn dims_op(
         .dtypes(dtypes)
         .rule(rule)
         .tol(|d| Tol::default_for(d).scaled(4.0))
-        .sampler(with_long(
-            reduce_sampler(domain, Dims::Many, true, &[]),
-            long_sets(name),
+        .sampler(with_split(
+            with_long(
+                reduce_sampler(domain, Dims::Many, true, &[]),
+                long_sets(name),
+                vec![-1],
+                None,
+            ),
+            name,
+            domain,
             vec![-1],
-            None,
+            false,
         ))
         .reference(move |c, a| red_bounded(c, a, nonempty, |v| f(v, c), err))
         .functional(move |a, p| call(a[0].t(), &p.dims, p.keepdim))
@@ -515,11 +581,18 @@ fn all_op(
         .dtypes(dtypes)
         .rule(rule)
         .tol(|d| Tol::default_for(d).scaled(4.0))
-        .sampler(with_long(
-            reduce_sampler(domain, Dims::All, false, &[]),
-            long_sets(name),
+        .sampler(with_split(
+            with_long(
+                reduce_sampler(domain, Dims::All, false, &[]),
+                long_sets(name),
+                vec![],
+                None,
+            ),
+            name,
+            domain,
             vec![],
-            None,
+            // a product of 1e6 factors near 1 underflows (order-dependent in f16's f32 acc)
+            !name.starts_with("prod"),
         ))
         .reference(move |c, a| red_bounded(c, a, nonempty, |v| f(v, c), err))
         .functional(move |a, _| call(a[0].t()))
@@ -924,7 +997,13 @@ pub fn ops() -> Vec<OpInfo> {
             .args(vec![ArgSpec::tensor("self", sparse)])
             .dtypes(ALL)
             .rule(DTypeRule::Custom(i64_result))
-            .sampler(reduce_sampler(sparse, Dims::Many, false, &[]))
+            .sampler(with_split(
+                reduce_sampler(sparse, Dims::Many, false, &[]),
+                "count_nonzero",
+                sparse,
+                vec![-1],
+                false,
+            ))
             .reference(|c, a| {
                 red(c, a, false, |v| {
                     v.iter().filter(|&&x| x != 0.0).count() as f64
@@ -1076,11 +1155,17 @@ pub fn ops() -> Vec<OpInfo> {
             .dtypes(ALL)
             .exact_dest_dtype()
             .tol(|_| Tol::EXACT) // a selection: one of the inputs, exactly
-            .sampler(with_long(
-                reduce_sampler(special, Dims::One, true, &[]),
-                long_sets("max"),
+            .sampler(with_split(
+                with_long(
+                    reduce_sampler(special, Dims::One, true, &[]),
+                    long_sets("max"),
+                    vec![-1],
+                    None,
+                ),
+                "max",
+                special,
                 vec![-1],
-                None,
+                false,
             ))
             .reference(move |c, a| red(c, a, true, values))
             .functional(move |a, p| Ok(call(a[0].t(), dim0(p), p.keepdim)?.0));
@@ -1103,7 +1188,13 @@ pub fn ops() -> Vec<OpInfo> {
             .dtypes(ALL)
             .rule(DTypeRule::Custom(i64_result))
             .exact_dest_dtype()
-            .sampler(reduce_sampler(special, Dims::One, true, &[]))
+            .sampler(with_split(
+                reduce_sampler(special, Dims::One, true, &[]),
+                "max",
+                special,
+                vec![-1],
+                false,
+            ))
             .reference(move |c, a| red(c, a, true, index))
             .functional(move |a, p| Ok(call(a[0].t(), dim0(p), p.keepdim)?.1));
         if let Some(out) = out {
@@ -1121,7 +1212,13 @@ pub fn ops() -> Vec<OpInfo> {
                 .dtypes(ALL)
                 .rule(DTypeRule::Custom(i64_result))
                 .exact_dest_dtype()
-                .sampler(reduce_sampler(special, Dims::OptionalOne, true, &[]))
+                .sampler(with_split(
+                    reduce_sampler(special, Dims::OptionalOne, true, &[]),
+                    "max",
+                    special,
+                    vec![-1],
+                    true,
+                ))
                 .reference(move |c, a| red(c, a, true, |g| arg_extreme(g, max)))
                 .functional(move |a, p| {
                     if max {

@@ -128,6 +128,62 @@ fn topk_ints(n: usize) -> Vec<Vec<i64>> {
         vec![n + 1, 1, 1],
     ]
 }
+/// Rows that CUDA's topk selects in (radix select; kernels/sort.cu `k_topk_select`): the
+/// SAE's 1536 (a shared-memory row, selected when k ≤ n / 16), and rows longer than the
+/// shared-memory sort's tile (2048), for both branches of the selection: 3001
+/// (small-range integers and floats on a coarse grid put at most 2048 keys in the k-th key's
+/// top-byte bucket: the candidates-in-shared-memory branch) and 6007 (a bucket over 2048:
+/// the from-global branch), and the SAE's 24,576 latents (+1).
+pub const LONG_ROWS: [usize; 4] = [1536, 3001, 6007, 24_577];
+
+/// Adds, to the core shape's samples (`ctx.variants`) of every dtype, two rows of each of
+/// [`LONG_ROWS`] (`[2, n]`, along the last dim), with k = 1, 64, 1024 (the selection's
+/// largest k), 1025 and n − 1 (full sorts) (1536: 1, 32, 96, 97, n − 1; 24,577: 64),
+/// largest and smallest, each with the op's
+/// `domain` (NaN, ±inf; heavy ties for small-range integers) and, for floats, integers in
+/// ±1000 (ties at the k-th key, few keys per bucket).
+fn with_long_rows(
+    base: impl Fn(&mut SampleCtx) -> Vec<Sample> + Send + Sync + 'static,
+    domain: Domain,
+) -> impl Fn(&mut SampleCtx) -> Vec<Sample> + Send + Sync + 'static {
+    move |ctx: &mut SampleCtx| {
+        let mut out = base(ctx);
+        if !ctx.variants || ctx.arg_dtypes.is_some() {
+            return out;
+        }
+        let mut sets = vec![domain];
+        if ctx.dtype.is_float() {
+            sets.push(Domain::range(-1000.0, 1000.0).grid(1.0));
+        }
+        for (ri, &n) in LONG_ROWS.iter().enumerate() {
+            for (si, d) in sets.iter().enumerate() {
+                let values = d.values(ctx.dtype, 2 * n, &mut ctx.rng, false);
+                let x = Sample::tensor(ctx.dtype, vec![2, n], values);
+                let n = n as i64;
+                let ks: Vec<i64> = match ri {
+                    // a shared-memory row: selection up to k = n / 16 (96), a sort above
+                    0 => vec![1, 32, 96, 97, n - 1],
+                    // the SAE's row: its own k only
+                    3 => vec![64],
+                    _ => vec![1, 64, 1024, 1025, n - 1],
+                };
+                for (ki, &k) in ks.iter().enumerate() {
+                    let largest = ((ki + si) % 2 == 0) as i64;
+                    out.push(Sample::new(
+                        vec![x.clone()],
+                        Params {
+                            dims: vec![-1],
+                            ints: vec![k, largest, 1],
+                            ..Params::default()
+                        },
+                    ));
+                }
+            }
+        }
+        out
+    }
+}
+
 fn kth_ints(n: usize) -> Vec<Vec<i64>> {
     // [k, keepdim]
     let n = n as i64;
@@ -519,7 +575,7 @@ pub fn ops() -> Vec<OpInfo> {
         op("topk", special)
             .dtypes(ALL)
             .tol(|_| Tol::EXACT) // selections: inputs, moved, never rounded
-            .sampler(line_sampler(special, topk_ints))
+            .sampler(with_long_rows(line_sampler(special, topk_ints), special))
             .reference(|c, a| ref_topk(c, a, false))
             .functional(move |a, p| {
                 Ok(a[0]
@@ -539,7 +595,7 @@ pub fn ops() -> Vec<OpInfo> {
         op("topk.indices", special)
             .dtypes(ALL)
             .rule(DTypeRule::Custom(i64_result))
-            .sampler(line_sampler(special, topk_ints))
+            .sampler(with_long_rows(line_sampler(special, topk_ints), special))
             .reference(|c, a| ref_topk(c, a, true))
             .functional(move |a, p| {
                 Ok(a[0]

@@ -224,6 +224,36 @@ pub fn run(args: CudaArgs) -> Result<(), String> {
         );
     }
     drop(r);
+    // -- the SAE's own reductions at realistic sizes ---------------------------------------
+    // a full sum of 25 MiB f32 (the loss's mean over a [4096, 1536] batch): one output, so
+    // the split schedule; floor = 25 MiB read once ÷ copy bandwidth (~8.4 us on an H100)
+    if want("sum_all") {
+        let s = Tensor::randn([2560, 2560], DType::F32, &dev, Some(&gen)).map_err(e)?;
+        let t = gpu_time(d, reps, batches, || s.sum().map(|_| ())).map_err(e)?;
+        add(
+            "sum_all",
+            "sum of all of 2560x2560 f32 (25 MiB)".into(),
+            t,
+            (2560 * 2560 * 4) as f64,
+            0.0,
+            Target::Bandwidth(0.80),
+        );
+    }
+    // topk k 64 over 24,576 latents per row (the SAE's activation); floor = the input read
+    // once (a selection reads it at least once; the k outputs are negligible)
+    if want("topk_k64") {
+        let rows = if q { 512 } else { 4096 };
+        let x = Tensor::randn([rows, 24576], DType::F32, &dev, Some(&gen)).map_err(e)?;
+        let t = gpu_time(d, reps, batches, || x.topk(64, -1, true, true).map(|_| ())).map_err(e)?;
+        add(
+            "topk_k64",
+            format!("topk k 64 of {rows}x24576 f32 rows"),
+            t,
+            (rows * 24576 * 4) as f64,
+            0.0,
+            Target::FasterThanTorch,
+        );
+    }
     // -- matrix products (TF32 off, as PyTorch's default) ----------------------------------
     let sizes: &[usize] = if q { &[256, 512] } else { &[1024, 4096, 8192] };
     for dt in [DType::F32, DType::F16, DType::BF16] {
@@ -274,16 +304,23 @@ pub fn run(args: CudaArgs) -> Result<(), String> {
         });
     }
     // -- one SAE training step (forward, backward, Adam), default size and 16x its width ----
-    for (id, latents) in [("sae_step", 512usize), ("sae_step_16x", 512 * 16)] {
+    // and two at realistic sizes (batch 4096; --quick: 512, as the peer)
+    let big_batch = if q { 512 } else { 4096 };
+    for (id, dims, latents, k, batch) in [
+        ("sae_step", 64, 512usize, 16, 256),
+        ("sae_step_16x", 64, 512 * 16, 16, 256),
+        ("sae_step_d384", 384, 1536, 32, big_batch),
+        ("sae_step_d1536", 1536, 24576, 64, big_batch),
+    ] {
         if !want(id) {
             continue;
         }
-        let t = sae_step_time(&dev, latents, q).map_err(e)?;
+        let t = sae_step_time(&dev, dims, latents, k, batch, q).map_err(e)?;
         say(&format!("  {id}"));
         rows.push(Row {
             id: id.into(),
             name: format!(
-                "SAE training step, 64 -> {latents} latents, k 16, batch 256 (wall time)"
+                "SAE training step, {dims} -> {latents} latents, k {k}, batch {batch} (wall time)"
             ),
             seconds: t,
             bytes: 0.0,
@@ -454,17 +491,30 @@ fn fmt_time(s: f64) -> String {
 /// Wall seconds per SAE training step (zero_grad, forward, backward, Adam) on one fixed batch,
 /// without host reads, as `scripts/bench_torch.py` times PyTorch's: the median of 5 runs of
 /// 20 steps, each ended by a synchronisation, after 5 warm-up steps.
-fn sae_step_time(dev: &Device, latents: usize, quick: bool) -> SResult<f64> {
+fn sae_step_time(
+    dev: &Device,
+    dims: usize,
+    latents: usize,
+    k: usize,
+    batch: usize,
+    quick: bool,
+) -> SResult<f64> {
     use stride::models::{SaeConfig, SaeTrainer, TrainConfig};
     use stride::optim::Optimizer;
+    let base = TrainConfig::default();
     let config = TrainConfig {
         sae: SaeConfig {
+            dims,
             latents,
+            k,
             device: *dev,
             ..SaeConfig::default()
         },
+        // the synthetic data needs more features than dims (the default 256 for dims 64)
+        features: base.features.max(4 * dims),
+        batch,
         health_every: 0,
-        ..TrainConfig::default()
+        ..base
     };
     let batch = config.batch;
     let mut t = SaeTrainer::new(config)?;

@@ -497,8 +497,14 @@ unsafe fn select_first<T: SortKey>(
         if k < n {
             keys.select_nth_unstable(k - 1);
             keys.truncate(k);
+            // the selection left the k keys out of position order, and sort_packed's radix
+            // sort (rows over SMALL_ROW) orders by key bytes only, keeping the input order of
+            // ties: sort the whole packed (key, position) values instead, so ties stay in
+            // position order (stable), as the heap path and CUDA give
+            keys.sort_unstable();
+        } else {
+            sort_packed(keys, tmp, T::K::BITS);
         }
-        sort_packed(keys, tmp, T::K::BITS);
     }
 }
 

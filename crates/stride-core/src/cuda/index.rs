@@ -20,7 +20,9 @@
 
 use super::buffer::CudaBuffer;
 use super::device::CudaDevice;
-use super::launch::{arg, dptr, launch, launch_cfg, walk, Geo, Str, BLOCK, MAXD};
+use super::launch::{
+    arg, dptr, geo_from, launch, launch_cfg, str_from, too_many, walk, Geo, Str, BLOCK, MAXD,
+};
 use super::source::{self, tag, Compact};
 use crate::backend::index::{IndexDim, ScatterOp, INDEX_DTYPES};
 use crate::backend::View;
@@ -33,37 +35,6 @@ use std::sync::Arc;
 
 pub(super) fn internal(op: &'static str, msg: &str) -> Error {
     Error::invalid(op, format!("internal error: {msg} (please report)"))
-}
-
-pub(super) fn too_many(op: &'static str, n: usize) -> Error {
-    Error::invalid(
-        op,
-        format!("these operand layouts need {n} dims after merging; CUDA kernels take at most {MAXD}. Make an operand .contiguous() first"),
-    )
-}
-
-/// A [`Geo`] of `sizes` (outermost first; a 0-d shape is one element).
-pub(super) fn geo_from(sizes: &[usize]) -> Geo {
-    let mut g = Geo {
-        ndim: sizes.len().max(1) as i32,
-        size: [1; MAXD],
-    };
-    for (d, &s) in sizes.iter().enumerate() {
-        g.size[d] = s as i64;
-    }
-    g
-}
-
-/// A [`Str`] of `strides` with offset `off`.
-pub(super) fn str_from(off: isize, strides: &[isize]) -> Str {
-    let mut s = Str {
-        off: off as i64,
-        st: [0; MAXD],
-    };
-    for (d, &v) in strides.iter().enumerate() {
-        s.st[d] = v as i64;
-    }
-    s
 }
 
 /// The CPU engine's merged geometry of `N` operands over `shape` (dims ordered by operand 0's

@@ -120,6 +120,38 @@ impl<const N: usize> Walk<N> {
     }
 }
 
+/// The error of a layout that needs more than [`MAXD`] dims after merging.
+pub(crate) fn too_many(op: &'static str, n: usize) -> Error {
+    Error::invalid(
+        op,
+        format!("these operand layouts need {n} dims after merging; CUDA kernels take at most {MAXD}. Make an operand .contiguous() first"),
+    )
+}
+
+/// A [`Geo`] of `sizes` (outermost first; a 0-d shape is one element).
+pub(crate) fn geo_from(sizes: &[usize]) -> Geo {
+    let mut g = Geo {
+        ndim: sizes.len().max(1) as i32,
+        size: [1; MAXD],
+    };
+    for (d, &s) in sizes.iter().enumerate() {
+        g.size[d] = s as i64;
+    }
+    g
+}
+
+/// A [`Str`] of `strides` with offset `off`.
+pub(crate) fn str_from(off: isize, strides: &[isize]) -> Str {
+    let mut s = Str {
+        off: off as i64,
+        st: [0; MAXD],
+    };
+    for (d, &v) in strides.iter().enumerate() {
+        s.st[d] = v as i64;
+    }
+    s
+}
+
 /// The device and base address of a CUDA view.
 pub(crate) fn dptr(v: &View) -> Result<(Arc<CudaDevice>, u64)> {
     match &*v.storage.read() {

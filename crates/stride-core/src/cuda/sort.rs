@@ -6,8 +6,9 @@
 //! any correct sort of the pairs is the stable sort, and selections break ties by position.
 //! Rows of up to [`TILE`] elements sort in shared memory, several rows per block; longer rows
 //! sort their tiles, then merge runs pairwise within the row (by rank, in global memory).
-//! `topk` of long rows is a selection (a radix select of the k-th key, then the k pairs
-//! sorted); `kth` and other topks are sorts that write the selected elements only.
+//! `topk` of long rows, and of rows of 1024+ with a small k, is a selection (a radix select
+//! of the k-th key, then the k pairs sorted); `kth` and other topks are sorts that write the
+//! selected elements only.
 //!
 //! `unique`'s run detection is a stream compaction (kernels/compact.cu); `searchsorted` a
 //! binary search per value; `bincount` checks its values first (a counted synchronisation)
@@ -35,6 +36,10 @@ const TILE: usize = 2048;
 const SORT_THREADS: u32 = 512;
 /// The largest `k` of a topk by selection (`KSEL` in kernels/sort.cu).
 const KSEL: usize = 1024;
+/// Shared-memory-sized rows (n ≤ [`TILE`]) take the topk selection from this length on, when
+/// k ≤ n / [`SELECT_RATIO`].
+const SELECT_MIN: usize = 1024;
+const SELECT_RATIO: usize = 16;
 /// Bytes of one (key, position) pair (`SK`).
 pub(super) const SK_BYTES: usize = 16;
 
@@ -98,7 +103,22 @@ fn sort_rows(
         Pick::Kth { k, nanprop } => (1, k as i64, (nanprop && t.is_float()) as i32),
     };
     let n64 = n as i64;
-    if n <= TILE {
+    // topk by selection (kernels/sort.cu, k_topk_select: one block per row, the row read
+    // twice when the k-th key's top-byte bucket is small) instead of a sort: for long rows
+    // where one block per row has enough rows to fill the GPU or short enough rows, and for
+    // rows of a shared-memory sort whose k is small (the SAE's k 32 of 1,536: a 2048-wide
+    // bitonic sort per row costs 66 synchronised stages)
+    let select = match pick {
+        Pick::Sorted(k) if k < n && k <= KSEL => {
+            if n > TILE {
+                n <= 1 << 16 || n_rows >= dev.sm_count as i64
+            } else {
+                n >= SELECT_MIN && k * SELECT_RATIO <= n
+            }
+        }
+        _ => false,
+    };
+    if n <= TILE && !select {
         let f = dev.function(&module, "sort_rows", || source::sort_module(t))?;
         let p = n.next_power_of_two() as u32;
         let rows_per_block = (p.max(1024) / p) as u64;
@@ -136,10 +156,8 @@ fn sort_rows(
             )
         };
     }
-    // topk of long rows: a selection per row (kernels/sort.cu, k_topk_select) instead of the
-    // full sort, where one block per row has enough rows to fill the GPU or short enough rows
     if let Pick::Sorted(k) = pick {
-        if k < n && k <= KSEL && (n <= 1 << 16 || n_rows >= dev.sm_count as i64) {
+        if select {
             let f = dev.function(&module, "topk_select", || source::sort_module(t))?;
             let p = (k as u32).next_power_of_two();
             let k64 = k as i64;

@@ -10,6 +10,12 @@
 //   contiguous eighths of the reduced range, folded in order; the eighths merge in order;
 // - per_thread = 0: one block of RBLOCK threads per output, each thread folding r = t, t+RBLOCK,
 //   ... then a fixed tree merge (a reduction over the input's contiguous dim).
+// - split (few outputs, long reduced ranges; the block-per-output schedule would leave most
+//   SMs idle: one output is one block): block b folds part c = b % parts of output
+//   o = b / parts, the reduced indices [c·chunk, (c+1)·chunk) strided by RBLOCK as above, and
+//   writes its tree-merged ACC to part[b]; k_reduce_fin (k_arg_fin) then folds output o's
+//   parts in a fixed order (thread t: parts t, t+RBLOCK, ..., then the same tree) and writes
+//   FIN. No atomics: the same bits every run.
 // Loops load U_THREAD / U_BLOCK elements before folding them (in order), to keep enough loads
 // in flight.
 // Either way the grouping depends only on shapes and strides, so results are reproducible.
@@ -38,6 +44,15 @@
     const i64 chunk_ = (n_red + 7) / 8; \
     const i64 lo = threadIdx.y * chunk_, hi = lo + chunk_ < n_red ? lo + chunk_ : n_red; \
     for (i64 ob_ = (i64)blockIdx.x * 32; ob_ < n_out; ob_ += (i64)gridDim.x * 32)
+
+// merges sh[0..RBLOCK) into sh[0] by a fixed tree (every thread of the block calls it)
+#define TREE_MERGE(SH) do { \
+        __syncthreads(); \
+        for (int s_ = RBLOCK / 2; s_ > 0; s_ >>= 1) { \
+            if (threadIdx.x < s_) SH[threadIdx.x] = MERGE(SH[threadIdx.x], SH[threadIdx.x + s_]); \
+            __syncthreads(); \
+        } \
+    } while (0)
 
 #ifdef WANT_REDUCE
 extern "C" __global__ void __launch_bounds__(RBLOCK, 4) k_reduce(const __grid_constant__ Geo gk, const __grid_constant__ Str ik, const __grid_constant__ Str ok, const i64 n_out,
@@ -70,6 +85,42 @@ extern "C" __global__ void __launch_bounds__(RBLOCK, 4) k_reduce(const __grid_co
             if (threadIdx.x < s) sh[threadIdx.x] = MERGE(sh[threadIdx.x], sh[threadIdx.x + s]);
             __syncthreads();
         }
+        if (threadIdx.x == 0) out[at(gk, ok, o)] = FIN(sh[0]);
+        __syncthreads();
+    }
+}
+
+// The split schedule's first pass: part[b] = the fold of part c = b % parts of output
+// o = b / parts (reduced indices [c·chunk, min((c+1)·chunk, n_red))).
+extern "C" __global__ void __launch_bounds__(RBLOCK, 4) k_reduce_part(const __grid_constant__ Geo gk, const __grid_constant__ Str ik, const i64 n_out,
+                                         const __grid_constant__ Geo gr, const __grid_constant__ Str ir, const i64 n_red,
+                                         const i64 chunk, const i64 parts,
+                                         const T* __restrict__ in, ACC* part) {
+    __shared__ ACC sh[RBLOCK];
+    for (i64 b = blockIdx.x; b < n_out * parts; b += gridDim.x) {
+        const i64 o = b / parts, c = b - o * parts;
+        const i64 r0 = c * chunk, r1 = r0 + chunk < n_red ? r0 + chunk : n_red;
+        const T* p = in + at(gk, ik, o);
+        ACC a = INIT;
+        FOLD_RANGE(a, p, r0 + (i64)threadIdx.x, r1, (i64)RBLOCK, U_BLOCK);
+        sh[threadIdx.x] = a;
+        TREE_MERGE(sh);
+        if (threadIdx.x == 0) part[b] = sh[0];
+        __syncthreads();
+    }
+}
+
+// The split schedule's second pass: output o = FIN(the fold of part[o·parts .. (o+1)·parts)),
+// one block per output, in a fixed order.
+extern "C" __global__ void __launch_bounds__(RBLOCK) k_reduce_fin(const __grid_constant__ Geo gk, const __grid_constant__ Str ok, const i64 n_out,
+                                        const i64 n_red, const i64 parts, const ACC* part,
+                                        OUT* out) {
+    __shared__ ACC sh[RBLOCK];
+    for (i64 o = blockIdx.x; o < n_out; o += gridDim.x) {
+        ACC a = INIT;
+        for (i64 c = threadIdx.x; c < parts; c += RBLOCK) a = MERGE(a, part[o * parts + c]);
+        sh[threadIdx.x] = a;
+        TREE_MERGE(sh);
         if (threadIdx.x == 0) out[at(gk, ok, o)] = FIN(sh[0]);
         __syncthreads();
     }
@@ -114,6 +165,45 @@ extern "C" __global__ void __launch_bounds__(RBLOCK, 4) k_arg_reduce(const __gri
             __syncthreads();
         }
         if (threadIdx.x == 0) {
+            if (vals) vals[at(gk, ok, o)] = p[at(gr, ir, sh[0].i)];
+            idx[at(gk, oi, o)] = sh[0].i;
+        }
+        __syncthreads();
+    }
+}
+
+// The split schedule of arg reductions: as k_reduce_part / k_reduce_fin, with KeyIdx parts
+// (r is the index over the whole reduced range, so a merge in any order picks the same).
+extern "C" __global__ void __launch_bounds__(RBLOCK, 4) k_arg_part(const __grid_constant__ Geo gk, const __grid_constant__ Str ik, const i64 n_out,
+                                      const __grid_constant__ Geo gr, const __grid_constant__ Str ir, const i64 n_red,
+                                      const i64 chunk, const i64 parts,
+                                      const T* __restrict__ in, KeyIdx* part) {
+    __shared__ KeyIdx sh[RBLOCK];
+    for (i64 b = blockIdx.x; b < n_out * parts; b += gridDim.x) {
+        const i64 o = b / parts, c = b - o * parts;
+        const i64 r0 = c * chunk, r1 = r0 + chunk < n_red ? r0 + chunk : n_red;
+        const T* p = in + at(gk, ik, o);
+        KeyIdx a = INIT;
+        FOLD_RANGE(a, p, r0 + (i64)threadIdx.x, r1, (i64)RBLOCK, U_BLOCK);
+        sh[threadIdx.x] = a;
+        TREE_MERGE(sh);
+        if (threadIdx.x == 0) part[b] = sh[0];
+        __syncthreads();
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(RBLOCK) k_arg_fin(const __grid_constant__ Geo gk, const __grid_constant__ Str ik, const __grid_constant__ Str ok, const __grid_constant__ Str oi,
+                                     const i64 n_out, const __grid_constant__ Geo gr, const __grid_constant__ Str ir,
+                                     const i64 parts, const KeyIdx* part, const T* __restrict__ in,
+                                     T* vals, i64* idx) {
+    __shared__ KeyIdx sh[RBLOCK];
+    for (i64 o = blockIdx.x; o < n_out; o += gridDim.x) {
+        KeyIdx a = INIT;
+        for (i64 c = threadIdx.x; c < parts; c += RBLOCK) a = MERGE(a, part[o * parts + c]);
+        sh[threadIdx.x] = a;
+        TREE_MERGE(sh);
+        if (threadIdx.x == 0) {
+            const T* p = in + at(gk, ik, o);
             if (vals) vals[at(gk, ok, o)] = p[at(gr, ir, sh[0].i)];
             idx[at(gk, oi, o)] = sh[0].i;
         }

@@ -127,11 +127,115 @@ extern "C" __global__ void k_sort_rows(const __grid_constant__ Geo go, const __g
 // k smallest (key, position) pairs of a row are exactly those with key < t, plus the first
 // (by position) of those with key == t, where t is the k-th smallest key. t is found by a
 // radix select on the key's bytes, most significant first (a histogram of the digit among
-// the keys that match the digits chosen so far); one ordered pass then collects the pairs
+// the keys that match the digits chosen so far); an ordered pass then collects the pairs
 // (block-wide ranks by warp ballots, so ties go to the smallest positions), and a bitonic
 // sort of the k pairs orders them. The same k pairs in the same order as the full sort, so
 // the same values and indices as the CPU.
+//
+// Global reads: the first digit's histogram reads the row once. When the chosen top digit's
+// bucket holds at most CAND keys (typical: k = 64 of 24,576 N(0,1) values leaves ~600), one
+// more ordered pass moves the keys below that digit (winners) to sel and the bucket's keys
+// (candidates, in position order) to shared memory, and the other digits and the collection
+// run on those: two reads of the row instead of one per key byte plus one.
 #define KSEL 1024
+#define CAND 2048
+#define RS_UNROLL 4
+
+// keys of a row in global memory / of the candidates in shared memory
+struct RowKeys {
+    const T* row; i64 ss; int desc;
+    __device__ __forceinline__ u64 operator()(const i64 j) const { return key_of(row[j * ss], desc); }
+};
+struct CandKeys {
+    const u64* k;
+    __device__ __forceinline__ u64 operator()(const i64 j) const { return k[j]; }
+};
+
+// One radix-select step over keys g(0..n): the digit at `shift` of the krem-th smallest key
+// among those matching prefix under hmask; updates prefix, hmask and krem (krem: how many of
+// the keys equal to the new prefix are still wanted) and returns how many keys match the new
+// prefix. Every thread of the block calls it (it synchronises).
+template <class G>
+__device__ __forceinline__ unsigned int radix_step(const G& g, const i64 n, const int shift,
+                                                   u64& prefix, u64& hmask, i64& krem,
+                                                   unsigned int* hist, unsigned int* s3) {
+    const unsigned int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    for (unsigned int b = threadIdx.x; b < 256; b += blockDim.x) hist[b] = 0;
+    __syncthreads();
+    // RS_UNROLL keys loaded before they are counted (loads in flight; counts add in any order)
+    const i64 step = blockDim.x;
+    for (i64 jb = 0; jb < n; jb += RS_UNROLL * step) {
+        u64 kk[RS_UNROLL];
+#pragma unroll
+        for (int u = 0; u < RS_UNROLL; ++u) {
+            const i64 j = jb + u * step + threadIdx.x;
+            kk[u] = j < n ? g(j) : 0;
+        }
+#pragma unroll
+        for (int u = 0; u < RS_UNROLL; ++u) {
+            const i64 j = jb + u * step + threadIdx.x;
+            unsigned int d = 256;
+            if (j < n && (kk[u] & hmask) == prefix) d = (unsigned int)(kk[u] >> shift) & 255u;
+            // lanes with one digit add once (many keys share their top digits)
+            const unsigned int same = __match_any_sync(0xffffffffu, d);
+            if (d < 256 && (__ffs(same) - 1) == (int)lane) atomicAdd(&hist[d], __popc(same));
+        }
+    }
+    __syncthreads();
+    if (warp == 0) {
+        unsigned int c[8], sum = 0;
+#pragma unroll
+        for (int q = 0; q < 8; ++q) { c[q] = hist[lane * 8 + q]; sum += c[q]; }
+        unsigned int inc = sum;
+#pragma unroll
+        for (int o = 1; o < 32; o <<= 1) {
+            const unsigned int v = __shfl_up_sync(0xffffffffu, inc, o);
+            if (lane >= (unsigned int)o) inc += v;
+        }
+        const unsigned int exc = inc - sum;
+        if ((i64)exc < krem && krem <= (i64)inc) {
+            unsigned int cum = exc, cnt = c[7];
+            int d = lane * 8 + 7;
+#pragma unroll
+            for (int q = 0; q < 8; ++q) {
+                if ((i64)(cum + c[q]) >= krem) { d = lane * 8 + q; cnt = c[q]; break; }
+                cum += c[q];
+            }
+            s3[0] = d;
+            s3[1] = cum;
+            s3[2] = cnt;
+        }
+    }
+    __syncthreads();
+    prefix |= (u64)s3[0] << shift;
+    hmask |= (u64)255 << shift;
+    krem -= s3[1];
+    const unsigned int cnt = s3[2];
+    __syncthreads();
+    return cnt;
+}
+
+// The block-wide ordered compaction step shared by the passes below: per-warp ballot counts
+// in wl/we, then each thread's rank among the flagged lanes before it (bl_before/be_before:
+// earlier warps) and the step's totals tl/te. Every thread calls it (it synchronises once).
+__device__ __forceinline__ void ballot_ranks(const bool isl, const bool ise, unsigned int* wl,
+                                             unsigned int* we, unsigned int& bl,
+                                             unsigned int& be, i64& bl_before, i64& be_before,
+                                             i64& tl, i64& te) {
+    const unsigned int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const unsigned int nwarps = blockDim.x >> 5;
+    bl = __ballot_sync(0xffffffffu, isl);
+    be = __ballot_sync(0xffffffffu, ise);
+    if (lane == 0) { wl[warp] = __popc(bl); we[warp] = __popc(be); }
+    __syncthreads();
+    bl_before = 0; be_before = 0; tl = 0; te = 0;
+    for (unsigned int w = 0; w < nwarps; ++w) {
+        if (w < warp) { bl_before += wl[w]; be_before += we[w]; }
+        tl += wl[w];
+        te += we[w];
+    }
+}
+
 extern "C" __global__ void __launch_bounds__(SORT_THREADS)
 k_topk_select(const __grid_constant__ Geo go, const __grid_constant__ Str si,
               const __grid_constant__ Str sv, const __grid_constant__ Str sx, const i64 n_rows,
@@ -139,100 +243,122 @@ k_topk_select(const __grid_constant__ Geo go, const __grid_constant__ Str si,
               const int desc, const i64 k, const T* src, T* vals, i64* idx) {
     __shared__ unsigned int hist[256];
     __shared__ SK sel[KSEL];
+    __shared__ u64 ck[CAND];
+    __shared__ unsigned int cp[CAND];
     __shared__ unsigned int wl[SORT_THREADS / 32], we[SORT_THREADS / 32];
-    __shared__ unsigned int s_digit, s_before;
+    __shared__ unsigned int s3[3];
     const u64 kmask = (u64)(KMASK);
     const int bits = 64 - __clzll((long long)kmask);
-    const unsigned int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    const unsigned int nwarps = blockDim.x >> 5;
+    const unsigned int lane = threadIdx.x & 31;
     const unsigned int lt = (1u << lane) - 1;
     for (i64 r = blockIdx.x; r < n_rows; r += gridDim.x) {
         i64 oi, ov, ox;
         at3(go, si, sv, sx, r, oi, ov, ox);
         const T* row = src + oi;
-        // radix select of t; krem: how many of the keys equal to the prefix are still wanted
+        const RowKeys rk = {row, ss, desc};
+        // the top digit, from the whole row
         u64 prefix = 0, hmask = 0;
         i64 krem = k;
-        for (int shift = bits - 8; shift >= 0; shift -= 8) {
-            for (unsigned int b = threadIdx.x; b < 256; b += blockDim.x) hist[b] = 0;
-            __syncthreads();
-            for (i64 jb = 0; jb < n; jb += blockDim.x) {
+        const unsigned int cnt = radix_step(rk, n, bits - 8, prefix, hmask, krem, hist, s3);
+        if (cnt <= CAND) {
+            // keys below the top digit (all winners) to sel[0, nl1), in any order (the sort
+            // below orders them); the digit's keys to ck/cp, in position order
+            const i64 nl1 = k - krem;
+            i64 got_l = 0, got_c = 0;
+            for (i64 jb = 0; jb < n && (got_l < nl1 || got_c < (i64)cnt); jb += blockDim.x) {
                 const i64 j = jb + threadIdx.x;
-                unsigned int d = 256;
+                u64 kk = 0;
+                bool isl = false, isc = false;
                 if (j < n) {
-                    const u64 kk = key_of(row[j * ss], desc);
-                    if ((kk & hmask) == prefix) d = (unsigned int)(kk >> shift) & 255u;
+                    kk = rk(j);
+                    isl = kk < prefix;
+                    isc = (kk & hmask) == prefix;
                 }
-                // lanes with one digit add once (many keys share their top digits)
-                const unsigned int same = __match_any_sync(0xffffffffu, d);
-                if (d < 256 && (__ffs(same) - 1) == (int)lane) atomicAdd(&hist[d], __popc(same));
-            }
-            __syncthreads();
-            if (warp == 0) {
-                unsigned int c[8], sum = 0;
-#pragma unroll
-                for (int q = 0; q < 8; ++q) { c[q] = hist[lane * 8 + q]; sum += c[q]; }
-                unsigned int inc = sum;
-#pragma unroll
-                for (int o = 1; o < 32; o <<= 1) {
-                    const unsigned int v = __shfl_up_sync(0xffffffffu, inc, o);
-                    if (lane >= (unsigned int)o) inc += v;
-                }
-                const unsigned int exc = inc - sum;
-                if ((i64)exc < krem && krem <= (i64)inc) {
-                    unsigned int cum = exc;
-                    int d = lane * 8 + 7;
-#pragma unroll
-                    for (int q = 0; q < 8; ++q) {
-                        if ((i64)(cum + c[q]) >= krem) { d = lane * 8 + q; break; }
-                        cum += c[q];
-                    }
-                    s_digit = d;
-                    s_before = cum;
-                }
-            }
-            __syncthreads();
-            prefix |= (u64)s_digit << shift;
-            hmask |= (u64)255 << shift;
-            krem -= s_before;
-            __syncthreads();
-        }
-        // collect, in position order: every key < t, and the first krem keys == t
-        const i64 nless = k - krem;
-        i64 got_l = 0, got_e = 0;
-        for (i64 jb = 0; jb < n && (got_l < nless || got_e < krem); jb += blockDim.x) {
-            const i64 j = jb + threadIdx.x;
-            u64 kk = 0;
-            bool isl = false, ise = false;
-            if (j < n) {
-                kk = key_of(row[j * ss], desc);
-                isl = kk < prefix;
-                ise = kk == prefix;
-            }
-            const unsigned int bl = __ballot_sync(0xffffffffu, isl);
-            const unsigned int be = __ballot_sync(0xffffffffu, ise);
-            if (lane == 0) { wl[warp] = __popc(bl); we[warp] = __popc(be); }
-            __syncthreads();
-            i64 bl_before = 0, be_before = 0, tl = 0, te = 0;
-            for (unsigned int w = 0; w < nwarps; ++w) {
-                if (w < warp) { bl_before += wl[w]; be_before += we[w]; }
-                tl += wl[w];
-                te += we[w];
-            }
-            if (isl) {
-                const i64 slot = got_l + bl_before + __popc(bl & lt);
-                sel[slot].key = kk; sel[slot].pos = (unsigned int)j; sel[slot].pad = 0;
-            }
-            if (ise) {
-                const i64 e = got_e + be_before + __popc(be & lt);
-                if (e < krem) {
-                    const i64 slot = nless + e;
+                unsigned int bl, bc;
+                i64 bl_before, bc_before, tl, tc;
+                ballot_ranks(isl, isc, wl, we, bl, bc, bl_before, bc_before, tl, tc);
+                if (isl) {
+                    const i64 slot = got_l + bl_before + __popc(bl & lt);
                     sel[slot].key = kk; sel[slot].pos = (unsigned int)j; sel[slot].pad = 0;
                 }
+                if (isc) {
+                    const i64 slot = got_c + bc_before + __popc(bc & lt);
+                    ck[slot] = kk;
+                    cp[slot] = (unsigned int)j;
+                }
+                got_l += tl;
+                got_c += tc;
+                __syncthreads();
             }
-            got_l += tl;
-            got_e += te;
-            __syncthreads();
+            // the other digits, among the candidates
+            const CandKeys cand = {ck};
+            for (int shift = bits - 16; shift >= 0; shift -= 8)
+                radix_step(cand, (i64)cnt, shift, prefix, hmask, krem, hist, s3);
+            // candidates below t to sel[nl1, nless), the first krem equal to t after them
+            const i64 nless = k - krem;
+            got_l = 0;
+            i64 got_e = 0;
+            for (i64 jb = 0; jb < (i64)cnt && (got_l < nless - nl1 || got_e < krem); jb += blockDim.x) {
+                const i64 j = jb + threadIdx.x;
+                u64 kk = 0;
+                bool isl = false, ise = false;
+                if (j < (i64)cnt) {
+                    kk = ck[j];
+                    isl = kk < prefix;
+                    ise = kk == prefix;
+                }
+                unsigned int bl, be;
+                i64 bl_before, be_before, tl, te;
+                ballot_ranks(isl, ise, wl, we, bl, be, bl_before, be_before, tl, te);
+                if (isl) {
+                    const i64 slot = nl1 + got_l + bl_before + __popc(bl & lt);
+                    sel[slot].key = kk; sel[slot].pos = cp[j]; sel[slot].pad = 0;
+                }
+                if (ise) {
+                    const i64 e = got_e + be_before + __popc(be & lt);
+                    if (e < krem) {
+                        const i64 slot = nless + e;
+                        sel[slot].key = kk; sel[slot].pos = cp[j]; sel[slot].pad = 0;
+                    }
+                }
+                got_l += tl;
+                got_e += te;
+                __syncthreads();
+            }
+        } else {
+            // the other digits from the row, then one ordered pass over it: every key < t,
+            // and the first krem keys == t
+            for (int shift = bits - 16; shift >= 0; shift -= 8)
+                radix_step(rk, n, shift, prefix, hmask, krem, hist, s3);
+            const i64 nless = k - krem;
+            i64 got_l = 0, got_e = 0;
+            for (i64 jb = 0; jb < n && (got_l < nless || got_e < krem); jb += blockDim.x) {
+                const i64 j = jb + threadIdx.x;
+                u64 kk = 0;
+                bool isl = false, ise = false;
+                if (j < n) {
+                    kk = rk(j);
+                    isl = kk < prefix;
+                    ise = kk == prefix;
+                }
+                unsigned int bl, be;
+                i64 bl_before, be_before, tl, te;
+                ballot_ranks(isl, ise, wl, we, bl, be, bl_before, be_before, tl, te);
+                if (isl) {
+                    const i64 slot = got_l + bl_before + __popc(bl & lt);
+                    sel[slot].key = kk; sel[slot].pos = (unsigned int)j; sel[slot].pad = 0;
+                }
+                if (ise) {
+                    const i64 e = got_e + be_before + __popc(be & lt);
+                    if (e < krem) {
+                        const i64 slot = nless + e;
+                        sel[slot].key = kk; sel[slot].pos = (unsigned int)j; sel[slot].pad = 0;
+                    }
+                }
+                got_l += tl;
+                got_e += te;
+                __syncthreads();
+            }
         }
         for (unsigned int e = k + threadIdx.x; e < P; e += blockDim.x) sel[e] = sk_max();
         __syncthreads();
