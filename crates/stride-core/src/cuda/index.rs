@@ -221,6 +221,25 @@ pub(super) fn check_indices(
     Ok(Gate(Some(res)))
 }
 
+/// [`check_indices`] of a gather's or scatter's `index` against its indexed dim.
+fn check_index_dim(
+    dev: &Arc<CudaDevice>,
+    at: IndexDim,
+    index: &View,
+    src: &View,
+    dst: &View,
+) -> Result<Gate> {
+    check_indices(
+        dev,
+        at.op,
+        index,
+        bounds(&at),
+        move |v| at.out_of_range(v),
+        || describe(&[("index", index), ("source", src), ("destination", dst)]),
+        false,
+    )
+}
+
 fn check_index_operand(at: &IndexDim, index: &View, shape: &[usize]) -> Result<()> {
     if !INDEX_DTYPES.contains(&index.dtype) {
         return Err(bad_index_dtype(at.op, index.dtype));
@@ -251,15 +270,7 @@ pub(crate) fn gather(src: View, index: View, at: IndexDim, dst: View) -> Result<
     let (dev, pd) = dptr(&dst)?;
     let (_, ps) = dptr(&src)?;
     let (_, px) = dptr(&index)?;
-    let gate = check_indices(
-        &dev,
-        at.op,
-        &index,
-        bounds(&at),
-        move |v| at.out_of_range(v),
-        || describe(&[("index", &index), ("source", &src), ("output", &dst)]),
-        false,
-    )?;
+    let gate = check_index_dim(&dev, at, &index, &src, &dst)?;
     let w = walk(at.op, [&dst, &src, &index])?;
     if w.n == 0 {
         return Ok(());
@@ -401,15 +412,7 @@ pub(crate) fn scatter(
     let (dev, pd) = dptr(&dst)?;
     let (_, ps) = dptr(&src)?;
     let (_, px) = dptr(&index)?;
-    let gate = check_indices(
-        &dev,
-        at.op,
-        &index,
-        bounds(&at),
-        move |v| at.out_of_range(v),
-        || describe(&[("index", &index), ("source", &src), ("destination", &dst)]),
-        false,
-    )?;
+    let gate = check_index_dim(&dev, at, &index, &src, &dst)?;
     let gp = gate.ptr();
     let total: usize = shape.iter().product();
     if total == 0 {

@@ -125,6 +125,36 @@ impl<const N: usize> Split<N> {
         }
         split_plan(self.n_out, self.n_red, dev.sm_count as u64)
     }
+    /// Pass 1 of the split schedule: kernel `fp` (`k_reduce_part` or `k_arg_part`) folds
+    /// each of `parts` parts of `chunk` elements of every output of the input at `ps` into a
+    /// buffer of partials, returned for pass 2.
+    fn launch_parts(
+        &self,
+        dev: &Arc<CudaDevice>,
+        fp: &cudarc::driver::CudaFunction,
+        op: &'static str,
+        ps: u64,
+        parts: i64,
+        chunk: i64,
+    ) -> Result<CudaBuffer> {
+        let n_part = self.n_out * parts;
+        let part = CudaBuffer::new(dev, n_part as usize * PART_BYTES, false)?;
+        let mut args = [
+            arg(&self.gk),
+            arg(&self.ik),
+            arg(&self.n_out),
+            arg(&self.gr),
+            arg(&self.ir),
+            arg(&self.n_red),
+            arg(&chunk),
+            arg(&parts),
+            arg(&ps),
+            arg(&part.ptr),
+        ];
+        let grid = (n_part.min(u32::MAX as i64) as u32, 1, 1);
+        unsafe { launch_cfg(dev, fp, op, grid, (RBLOCK, 1, 1), 0, &mut args)? };
+        Ok(part)
+    }
     fn grid(&self, dev: &CudaDevice) -> (u32, u32, u32) {
         let cap = dev.sm_count as u64 * 32;
         let n = if self.per_thread() == 1 {
@@ -358,22 +388,7 @@ pub(crate) fn reduce(op: ReduceOp, src: View, dims: &[usize], dst: View) -> Resu
     if let Some((parts, chunk)) = sp.split_parts(&dev) {
         let fp = dev.function(&module, "reduce_part", || source(t, "WANT_REDUCE", &defs))?;
         let ff = dev.function(&module, "reduce_fin", || source(t, "WANT_REDUCE", &defs))?;
-        let n_part = sp.n_out * parts;
-        let part = CudaBuffer::new(&dev, n_part as usize * PART_BYTES, false)?;
-        let mut args = [
-            arg(&sp.gk),
-            arg(&sp.ik),
-            arg(&sp.n_out),
-            arg(&sp.gr),
-            arg(&sp.ir),
-            arg(&sp.n_red),
-            arg(&chunk),
-            arg(&parts),
-            arg(&ps),
-            arg(&part.ptr),
-        ];
-        let grid = (n_part.min(u32::MAX as i64) as u32, 1, 1);
-        unsafe { launch_cfg(&dev, &fp, op.name(), grid, (RBLOCK, 1, 1), 0, &mut args)? };
+        let part = sp.launch_parts(&dev, &fp, op.name(), ps, parts, chunk)?;
         let mut args = [
             arg(&sp.gk),
             arg(&ok),
@@ -463,22 +478,7 @@ pub(crate) fn arg_reduce(
     if let Some((parts, chunk)) = sp.split_parts(&dev) {
         let fp = dev.function(&module, "arg_part", || source(t, "WANT_ARG", &defs))?;
         let ff = dev.function(&module, "arg_fin", || source(t, "WANT_ARG", &defs))?;
-        let n_part = sp.n_out * parts;
-        let part = CudaBuffer::new(&dev, n_part as usize * PART_BYTES, false)?;
-        let mut args = [
-            arg(&sp.gk),
-            arg(&sp.ik),
-            arg(&sp.n_out),
-            arg(&sp.gr),
-            arg(&sp.ir),
-            arg(&sp.n_red),
-            arg(&chunk),
-            arg(&parts),
-            arg(&ps),
-            arg(&part.ptr),
-        ];
-        let grid = (n_part.min(u32::MAX as i64) as u32, 1, 1);
-        unsafe { launch_cfg(&dev, &fp, op.name(), grid, (RBLOCK, 1, 1), 0, &mut args)? };
+        let part = sp.launch_parts(&dev, &fp, op.name(), ps, parts, chunk)?;
         let mut args = [
             arg(&sp.gk),
             arg(&sp.ik),
