@@ -81,23 +81,6 @@ pub fn run(config: &Config) -> Report {
     run_ops(config, ops)
 }
 
-/// Sync checks on ([`stride_core::set_sync_checks`]) while alive; the previous setting after.
-struct ImmediateChecks(bool);
-
-impl ImmediateChecks {
-    fn on() -> ImmediateChecks {
-        let was = stride_core::sync_checks();
-        stride_core::set_sync_checks(true);
-        ImmediateChecks(was)
-    }
-}
-
-impl Drop for ImmediateChecks {
-    fn drop(&mut self) {
-        stride_core::set_sync_checks(self.0);
-    }
-}
-
 /// Runs the given entries (registry entries or test-only ones).
 pub fn run_ops<'a>(config: &Config, ops: impl IntoIterator<Item = &'a OpInfo>) -> Report {
     let start = Instant::now();
@@ -107,10 +90,7 @@ pub fn run_ops<'a>(config: &Config, ops: impl IntoIterator<Item = &'a OpInfo>) -
         report.device_error = Some(e);
         return report;
     }
-    // cases that must fail expect the error at the op; on a GPU, checks that need the data
-    // would otherwise report at the next read of the device, from any thread of this run
-    // (tests/cuda_deferred.rs checks that path)
-    let _immediate = ImmediateChecks::on();
+
     let recs: Vec<Recorder> = ops
         .par_iter()
         .map(|op| {
@@ -899,7 +879,10 @@ fn case(
         }
     }
 
-    // 3. the call
+    // 3. the call. A case that must fail expects the error at the op: on a GPU a check that
+    // needs the data would otherwise report at the next read of the device, from whichever
+    // thread of this run reads first. Every other case runs its checks on the device.
+    let _immediate = must_fail.is_some().then(stride_core::sync_checks_here);
     let call = || -> stride_core::Result<Tensor> {
         match form {
             Form::Functional => (op.functional.as_ref().expect("form exists"))(&args, &params),

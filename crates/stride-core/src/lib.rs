@@ -64,6 +64,31 @@ pub fn set_sync_checks(on: bool) {
     cuda::deferred::set_sync_checks(on)
 }
 
+/// Sync checks ([`set_sync_checks`]) on for this thread only, while the guard lives: e.g. for
+/// a call that is expected to fail, while other threads keep the checks on the device.
+///
+/// ```
+/// {
+///     let _g = stride_core::sync_checks_here();
+///     assert!(stride_core::sync_checks());
+/// }
+/// assert!(!stride_core::sync_checks());
+/// ```
+pub fn sync_checks_here() -> SyncChecksHere {
+    cuda::deferred::hold_here(true);
+    SyncChecksHere(std::marker::PhantomData)
+}
+
+/// The guard of [`sync_checks_here`] (bound to its thread).
+#[must_use = "sync checks are on only while the guard lives: bind it with `let _g = …`"]
+pub struct SyncChecksHere(std::marker::PhantomData<*const ()>);
+
+impl Drop for SyncChecksHere {
+    fn drop(&mut self) {
+        cuda::deferred::hold_here(false);
+    }
+}
+
 /// Whether checks that need the data wait for their verdict on this thread (see
 /// [`set_sync_checks`]).
 pub fn sync_checks() -> bool {

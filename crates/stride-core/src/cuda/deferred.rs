@@ -140,9 +140,9 @@ impl Deferred {
         if failed != 0 && s.sticky.is_none() {
             fence(Ordering::Acquire);
             let value = self.word(1) as i64;
-            let err = match s.pending.iter().position(|p| p.id == failed) {
-                Some(k) => {
-                    let p = s.pending.remove(k).expect("position is in range");
+            let found = s.pending.iter().position(|p| p.id == failed);
+            let err = match found.and_then(|k| s.pending.remove(k)) {
+                Some(p) => {
                     device_check(dev.device(), (p.failure.cause)(value), &p.failure.operands, &p.site)
                 }
                 None => Error::Cuda {
@@ -196,10 +196,28 @@ fn device_check(device: Device, cause: Error, operands: &str, site: &CallSite) -
 
 static SYNC_CHECKS: AtomicBool = AtomicBool::new(false);
 
+thread_local! {
+    /// Live [`crate::SyncChecksHere`] guards of this thread.
+    static HERE: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+}
+
 /// Whether data-dependent checks wait for their verdict and fail at the op itself (see
-/// [`crate::set_sync_checks`]): on while the switch is, and inside anomaly mode.
+/// [`crate::set_sync_checks`]): on while the switch is, on this thread while a
+/// [`crate::sync_checks_here`] guard lives, and inside anomaly mode.
 pub(crate) fn sync_checks() -> bool {
-    SYNC_CHECKS.load(Ordering::Relaxed) || crate::debug::anomaly_active()
+    SYNC_CHECKS.load(Ordering::Relaxed)
+        || HERE.with(|c| c.get() > 0)
+        || crate::debug::anomaly_active()
+}
+
+pub(crate) fn hold_here(on: bool) {
+    HERE.with(|c| {
+        c.set(if on {
+            c.get() + 1
+        } else {
+            c.get().saturating_sub(1)
+        })
+    });
 }
 
 pub(crate) fn set_sync_checks(on: bool) {
