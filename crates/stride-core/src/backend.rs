@@ -10,6 +10,8 @@
 use crate::debug::{self, Replay};
 use crate::{DType, Device, Error, Layout, Result, Scalar, Storage};
 
+pub(crate) mod common; // code every backend shares (backend/common/)
+pub(crate) mod contract; // the Backend trait and the device → backend map
 pub mod index; // index primitives: gather, scatter, masked scans (backend/index.rs)
 pub mod sort; // sorting and selection primitives (backend/sort.rs)
 
@@ -342,40 +344,19 @@ pub(crate) fn same_device(op: &'static str, views: &[View]) -> Result<Device> {
 // cross-check calls it again with the reference device's copies.
 
 pub(crate) fn copy_cast(src: View, dst: View) -> Result<()> {
-    debug::primitive(
-        "copy",
-        Replay::Widen,
-        &[src],
-        &[dst],
-        |i, o| match same_device("copy", &[o[0], i[0]])? {
-            Device::Cpu => crate::cpu::copy::copy_cast(i[0], o[0]),
-            Device::Cuda(_) => crate::cuda::elementwise::copy_cast(i[0], o[0]),
-        },
-    )
+    debug::primitive("copy", Replay::Widen, &[src], &[dst], |i, o| {
+        contract::backend_for(same_device("copy", &[o[0], i[0]])?).copy_cast(i[0], o[0])
+    })
 }
 pub(crate) fn fill(dst: View, value: Scalar) -> Result<()> {
-    debug::primitive(
-        "fill",
-        Replay::Widen,
-        &[],
-        &[dst],
-        |_, o| match same_device("fill", &[o[0]])? {
-            Device::Cpu => crate::cpu::copy::fill(o[0], value),
-            Device::Cuda(_) => crate::cuda::elementwise::fill(o[0], value),
-        },
-    )
+    debug::primitive("fill", Replay::Widen, &[], &[dst], |_, o| {
+        contract::backend_for(same_device("fill", &[o[0]])?).fill(o[0], value)
+    })
 }
 pub(crate) fn unary(op: UnaryOp, src: View, dst: View) -> Result<()> {
-    debug::primitive(
-        op.name(),
-        Replay::Widen,
-        &[src],
-        &[dst],
-        |i, o| match same_device(op.name(), &[o[0], i[0]])? {
-            Device::Cpu => crate::cpu::elementwise::unary(op, i[0], o[0]),
-            Device::Cuda(_) => crate::cuda::elementwise::unary(op, i[0], o[0]),
-        },
-    )
+    debug::primitive(op.name(), Replay::Widen, &[src], &[dst], |i, o| {
+        contract::backend_for(same_device(op.name(), &[o[0], i[0]])?).unary(op, i[0], o[0])
+    })
 }
 pub(crate) fn binary(op: BinaryOp, a: View, b: View, dst: View) -> Result<()> {
     // integer division and powers check their divisors/exponents before writing: on a GPU
@@ -396,43 +377,24 @@ pub(crate) fn binary(op: BinaryOp, a: View, b: View, dst: View) -> Result<()> {
     } else {
         None
     };
-    debug::primitive(
-        op.name(),
-        Replay::Widen,
-        &[a, b],
-        &[dst],
-        |i, o| match same_device(op.name(), &[o[0], i[0], i[1]])? {
-            Device::Cpu => crate::cpu::elementwise::binary(op, i[0], i[1], o[0]),
-            Device::Cuda(_) => crate::cuda::elementwise::binary(op, i[0], i[1], o[0]),
-        },
-    )
+    debug::primitive(op.name(), Replay::Widen, &[a, b], &[dst], |i, o| {
+        contract::backend_for(same_device(op.name(), &[o[0], i[0], i[1]])?)
+            .binary(op, i[0], i[1], o[0])
+    })
 }
 pub(crate) fn ternary(op: TernaryOp, a: View, b: View, c: View, dst: View) -> Result<()> {
-    debug::primitive(
-        op.name(),
-        Replay::Widen,
-        &[a, b, c],
-        &[dst],
-        |i, o| match same_device(op.name(), &[o[0], i[0], i[1], i[2]])? {
-            Device::Cpu => crate::cpu::elementwise::ternary(op, i[0], i[1], i[2], o[0]),
-            Device::Cuda(_) => crate::cuda::elementwise::ternary(op, i[0], i[1], i[2], o[0]),
-        },
-    )
+    debug::primitive(op.name(), Replay::Widen, &[a, b, c], &[dst], |i, o| {
+        contract::backend_for(same_device(op.name(), &[o[0], i[0], i[1], i[2]])?)
+            .ternary(op, i[0], i[1], i[2], o[0])
+    })
 }
 
 /// `dst = src` with the dims in `dims` reversed (`src` has `dst`'s shape). Its own primitive
 /// because a reversed dim would need a negative stride, which layouts never have.
 pub(crate) fn flip(src: View, dims: &[usize], dst: View) -> Result<()> {
-    debug::primitive(
-        "flip",
-        Replay::Widen,
-        &[src],
-        &[dst],
-        |i, o| match same_device("flip", &[o[0], i[0]])? {
-            Device::Cpu => crate::cpu::flip::flip(i[0], dims, o[0]),
-            Device::Cuda(_) => crate::cuda::flip::flip(i[0], dims, o[0]),
-        },
-    )
+    debug::primitive("flip", Replay::Widen, &[src], &[dst], |i, o| {
+        contract::backend_for(same_device("flip", &[o[0], i[0]])?).flip(i[0], dims, o[0])
+    })
 }
 
 /// What a random fill draws. Every variant is a pure function of (seed, offset, logical
@@ -456,16 +418,9 @@ pub enum RandomDist {
 /// element values depend only on their logical (row-major) index, never on the layout or the
 /// number of threads.
 pub(crate) fn random(dist: RandomDist, seed: u64, offset: u64, dst: View) -> Result<()> {
-    debug::primitive(
-        "random",
-        Replay::SameDtype,
-        &[],
-        &[dst],
-        |_, o| match device_of(&[o[0]]) {
-            Device::Cpu => crate::cpu::random::random(dist, seed, offset, o[0]),
-            Device::Cuda(_) => crate::cuda::random::random(dist, seed, offset, o[0]),
-        },
-    )
+    debug::primitive("random", Replay::SameDtype, &[], &[dst], |_, o| {
+        contract::backend_for(device_of(&[o[0]])).random(dist, seed, offset, o[0])
+    })
 }
 
 /// Batched matrix product `dst[i] = a[i] · b[i]`: `a` is `[*batch, M, K]`, `b` is
@@ -475,16 +430,9 @@ pub(crate) fn random(dist: RandomDist, seed: u64, offset: u64, dst: View) -> Res
 /// routes aliasing through a temporary); its prior contents are never read. K = 0 writes
 /// zeros.
 pub(crate) fn matmul(a: View, b: View, dst: View) -> Result<()> {
-    debug::primitive(
-        "matmul",
-        Replay::Widen,
-        &[a, b],
-        &[dst],
-        |i, o| match same_device("matmul", &[o[0], i[0], i[1]])? {
-            Device::Cpu => crate::cpu::matmul::matmul(i[0], i[1], o[0]),
-            Device::Cuda(_) => crate::cuda::matmul::matmul(i[0], i[1], o[0]),
-        },
-    )
+    debug::primitive("matmul", Replay::Widen, &[a, b], &[dst], |i, o| {
+        contract::backend_for(same_device("matmul", &[o[0], i[0], i[1]])?).matmul(i[0], i[1], o[0])
+    })
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -615,16 +563,9 @@ impl CumulativeOp {
 /// `dst = op(src)` over the sorted, distinct `dims`; `dst` has `src`'s rank with size 1 in
 /// each reduced dim and the dtype [`ReduceOp::result_dtype`] gives.
 pub(crate) fn reduce(op: ReduceOp, src: View, dims: &[usize], dst: View) -> Result<()> {
-    debug::primitive(
-        op.name(),
-        Replay::Widen,
-        &[src],
-        &[dst],
-        |i, o| match same_device(op.name(), &[o[0], i[0]])? {
-            Device::Cpu => crate::cpu::reduce::reduce(op, i[0], dims, o[0]),
-            Device::Cuda(_) => crate::cuda::reduce::reduce(op, i[0], dims, o[0]),
-        },
-    )
+    debug::primitive(op.name(), Replay::Widen, &[src], &[dst], |i, o| {
+        contract::backend_for(same_device(op.name(), &[o[0], i[0]])?).reduce(op, i[0], dims, o[0])
+    })
 }
 /// Values (optional, `src`'s dtype) and i64 indices of the extremum over `dims`; both
 /// outputs in keepdim form, as for [`reduce`].
@@ -641,22 +582,14 @@ pub(crate) fn arg_reduce(
             [v, ix] => (Some(*v), *ix),
             _ => (None, o[0]),
         };
-        match same_device(op.name(), &[indices, i[0]])? {
-            Device::Cpu => crate::cpu::reduce::arg_reduce(op, i[0], dims, values, indices),
-            Device::Cuda(_) => crate::cuda::reduce::arg_reduce(op, i[0], dims, values, indices),
-        }
+        contract::backend_for(same_device(op.name(), &[indices, i[0]])?)
+            .arg_reduce(op, i[0], dims, values, indices)
     })
 }
 /// Inclusive scan of `src` along `dim` into `dst` (same shape).
 pub(crate) fn cumulative(op: CumulativeOp, src: View, dim: usize, dst: View) -> Result<()> {
-    debug::primitive(
-        op.name(),
-        Replay::Widen,
-        &[src],
-        &[dst],
-        |i, o| match same_device(op.name(), &[o[0], i[0]])? {
-            Device::Cpu => crate::cpu::cumulative::cumulative(op, i[0], dim, o[0]),
-            Device::Cuda(_) => crate::cuda::reduce::cumulative(op, i[0], dim, o[0]),
-        },
-    )
+    debug::primitive(op.name(), Replay::Widen, &[src], &[dst], |i, o| {
+        contract::backend_for(same_device(op.name(), &[o[0], i[0]])?)
+            .cumulative(op, i[0], dim, o[0])
+    })
 }

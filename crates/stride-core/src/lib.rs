@@ -31,6 +31,7 @@ pub mod scalar;
 pub mod shape;
 pub mod storage;
 mod tensor;
+mod transfer;
 mod view;
 
 pub use creation::MemoryFormat;

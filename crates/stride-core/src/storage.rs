@@ -152,6 +152,20 @@ impl CpuBuffer {
         self.len() == 0
     }
     /// Raw base pointer, for kernels that address elements through a layout.
+    /// The elements as bytes (native endianness).
+    pub(crate) fn bytes(&self) -> &[u8] {
+        // SAFETY: the buffer holds `len` initialised elements without padding
+        unsafe {
+            std::slice::from_raw_parts(self.as_ptr(), self.len() * self.dtype().size_in_bytes())
+        }
+    }
+    /// The elements as writable bytes; every byte pattern is a valid element except for bool,
+    /// whose writers only copy bytes of bool elements.
+    pub(crate) fn bytes_mut(&mut self) -> &mut [u8] {
+        let n = self.len() * self.dtype().size_in_bytes();
+        // SAFETY: as above
+        unsafe { std::slice::from_raw_parts_mut(self.as_mut_ptr(), n) }
+    }
     pub(crate) fn as_ptr(&self) -> *const u8 {
         with_dtype!(self.dtype(), T => T::slice(self).map_or(std::ptr::null(), |s| s.as_ptr() as *const u8))
     }

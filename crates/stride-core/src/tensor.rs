@@ -5,7 +5,7 @@
 use crate::autograd::AutogradMeta;
 use crate::backend::{self, View};
 use crate::cpu::strided::Plan;
-use crate::storage::{BufferElement, CpuBuffer, Storage, StorageData};
+use crate::storage::{BufferElement, Storage, StorageData};
 use crate::{with_dtype, DType, Device, Element, Error, Layout, Result, Scalar, Shape};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
@@ -132,29 +132,26 @@ impl Tensor {
         zero: bool,
     ) -> Result<Tensor> {
         let numel = crate::shape::checked_numel("alloc", shape)?;
-        let storage = match device {
-            Device::Cpu => Storage::from_cpu(CpuBuffer::try_zeros(dtype, numel, "alloc", shape)?),
-            Device::Cuda(i) => {
-                crate::cuda::alloc_storage(*i, dtype, numel, zero).map_err(|e| match e {
-                    // the device allocator knows the bytes, not the tensor
-                    Error::OutOfMemory {
-                        op,
-                        device,
-                        requested,
-                        detail,
-                        ..
-                    } => Error::OutOfMemory {
-                        op,
-                        device,
-                        shape: shape.to_vec(),
-                        dtype: Some(dtype),
-                        requested,
-                        detail,
-                    },
-                    e => e,
-                })?
-            }
-        };
+        let storage = crate::backend::contract::backend_for(*device)
+            .alloc(*device, dtype, numel, zero)
+            .map_err(|e| match e {
+                // the allocator knows the elements, not the tensor
+                Error::OutOfMemory {
+                    op,
+                    device,
+                    requested,
+                    detail,
+                    ..
+                } => Error::OutOfMemory {
+                    op,
+                    device,
+                    shape: shape.to_vec(),
+                    dtype: Some(dtype),
+                    requested,
+                    detail,
+                },
+                e => e,
+            })?;
         Ok(Tensor::from_parts(
             storage,
             Layout::new(shape.to_vec(), strides, 0),
@@ -366,7 +363,7 @@ impl Tensor {
         )?;
         let out = {
             let _g = crate::autograd::no_grad();
-            crate::cuda::transfer::to_device(self, *device)?
+            crate::transfer::to_device(self, *device)?
         };
         crate::autograd::formulas::views::record_to_device(self, &out)?;
         Ok(out)

@@ -15,7 +15,7 @@
 
 use super::View;
 use crate::debug::{self, Replay};
-use crate::{DType, Device, Error, Layout, Result, Scalar};
+use crate::{DType, Error, Layout, Result, Scalar};
 
 /// The indexed dim of an index operand: how its values address the indexed tensor.
 #[derive(Debug, Clone, Copy)]
@@ -36,6 +36,11 @@ pub struct IndexDim {
 }
 
 impl IndexDim {
+    /// The valid index range `lo..hi`.
+    pub fn bounds(&self) -> (i64, i64) {
+        let size = self.size as i64;
+        (if self.wrap { -size } else { 0 }, size)
+    }
     /// The error for an index value outside the valid range.
     pub fn out_of_range(&self, index: i64) -> Error {
         Error::IndexOutOfRange {
@@ -94,10 +99,7 @@ pub(crate) fn gather(src: View, index: View, at: IndexDim, dst: View) -> Result<
     debug::primitive("gather", Replay::Widen, &[srcr, index], &[dst], |i, o| {
         let (l, at) = from_region(src.layout, i[0].layout, at);
         let src = View { layout: &l, ..i[0] };
-        match super::device_of(&[o[0]]) {
-            Device::Cpu => crate::cpu::index::gather(src, i[1], at, o[0]),
-            Device::Cuda(_) => crate::cuda::index::gather(src, i[1], at, o[0]),
-        }
+        super::contract::backend_for(super::device_of(&[o[0]])).gather(src, i[1], at, o[0])
     })
 }
 
@@ -179,10 +181,14 @@ pub(crate) fn scatter(
     debug::primitive(op.name(), Replay::Widen, &[index, src], &[dstr], |i, o| {
         let (l, at) = from_region(dst.layout, o[0].layout, at);
         let dst = View { layout: &l, ..o[0] };
-        match super::device_of(&[dst]) {
-            Device::Cpu => crate::cpu::index::scatter(dst, i[0], at, i[1], op, include_self),
-            Device::Cuda(_) => crate::cuda::index::scatter(dst, i[0], at, i[1], op, include_self),
-        }
+        super::contract::backend_for(super::device_of(&[dst])).scatter(
+            dst,
+            i[0],
+            at,
+            i[1],
+            op,
+            include_self,
+        )
     })
 }
 
@@ -190,25 +196,17 @@ pub(crate) fn scatter(
 pub(crate) fn count_nonzero(src: View) -> Result<usize> {
     // the count sizes an output: the host reads it
     let _sync = debug::host_sync(src.storage.device(), "count_nonzero")?;
-    debug::primitive_value("count_nonzero", &[src], || match super::device_of(&[src]) {
-        Device::Cpu => crate::cpu::index::count_nonzero(src),
-        Device::Cuda(_) => crate::cuda::index::count_nonzero(src),
+    debug::primitive_value("count_nonzero", &[src], || {
+        super::contract::backend_for(super::device_of(&[src])).count_nonzero(src)
     })
 }
 
 /// Writes the coordinates of the non-zero elements of `src`, in logical order, into `dst`
 /// (i64, shape `[count, src.ndim]`).
 pub(crate) fn nonzero(src: View, dst: View) -> Result<()> {
-    debug::primitive(
-        "nonzero",
-        Replay::Widen,
-        &[src],
-        &[dst],
-        |i, o| match super::device_of(&[o[0]]) {
-            Device::Cpu => crate::cpu::index::nonzero(i[0], o[0]),
-            Device::Cuda(_) => crate::cuda::index::nonzero(i[0], o[0]),
-        },
-    )
+    debug::primitive("nonzero", Replay::Widen, &[src], &[dst], |i, o| {
+        super::contract::backend_for(super::device_of(&[o[0]])).nonzero(i[0], o[0])
+    })
 }
 
 /// `dst` (1-D, `count(mask)` elements) = the elements of `src` where the bool `mask` is true,
@@ -219,9 +217,8 @@ pub(crate) fn masked_select(src: View, mask: View, dst: View) -> Result<()> {
         Replay::Widen,
         &[src, mask],
         &[dst],
-        |i, o| match super::device_of(&[o[0]]) {
-            Device::Cpu => crate::cpu::index::masked_select(i[0], i[1], o[0]),
-            Device::Cuda(_) => crate::cuda::index::masked_select(i[0], i[1], o[0]),
+        |i, o| {
+            super::contract::backend_for(super::device_of(&[o[0]])).masked_select(i[0], i[1], o[0])
         },
     )
 }
@@ -236,9 +233,8 @@ pub(crate) fn masked_scatter(dst: View, mask: View, src: View) -> Result<()> {
         Replay::Widen,
         &[mask, src],
         &[dst],
-        |i, o| match super::device_of(&[o[0]]) {
-            Device::Cpu => crate::cpu::index::masked_scatter(o[0], i[0], i[1]),
-            Device::Cuda(_) => crate::cuda::index::masked_scatter(o[0], i[0], i[1]),
+        |i, o| {
+            super::contract::backend_for(super::device_of(&[o[0]])).masked_scatter(o[0], i[0], i[1])
         },
     )
 }
@@ -247,8 +243,7 @@ pub(crate) fn masked_scatter(dst: View, mask: View, src: View) -> Result<()> {
 /// and bool tensors (exact), `Scalar::Float` for floats (NaN if any element is NaN).
 pub(crate) fn extrema(src: View) -> Result<Option<(Scalar, Scalar)>> {
     let _sync = debug::host_sync(src.storage.device(), "extrema")?;
-    debug::primitive_value("extrema", &[src], || match super::device_of(&[src]) {
-        Device::Cpu => crate::cpu::index::extrema(src),
-        Device::Cuda(_) => crate::cuda::index::extrema(src),
+    debug::primitive_value("extrema", &[src], || {
+        super::contract::backend_for(super::device_of(&[src])).extrema(src)
     })
 }

@@ -5,10 +5,10 @@
 //! sort is stable and every selection deterministic. Indices are i64. A "row" is the 1-D
 //! slice of an operand along the op's dim; all operands are addressed through their layouts.
 
+use super::common::check::{check_extent, internal};
 use super::View;
-use crate::cpu::index::check_extent;
 use crate::debug::{self, Replay};
-use crate::{DType, Device, Error, Layout, Result};
+use crate::{DType, Error, Layout, Result};
 
 /// Checks a row op's operands once, for every backend: `src` and `values` of one dtype,
 /// `indices` i64, one shape off `dim` (where `values` has `out_len` elements), rows shorter
@@ -59,11 +59,6 @@ pub(crate) fn dim_len(l: &Layout, dim: usize) -> usize {
     l.shape().get(dim).copied().unwrap_or(1)
 }
 
-/// A call the frontend should never have made.
-pub(crate) fn internal(op: &'static str, msg: &str) -> Error {
-    Error::invalid(op, format!("internal error: {msg} (please report)"))
-}
-
 /// Sorts each row of `src` along `dim` into `values` (src's dtype) and `indices` (i64, the
 /// position of each value in its row); all three have `src`'s shape. Stable; `descending`
 /// reverses the order of values, equal values keep their order.
@@ -83,10 +78,8 @@ pub(crate) fn sort(
         &indices,
     )?;
     debug::primitive("sort", Replay::Widen, &[src], &[values, indices], |i, o| {
-        match super::device_of(&[o[0]]) {
-            Device::Cpu => crate::cpu::sort::sort(i[0], dim, descending, o[0], o[1]),
-            Device::Cuda(_) => crate::cuda::sort::sort(i[0], dim, descending, o[0], o[1]),
-        }
+        super::contract::backend_for(super::device_of(&[o[0]]))
+            .sort(i[0], dim, descending, o[0], o[1])
     })
 }
 
@@ -105,10 +98,8 @@ pub(crate) fn topk(
         return Err(internal("topk", "k exceeds the row"));
     }
     debug::primitive("topk", Replay::Widen, &[src], &[values, indices], |i, o| {
-        match super::device_of(&[o[0]]) {
-            Device::Cpu => crate::cpu::sort::topk(i[0], dim, k, largest, o[0], o[1]),
-            Device::Cuda(_) => crate::cuda::sort::topk(i[0], dim, k, largest, o[0], o[1]),
-        }
+        super::contract::backend_for(super::device_of(&[o[0]]))
+            .topk(i[0], dim, k, largest, o[0], o[1])
     })
 }
 
@@ -132,9 +123,15 @@ pub(crate) fn kth(
         Replay::Widen,
         &[src],
         &[values, indices],
-        |i, o| match super::device_of(&[o[0]]) {
-            Device::Cpu => crate::cpu::sort::kth(i[0], dim, k, nan_propagates, o[0], o[1]),
-            Device::Cuda(_) => crate::cuda::sort::kth(i[0], dim, k, nan_propagates, o[0], o[1]),
+        |i, o| {
+            super::contract::backend_for(super::device_of(&[o[0]])).kth(
+                i[0],
+                dim,
+                k,
+                nan_propagates,
+                o[0],
+                o[1],
+            )
         },
     )
 }
@@ -144,10 +141,7 @@ pub(crate) fn kth(
 pub(crate) fn count_unique_consecutive(sorted: View) -> Result<usize> {
     let _sync = debug::host_sync(sorted.storage.device(), "unique count")?;
     debug::primitive_value("unique_count", &[sorted], || {
-        match super::device_of(&[sorted]) {
-            Device::Cpu => crate::cpu::sort::count_unique_consecutive(sorted),
-            Device::Cuda(_) => crate::cuda::sort::count_unique_consecutive(sorted),
-        }
+        super::contract::backend_for(super::device_of(&[sorted])).count_unique_consecutive(sorted)
     })
 }
 
@@ -164,9 +158,9 @@ pub(crate) fn unique_consecutive(
         Replay::Widen,
         &[sorted],
         &[values, group, counts],
-        |i, o| match super::device_of(&[o[0]]) {
-            Device::Cpu => crate::cpu::sort::unique_consecutive(i[0], o[0], o[1], o[2]),
-            Device::Cuda(_) => crate::cuda::sort::unique_consecutive(i[0], o[0], o[1], o[2]),
+        |i, o| {
+            super::contract::backend_for(super::device_of(&[o[0]]))
+                .unique_consecutive(i[0], o[0], o[1], o[2])
         },
     )
 }
@@ -193,9 +187,9 @@ pub(crate) fn searchsorted(
         Replay::Widen,
         &[seq, values],
         &[out],
-        |i, o| match super::device_of(&[o[0]]) {
-            Device::Cpu => crate::cpu::sort::searchsorted(i[0], rows, i[1], right, o[0]),
-            Device::Cuda(_) => crate::cuda::sort::searchsorted(i[0], rows, i[1], right, o[0]),
+        |i, o| {
+            super::contract::backend_for(super::device_of(&[o[0]]))
+                .searchsorted(i[0], rows, i[1], right, o[0])
         },
     )
 }
@@ -205,29 +199,19 @@ pub(crate) fn searchsorted(
 /// if a value is outside `0..out.len()`.
 pub(crate) fn bincount(input: View, weights: Option<View>, out: View) -> Result<()> {
     let inputs: Vec<View> = [input].into_iter().chain(weights).collect();
-    debug::primitive(
-        "bincount",
-        Replay::Widen,
-        &inputs,
-        &[out],
-        |i, o| match super::device_of(&[o[0]]) {
-            Device::Cpu => crate::cpu::sort::bincount(i[0], i.get(1).copied(), o[0]),
-            Device::Cuda(_) => crate::cuda::sort::bincount(i[0], i.get(1).copied(), o[0]),
-        },
-    )
+    debug::primitive("bincount", Replay::Widen, &inputs, &[out], |i, o| {
+        super::contract::backend_for(super::device_of(&[o[0]])).bincount(
+            i[0],
+            i.get(1).copied(),
+            o[0],
+        )
+    })
 }
 
 /// Counts the float `input`'s elements into `out.len()` equal bins over `[lo, hi]`; elements
 /// outside (and NaN) are ignored, `hi` falls into the last bin. `out` has `input`'s dtype.
 pub(crate) fn histc(input: View, lo: f64, hi: f64, out: View) -> Result<()> {
-    debug::primitive(
-        "histc",
-        Replay::Widen,
-        &[input],
-        &[out],
-        |i, o| match super::device_of(&[o[0]]) {
-            Device::Cpu => crate::cpu::sort::histc(i[0], lo, hi, o[0]),
-            Device::Cuda(_) => crate::cuda::sort::histc(i[0], lo, hi, o[0]),
-        },
-    )
+    debug::primitive("histc", Replay::Widen, &[input], &[out], |i, o| {
+        super::contract::backend_for(super::device_of(&[o[0]])).histc(i[0], lo, hi, o[0])
+    })
 }

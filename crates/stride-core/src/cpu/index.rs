@@ -21,9 +21,10 @@
 //! exists per width, not per dtype.
 
 use super::access::Access;
-use super::math::{max_nan, min_nan, FloatElem};
 use super::parallel::{par_map, split_ranges};
 use super::strided::{Plan, SendPtr, PAR_GRAIN};
+use crate::backend::common::check::{bad_index_dtype, check_extent, internal};
+use crate::backend::common::float::{max_nan, min_nan, Accum};
 use crate::backend::index::{IndexDim, ScatterOp, INDEX_DTYPES};
 use crate::backend::View;
 use crate::layout::contiguous_strides;
@@ -76,43 +77,6 @@ macro_rules! with_width {
     };
 }
 
-pub(crate) fn bad_index_dtype(op: &'static str, d: DType) -> Error {
-    Error::UnsupportedDType {
-        op,
-        dtype: d,
-        hint: format!(
-            " for an index tensor; indices are {:?} (convert with to_dtype)",
-            INDEX_DTYPES.map(|t| t.name())
-        ),
-    }
-}
-
-fn internal(op: &'static str, msg: String) -> Error {
-    Error::invalid(op, format!("internal error: {msg} (please report)"))
-}
-
-/// Checks that every element a view can address, plus `extra` elements past its last one,
-/// lies inside its storage: kernels dereference raw pointers, so this is what keeps a
-/// frontend bug from becoming undefined behaviour.
-pub(crate) fn check_extent(op: &'static str, v: &View, extra: usize) -> Result<()> {
-    if v.layout.numel() == 0 {
-        return Ok(());
-    }
-    let end = v.layout.storage_extent() + extra;
-    if end > v.storage.len() || v.storage.dtype() != v.dtype {
-        return Err(internal(
-            op,
-            format!(
-                "a view {:?} (+{extra}) of a {} storage of {} elements",
-                v.layout,
-                v.storage.dtype(),
-                v.storage.len()
-            ),
-        ));
-    }
-    Ok(())
-}
-
 #[inline(always)]
 fn wrap_idx(v: i64, size: i64, wrap: bool) -> i64 {
     if wrap && v < 0 {
@@ -120,12 +84,6 @@ fn wrap_idx(v: i64, size: i64, wrap: bool) -> i64 {
     } else {
         v
     }
-}
-
-/// The valid index range `lo..hi` of an indexed dim.
-fn bounds(at: &IndexDim) -> (i64, i64) {
-    let size = at.size as i64;
-    (if at.wrap { -size } else { 0 }, size)
 }
 
 /// The first index (in logical order) outside `lo..hi`, if any. Values repeat along stride-0
@@ -229,10 +187,10 @@ pub(crate) fn gather(src: View, index: View, at: IndexDim, dst: View) -> Result<
     let shape = dst.layout.shape();
     check_index_operand(&at, &index, shape)?;
     if src.dtype != dst.dtype || src.layout.shape() != shape {
-        return Err(internal(at.op, "gather operands disagree".into()));
+        return Err(internal(at.op, "gather operands disagree"));
     }
     if index.storage.same(dst.storage) || src.storage.same(dst.storage) {
-        return Err(internal(at.op, "gather into one of its inputs".into()));
+        return Err(internal(at.op, "gather into one of its inputs"));
     }
     check_extent(at.op, &src, at.size.saturating_sub(1) * at.stride)?;
     check_extent(at.op, &dst, 0)?;
@@ -261,7 +219,7 @@ unsafe fn validate_index<I: Element>(
     l: &Layout,
     at: &IndexDim,
 ) -> Result<Option<(Vec<I>, Layout)>> {
-    let (lo, hi) = bounds(at);
+    let (lo, hi) = at.bounds();
     match scan_rows(p, l, lo, hi) {
         RowScan::Bad(v) => Err(at.out_of_range(v)),
         RowScan::Rows(values, layout) => Ok(Some((values, layout))),
@@ -589,53 +547,6 @@ fn prefetch<T>(p: *const T, len: usize) {
 // ---------------------------------------------------------------------------------------------
 // scatter
 
-/// Element arithmetic of the reducing scatters (PyTorch's: floats compute in their op-math
-/// type and round once per step, integers wrap, max/min propagate NaN).
-pub(crate) trait Accum: Element {
-    fn acc_add(self, o: Self) -> Self;
-    fn acc_mul(self, o: Self) -> Self;
-    fn acc_max(self, o: Self) -> Self;
-    fn acc_min(self, o: Self) -> Self;
-    /// The identity of max (−∞ for floats).
-    fn lowest() -> Self;
-    /// The identity of min (+∞ for floats).
-    fn highest() -> Self;
-}
-macro_rules! accum_float {
-    ($($t:ty),*) => {$(
-        impl Accum for $t {
-            #[inline(always)]
-            fn acc_add(self, o: Self) -> Self { Self::store(self.load() + o.load()) }
-            #[inline(always)]
-            fn acc_mul(self, o: Self) -> Self { Self::store(self.load() * o.load()) }
-            #[inline(always)]
-            fn acc_max(self, o: Self) -> Self { Self::store(max_nan(self.load(), o.load())) }
-            #[inline(always)]
-            fn acc_min(self, o: Self) -> Self { Self::store(min_nan(self.load(), o.load())) }
-            fn lowest() -> Self { Self::from_f64(f64::NEG_INFINITY) }
-            fn highest() -> Self { Self::from_f64(f64::INFINITY) }
-        }
-    )*};
-}
-accum_float!(f64, f32, f16, bf16);
-macro_rules! accum_int {
-    ($($t:ty),*) => {$(
-        impl Accum for $t {
-            #[inline(always)]
-            fn acc_add(self, o: Self) -> Self { self.wrapping_add(o) }
-            #[inline(always)]
-            fn acc_mul(self, o: Self) -> Self { self.wrapping_mul(o) }
-            #[inline(always)]
-            fn acc_max(self, o: Self) -> Self { self.max(o) }
-            #[inline(always)]
-            fn acc_min(self, o: Self) -> Self { self.min(o) }
-            fn lowest() -> Self { <$t>::MIN }
-            fn highest() -> Self { <$t>::MAX }
-        }
-    )*};
-}
-accum_int!(i64, i32, u32, u8, i8);
-
 /// Runs `$body` with `$T` bound to a numeric (non-bool) dtype's type.
 macro_rules! with_accum {
     ($dtype:expr, $op:expr, $T:ident => $body:expr) => {
@@ -717,10 +628,10 @@ pub(crate) fn scatter(
         || (!shape.is_empty() && at.dim >= shape.len())
         || (shape.get(at.dim).is_some_and(|&n| n > 1) && dst.layout.strides()[at.dim] != 0)
     {
-        return Err(internal(at.op, "scatter operands disagree".into()));
+        return Err(internal(at.op, "scatter operands disagree"));
     }
     if index.storage.same(dst.storage) || src.storage.same(dst.storage) {
-        return Err(internal(at.op, "scatter from its own destination".into()));
+        return Err(internal(at.op, "scatter from its own destination"));
     }
     check_extent(at.op, &dst, at.size.saturating_sub(1) * at.stride)?;
     check_extent(at.op, &src, 0)?;
@@ -1038,7 +949,7 @@ pub(crate) fn nonzero(src: View, dst: View) -> Result<()> {
     let shape = src.layout.shape();
     let nd = shape.len();
     if dst.dtype != DType::I64 || dst.layout.ndim() != 2 || dst.layout.shape()[1] != nd {
-        return Err(internal(op, "bad output".into()));
+        return Err(internal(op, "bad output"));
     }
     check_extent(op, &src, 0)?;
     check_extent(op, &dst, 0)?;
@@ -1091,7 +1002,7 @@ pub(crate) fn masked_select(src: View, mask: View, dst: View) -> Result<()> {
         || dst.dtype != src.dtype
         || dst.layout.ndim() != 1
     {
-        return Err(internal(op, "operands disagree".into()));
+        return Err(internal(op, "operands disagree"));
     }
     for v in [&src, &mask, &dst] {
         check_extent(op, v, 0)?;
@@ -1104,7 +1015,7 @@ pub(crate) fn masked_select(src: View, mask: View, dst: View) -> Result<()> {
     let counts = unsafe { count_per_range(&plan, 2, pm, &ranges) };
     let (starts, total) = prefix(&counts);
     if total != dst.layout.shape()[0] {
-        return Err(internal(op, "count changed".into()));
+        return Err(internal(op, "count changed"));
     }
     let (o0, r0) = (
         dst.layout.offset() as isize,
@@ -1138,10 +1049,10 @@ pub(crate) fn masked_scatter(dst: View, mask: View, src: View) -> Result<()> {
         || dst.dtype != src.dtype
         || src.layout.ndim() != 1
     {
-        return Err(internal(op, "operands disagree".into()));
+        return Err(internal(op, "operands disagree"));
     }
     if src.storage.same(dst.storage) {
-        return Err(internal(op, "source shares the destination".into()));
+        return Err(internal(op, "source shares the destination"));
     }
     for v in [&src, &mask, &dst] {
         check_extent(op, v, 0)?;

@@ -4,95 +4,8 @@
 //! store), as PyTorch's CPU kernels do. Integers compute in their own type with wrapping
 //! arithmetic (PyTorch's behaviour on overflow).
 
+pub(crate) use crate::backend::common::float::{max_nan, min_nan, FloatElem, Real};
 use crate::Element;
-use half::{bf16, f16};
-use num_traits::Float;
-
-/// A float type kernels compute in (f32 or f64).
-pub(crate) trait Real: Float + Send + Sync + 'static + std::fmt::Debug {
-    fn c(v: f64) -> Self;
-    fn erf(self) -> Self;
-    fn round_even(self) -> Self;
-}
-impl Real for f64 {
-    #[inline(always)]
-    fn c(v: f64) -> Self {
-        v
-    }
-    #[inline(always)]
-    fn erf(self) -> Self {
-        libm::erf(self)
-    }
-    #[inline(always)]
-    fn round_even(self) -> Self {
-        self.round_ties_even()
-    }
-}
-impl Real for f32 {
-    #[inline(always)]
-    fn c(v: f64) -> Self {
-        v as f32
-    }
-    #[inline(always)]
-    fn erf(self) -> Self {
-        libm::erff(self)
-    }
-    #[inline(always)]
-    fn round_even(self) -> Self {
-        self.round_ties_even()
-    }
-}
-
-/// A float storage type and the type it computes in.
-pub(crate) trait FloatElem: Element {
-    type C: Real;
-    fn load(self) -> Self::C;
-    fn store(c: Self::C) -> Self;
-}
-impl FloatElem for f64 {
-    type C = f64;
-    #[inline(always)]
-    fn load(self) -> f64 {
-        self
-    }
-    #[inline(always)]
-    fn store(c: f64) -> Self {
-        c
-    }
-}
-impl FloatElem for f32 {
-    type C = f32;
-    #[inline(always)]
-    fn load(self) -> f32 {
-        self
-    }
-    #[inline(always)]
-    fn store(c: f32) -> Self {
-        c
-    }
-}
-impl FloatElem for f16 {
-    type C = f32;
-    #[inline(always)]
-    fn load(self) -> f32 {
-        self.to_f32()
-    }
-    #[inline(always)]
-    fn store(c: f32) -> Self {
-        f16::from_f32(c)
-    }
-}
-impl FloatElem for bf16 {
-    type C = f32;
-    #[inline(always)]
-    fn load(self) -> f32 {
-        self.to_f32()
-    }
-    #[inline(always)]
-    fn store(c: f32) -> Self {
-        bf16::from_f32(c)
-    }
-}
 
 /// Integer arithmetic with PyTorch's semantics (wrapping; Python-style floor division and
 /// remainder; shifts past the width give 0, or −1 for a negative value shifted right).
@@ -272,28 +185,6 @@ pub(crate) fn remainder_real<F: Real>(a: F, b: F) -> F {
         m + b
     } else {
         m
-    }
-}
-
-/// NaN-propagating max/min (PyTorch's `maximum`/`minimum`).
-#[inline(always)]
-pub(crate) fn max_nan<F: Real>(a: F, b: F) -> F {
-    if a.is_nan() || b.is_nan() {
-        F::nan()
-    } else if a > b {
-        a
-    } else {
-        b
-    }
-}
-#[inline(always)]
-pub(crate) fn min_nan<F: Real>(a: F, b: F) -> F {
-    if a.is_nan() || b.is_nan() {
-        F::nan()
-    } else if a < b {
-        a
-    } else {
-        b
     }
 }
 

@@ -11,6 +11,7 @@
 //! - [`reduce`]: reductions over dims (sum, max, argmax, …); [`cumulative`]: scans.
 //! - [`pages`]: huge-page advice for large buffers; [`prefetch`]: software prefetch hints.
 //! - [`transpose`]: 8×8 register transposes for tiles of 4-byte elements.
+//! - [`primitives`]: the [`crate::backend::contract::Backend`] implementation over all of the above.
 
 pub(crate) mod access;
 pub(crate) mod copy;
@@ -23,6 +24,7 @@ pub(crate) mod matmul;
 pub(crate) mod pages;
 pub(crate) mod parallel;
 pub(crate) mod prefetch;
+pub(crate) mod primitives;
 pub(crate) mod random;
 pub(crate) mod reduce;
 pub(crate) mod sort;

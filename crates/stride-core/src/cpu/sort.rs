@@ -9,11 +9,11 @@
 //! of the `k` best while scanning. Rows run in parallel.
 
 use super::access::Access;
-use super::index::check_extent;
 use super::math::{FloatElem, Real};
 use super::parallel::{par_map, split_ranges};
 use super::strided::{Plan, SendPtr, PAR_GRAIN};
-use crate::backend::sort::{dim_len, internal, SortedRows};
+use crate::backend::common::check::{check_extent, internal};
+use crate::backend::sort::{dim_len, SortedRows};
 use crate::backend::View;
 use crate::{with_dtype, DType, Element, Error, Layout, Result};
 use half::{bf16, f16};

@@ -1,179 +1,20 @@
-//! The one strided iteration engine every CPU kernel is built on.
-//!
-//! A [`Plan`] takes the common shape of N operands (operand 0 is the output) and each
-//! operand's strides, drops size-1 dims, orders dims so the output's smallest stride is
-//! innermost, and merges dims that are contiguous in every operand. Kernels then receive runs:
+//! The one strided iteration engine every CPU kernel is built on: the parallel and tiled walks
+//! of a [`Plan`] (its geometry is backend-neutral, in `backend::common::plan`). Kernels receive runs:
 //! a starting offset per operand and a length along the innermost dim, whose strides are
 //! [`Plan::inner_strides`]. Contiguous fast paths are chosen by looking at those strides —
 //! an optimisation inside the one generic path, never a different semantics.
 
 use super::parallel::{run_chunks, run_tasks_with};
+pub(crate) use crate::backend::common::plan::Plan;
 
 /// Elements per parallel task: below this, threading costs more than it saves.
 pub(crate) const PAR_GRAIN: usize = 1 << 15;
 
-#[derive(Debug, Clone)]
-pub(crate) struct Plan<const N: usize> {
-    shape: Vec<usize>,
-    strides: [Vec<isize>; N],
-    offsets: [isize; N],
-    numel: usize,
-}
-
 impl<const N: usize> Plan<N> {
-    /// `strides[k]` and `offsets[k]` describe operand `k` over the common `shape`.
-    pub fn new(shape: &[usize], strides: [&[usize]; N], offsets: [usize; N]) -> Self {
-        if shape.contains(&0) {
-            // nothing to visit; an empty shape's other dims (and strides) may be absurd
-            return Plan {
-                shape: vec![0],
-                strides: std::array::from_fn(|_| vec![0]),
-                offsets: offsets.map(|o| o as isize),
-                numel: 0,
-            };
-        }
-        let numel = shape.iter().product();
-        let mut dims: Vec<usize> = (0..shape.len()).filter(|&d| shape[d] != 1).collect();
-        // outermost first: sort by strides (output first) descending, stable in logical order
-        dims.sort_by(|&a, &b| {
-            for s in strides.iter() {
-                match s[b].cmp(&s[a]) {
-                    std::cmp::Ordering::Equal => continue,
-                    o => return o,
-                }
-            }
-            a.cmp(&b)
-        });
-        let mut out_shape: Vec<usize> = Vec::with_capacity(dims.len());
-        let mut out_strides: [Vec<isize>; N] =
-            std::array::from_fn(|_| Vec::with_capacity(dims.len()));
-        for &d in &dims {
-            if let Some(&last) = out_shape.last() {
-                // merge d into the previous (outer) dim if every operand is contiguous across
-                let mergeable = (0..N).all(|k| {
-                    *out_strides[k].last().unwrap() == strides[k][d] as isize * shape[d] as isize
-                });
-                if mergeable {
-                    let n = out_shape.len() - 1;
-                    out_shape[n] = last * shape[d];
-                    for k in 0..N {
-                        out_strides[k][n] = strides[k][d] as isize;
-                    }
-                    continue;
-                }
-            }
-            out_shape.push(shape[d]);
-            for k in 0..N {
-                out_strides[k].push(strides[k][d] as isize);
-            }
-        }
-        if out_shape.is_empty() {
-            out_shape.push(1);
-            for s in out_strides.iter_mut() {
-                s.push(0);
-            }
-        }
-        Plan {
-            shape: out_shape,
-            strides: out_strides,
-            offsets: offsets.map(|o| o as isize),
-            numel,
-        }
-    }
-
-    pub fn numel(&self) -> usize {
-        self.numel
-    }
-    /// The merged shape (outermost first), each operand's strides over it, and offsets: what
-    /// the CUDA backend hands its kernels, so both backends walk the same geometry.
-    pub fn parts(&self) -> (&[usize], &[Vec<isize>; N], [isize; N]) {
-        (&self.shape, &self.strides, self.offsets)
-    }
-    /// Strides of the innermost dim, per operand.
-    pub fn inner_strides(&self) -> [isize; N] {
-        std::array::from_fn(|k| *self.strides[k].last().unwrap())
-    }
-    #[cfg(test)]
-    pub fn inner_len(&self) -> usize {
-        *self.shape.last().unwrap()
-    }
-
-    /// The plan as `rows` runs of `len` positions when it has at most two dims: `(rows, len,
-    /// the per-operand strides between runs)`, the runs starting at the plan's offsets. Kernels
-    /// whose runs are independent (row copies) loop over them directly.
-    pub fn as_rows(&self) -> Option<(usize, usize, [isize; N])> {
-        match self.shape.len() {
-            1 => Some((1, self.shape[0], [0; N])),
-            2 => Some((
-                self.shape[0],
-                self.shape[1],
-                std::array::from_fn(|k| self.strides[k][0]),
-            )),
-            _ => None,
-        }
-    }
-    /// The per-operand offsets of the first position.
-    pub fn offsets(&self) -> [isize; N] {
-        self.offsets
-    }
-
-    /// Calls `f(offsets, len)` for each run covering the logical positions `start..end`.
-    pub fn for_each_run(&self, start: usize, end: usize, mut f: impl FnMut([isize; N], usize)) {
-        if start >= end {
-            return;
-        }
-        let nd = self.shape.len();
-        let inner = self.shape[nd - 1];
-        let mut idx = vec![0usize; nd];
-        let mut rem = start;
-        for d in (0..nd).rev() {
-            idx[d] = rem % self.shape[d];
-            rem /= self.shape[d];
-        }
-        let mut off = self.offsets;
-        for d in 0..nd {
-            for k in 0..N {
-                off[k] += idx[d] as isize * self.strides[k][d];
-            }
-        }
-        let mut pos = start;
-        while pos < end {
-            let len = (inner - idx[nd - 1]).min(end - pos);
-            f(off, len);
-            pos += len;
-            if pos >= end {
-                break;
-            }
-            // the run ended its row: step back to the row start, then carry into outer dims
-            for k in 0..N {
-                off[k] -= idx[nd - 1] as isize * self.strides[k][nd - 1];
-            }
-            idx[nd - 1] = 0;
-            let mut d = nd - 1;
-            loop {
-                if d == 0 {
-                    break;
-                }
-                d -= 1;
-                idx[d] += 1;
-                for k in 0..N {
-                    off[k] += self.strides[k][d];
-                }
-                if idx[d] < self.shape[d] {
-                    break;
-                }
-                for k in 0..N {
-                    off[k] -= self.shape[d] as isize * self.strides[k][d];
-                }
-                idx[d] = 0;
-            }
-        }
-    }
-
     /// Splits the iteration into tasks for rayon when it is large enough; `f` gets a range of
     /// logical positions. Each position is visited exactly once.
     pub fn par_ranges(&self, f: impl Fn(usize, usize) + Sync) {
-        let n = self.numel;
+        let n = self.numel();
         let tasks = n / PAR_GRAIN;
         if tasks < 2 || rayon::current_num_threads() < 2 {
             f(0, n);
@@ -194,27 +35,27 @@ impl<const N: usize> Plan<N> {
     /// that input per element (and at power-of-two strides the lines evict each other before
     /// they are reused), whatever the tile size.
     pub fn tiling(&self) -> Option<Tiling<N>> {
-        let nd = self.shape.len();
-        if nd < 2 || self.shape[nd - 1] < TILE_MIN_INNER {
+        let nd = self.shape().len();
+        if nd < 2 || self.shape()[nd - 1] < TILE_MIN_INNER {
             return None;
         }
         let inner = nd - 1;
         let mut best: Option<(isize, usize)> = None; // (inner stride of that input, tile dim)
         for k in 1..N {
-            let s0 = self.strides[k][inner].abs();
+            let s0 = self.strides()[k][inner].abs();
             if s0 < TILE_MIN_STRIDE || best.is_some_and(|(b, _)| b >= s0) {
                 continue;
             }
             let t = (0..inner)
-                .filter(|&d| self.shape[d] >= 2 && self.strides[k][d] != 0)
-                .min_by_key(|&d| self.strides[k][d].abs());
-            if let Some(t) = t.filter(|&t| self.strides[k][t].abs() < s0) {
+                .filter(|&d| self.shape()[d] >= 2 && self.strides()[k][d] != 0)
+                .min_by_key(|&d| self.strides()[k][d].abs());
+            if let Some(t) = t.filter(|&t| self.strides()[k][t].abs() < s0) {
                 best = Some((s0, t));
             }
         }
         let (_, t) = best?;
-        let rows: [isize; N] = std::array::from_fn(|k| self.strides[k][t]);
-        let cols: [isize; N] = std::array::from_fn(|k| self.strides[k][inner]);
+        let rows: [isize; N] = std::array::from_fn(|k| self.strides()[k][t]);
+        let cols: [isize; N] = std::array::from_fn(|k| self.strides()[k][inner]);
         let staged = std::array::from_fn(|k| {
             k > 0
                 && cols[k].abs() >= TILE_MIN_STRIDE
@@ -242,32 +83,33 @@ impl<const N: usize> Plan<N> {
         scratch: impl Fn() -> S + Sync,
         f: impl Fn(&mut S, [isize; N], usize, usize) + Sync,
     ) {
-        let nd = self.shape.len();
+        let nd = self.shape().len();
         let (inner, t) = (nd - 1, tiling.dim);
         let outer: Vec<usize> = (0..inner).filter(|&d| d != t).collect();
-        let n_outer: usize = outer.iter().map(|&d| self.shape[d]).product();
-        let (nt, ni) = (self.shape[t], self.shape[inner]);
+        let n_outer: usize = outer.iter().map(|&d| self.shape()[d]).product();
+        let (nt, ni) = (self.shape()[t], self.shape()[inner]);
         let (bt, bi) = (nt.div_ceil(TILE_ROWS), ni.div_ceil(TILE_COLS));
         let tasks = n_outer * bt * bi;
         let tile = |sc: &mut S, task: usize| {
             // tiles along the innermost dim are neighbours in the task order
             let (ib, tb, mut o) = (task % bi, (task / bi) % bt, task / (bi * bt));
-            let mut off = self.offsets;
+            let mut off = self.offsets();
             for &d in outer.iter().rev() {
-                let i = (o % self.shape[d]) as isize;
-                o /= self.shape[d];
+                let i = (o % self.shape()[d]) as isize;
+                o /= self.shape()[d];
                 for k in 0..N {
-                    off[k] += i * self.strides[k][d];
+                    off[k] += i * self.strides()[k][d];
                 }
             }
             let (t0, i0) = (tb * TILE_ROWS, ib * TILE_COLS);
             for k in 0..N {
-                off[k] += i0 as isize * self.strides[k][inner] + t0 as isize * self.strides[k][t];
+                off[k] +=
+                    i0 as isize * self.strides()[k][inner] + t0 as isize * self.strides()[k][t];
             }
             f(sc, off, TILE_ROWS.min(nt - t0), TILE_COLS.min(ni - i0));
         };
         let threads = rayon::current_num_threads();
-        if self.numel < 2 * PAR_GRAIN || threads < 2 || tasks < 2 {
+        if self.numel() < 2 * PAR_GRAIN || threads < 2 || tasks < 2 {
             let mut sc = scratch();
             (0..tasks).for_each(|k| tile(&mut sc, k));
             return;

@@ -24,18 +24,15 @@ use super::launch::{
     arg, dptr, geo_from, launch, launch_cfg, str_from, too_many, walk, Geo, Str, BLOCK, MAXD,
 };
 use super::source::{self, tag, Compact};
+use crate::backend::common::check::{bad_index_dtype, check_extent, internal};
+use crate::backend::common::float::Accum;
+use crate::backend::common::plan::Plan;
 use crate::backend::index::{IndexDim, ScatterOp, INDEX_DTYPES};
 use crate::backend::View;
-use crate::cpu::index::{bad_index_dtype, check_extent, Accum};
-use crate::cpu::strided::Plan;
 use crate::{DType, Error, Result, Scalar};
 use half::{bf16, f16};
 use std::ffi::c_void;
 use std::sync::Arc;
-
-pub(super) fn internal(op: &'static str, msg: &str) -> Error {
-    Error::invalid(op, format!("internal error: {msg} (please report)"))
-}
 
 /// The CPU engine's merged geometry of `N` operands over `shape` (dims ordered by operand 0's
 /// strides): for work whose order does not matter.
@@ -125,12 +122,6 @@ pub(super) fn blocks_for(dev: &CudaDevice, n: i64) -> u32 {
 
 // ---------------------------------------------------------------------------------------------
 // validation
-
-/// The valid index range `lo..hi` of an indexed dim.
-fn bounds(at: &IndexDim) -> (i64, i64) {
-    let size = at.size as i64;
-    (if at.wrap { -size } else { 0 }, size)
-}
 
 /// The verdict of a device-side check, for the writing kernel: the address of the check's
 /// result (word 0 non-zero: bad), or 0 where nothing was checked. The buffer lives until the
@@ -233,7 +224,7 @@ fn check_index_dim(
         dev,
         at.op,
         index,
-        bounds(&at),
+        at.bounds(),
         move |v| at.out_of_range(v),
         || describe(&[("index", index), ("source", src), ("destination", dst)]),
         false,

@@ -6,8 +6,8 @@
 //! the merged shape ([`Geo`]) and each operand's offset and strides ([`Str`]), in elements.
 
 use super::device::CudaDevice;
+use crate::backend::common::plan::Plan;
 use crate::backend::View;
-use crate::cpu::strided::Plan;
 use crate::storage::StorageData;
 use crate::{Error, Result};
 use cudarc::driver::CudaFunction;

@@ -5,8 +5,8 @@
 
 use super::launch::{arg, dptr, launch, walk_layouts};
 use super::source::{ctype, tag};
+use crate::backend::common::random::uniform_cap;
 use crate::backend::{RandomDist, View};
-use crate::cpu::random::uniform_cap;
 use crate::layout::contiguous_strides;
 use crate::{with_dtype, DType, Element, Result};
 
@@ -81,8 +81,7 @@ pub(crate) fn random(dist: RandomDist, seed: u64, offset: u64, dst: View) -> Res
     unsafe { launch(&dev, &f, "random", w.n, &mut args) }
 }
 
-/// Every random module's (name, source), for the compile test.
-#[cfg(test)]
+/// Every random module's (name, source): for warmup and the compile test.
 pub(crate) fn all_modules() -> Vec<(String, String)> {
     DType::ALL
         .iter()

@@ -11,8 +11,8 @@ use super::buffer::CudaBuffer;
 use super::device::CudaDevice;
 use super::launch::{arg, dptr, geo_from, launch_cfg, str_from, too_many, Geo, Str, BLOCK, MAXD};
 use super::source::{ctype, tag};
+use crate::backend::common::plan::Plan;
 use crate::backend::{ArgReduceOp, CumulativeOp, ReduceOp, View};
-use crate::cpu::strided::Plan;
 use crate::{Category, DType, Error, Result};
 use std::sync::Arc;
 
@@ -593,8 +593,7 @@ pub(crate) fn cumulative(op: CumulativeOp, src: View, dim: usize, dst: View) -> 
     }
 }
 
-/// Every reduction module's (name, source), for the compile test.
-#[cfg(test)]
+/// Every reduction module's (name, source): for warmup and the compile test.
 pub(crate) fn all_modules() -> Vec<(String, String)> {
     let mut v = vec![];
     for t in DType::ALL {

@@ -18,13 +18,13 @@
 
 use super::buffer::CudaBuffer;
 use super::device::CudaDevice;
-use super::index::{check_indices, compact_emit, compact_scan, compact_total, internal, plan_geo};
+use super::index::{check_indices, compact_emit, compact_scan, compact_total, plan_geo};
 use super::launch::{arg, dptr, launch, launch_cfg, walk};
 use super::source::{self, tag, Compact};
+use crate::backend::common::check::{check_extent, internal};
+use crate::backend::common::float::FloatElem;
 use crate::backend::sort::{dim_len, SortedRows};
 use crate::backend::View;
-use crate::cpu::index::check_extent;
-use crate::cpu::math::FloatElem;
 use crate::{DType, Element, Error, Layout, Result};
 use half::{bf16, f16};
 use std::sync::Arc;

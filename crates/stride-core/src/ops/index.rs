@@ -28,9 +28,9 @@
 use super::output::{check_out, check_out_exact};
 use crate::autograd::formulas::index::{self as grad, untracked, Scatter};
 use crate::autograd::record::{in_place, unrecorded_out};
+use crate::backend::common::check::bad_index_dtype;
 use crate::backend::index::{self as prim, IndexDim, ScatterOp, INDEX_DTYPES};
 use crate::backend::{self, TernaryOp, View};
-use crate::cpu::index::bad_index_dtype;
 use crate::ops::elementwise::ternary;
 use crate::ops::output::Dest;
 use crate::shape::{broadcast_shapes, wrap_dim};
