@@ -3,6 +3,7 @@
 //! - `stride check [--device cpu|cuda[:N]] [--json] [--full] [--op NAME]` — run the op
 //!   conformance matrix here (exits non-zero on any failure);
 //! - `stride bench cpu` — benchmarks beside their floors and NumPy;
+//! - `stride cuda warmup` — compile every CUDA kernel module ahead of time (`cuda.rs`);
 //! - `stride train sae [...]` — train the TopK sparse autoencoder (see `train.rs`);
 //! - `stride generate "prompt"`, `stride chat`, `stride perplexity` — a Llama-family GGUF
 //!   model (SmolLM2-135M-Instruct by default, fetched on first use); the commands are generic
@@ -13,6 +14,7 @@ use clap::{Parser, Subcommand};
 mod bench;
 mod chat;
 mod check;
+mod cuda;
 mod generate;
 mod perplexity;
 mod plot;
@@ -33,6 +35,8 @@ struct Cli {
 enum Command {
     /// Run every registered op over every layout, size and dtype on a device; print a table.
     Check(check::CheckArgs),
+    /// CUDA utilities: `stride cuda warmup` compiles every kernel module ahead of time.
+    Cuda(cuda::CudaArgs),
     /// Benchmarks, each figure beside its floor and a peer measured in the same run.
     Bench(bench::BenchArgs),
     /// Train a model (`stride train sae`).
@@ -59,6 +63,7 @@ fn main() {
     let result = match cli.command {
         Command::Check(a) => check::run(a),
         Command::Bench(a) => bench::run(a),
+        Command::Cuda(a) => cuda::run(a),
         Command::Train(a) => train::run(a),
         Command::Generate(a) => generate::generate_cmd(a, load_llama),
         Command::Chat(a) => chat::chat_cmd(a, load_llama),

@@ -66,10 +66,9 @@ fn nvrtc_version() -> (i32, i32) {
     (a, b)
 }
 
-/// Loads module `name` built from `source` into `dev`, from the disk cache when it is there.
-pub(crate) fn load_module(dev: &CudaDevice, name: &str, source: &str) -> Result<Arc<CudaModule>> {
-    let (maj, min) = dev.arch;
-    let arch = format!("sm_{maj}{min}");
+/// The cache file of module `name` built from `source` for `arch` (`sm_90`), if a disk cache
+/// can be used: its name carries a hash of everything that determines the binary.
+fn cache_file(name: &str, source: &str, arch: &str) -> Option<PathBuf> {
     let (vmaj, vmin) = nvrtc_version();
     let version = format!("nvrtc {vmaj}.{vmin}");
     let hash = fnv1a(&[
@@ -78,33 +77,114 @@ pub(crate) fn load_module(dev: &CudaDevice, name: &str, source: &str) -> Result<
         version.as_bytes(),
         OPTIONS.join(" ").as_bytes(),
     ]);
-    let file = cache_dir().map(|d| d.join(format!("{name}-{arch}-{hash:016x}.cubin")));
-    let cubin = match file.as_ref().and_then(|f| std::fs::read(f).ok()) {
-        Some(bytes) => {
-            DISK_HITS.fetch_add(1, Ordering::Relaxed);
-            bytes
+    cache_dir().map(|d| d.join(format!("{name}-{arch}-{hash:016x}.cubin")))
+}
+
+/// The CUBIN of module `name` for `arch`: from the disk cache, else compiled by NVRTC (and
+/// written to the cache, atomically: a temporary file, then a rename).
+fn cubin(name: &str, source: &str, arch: &str) -> std::result::Result<Vec<u8>, String> {
+    let file = cache_file(name, source, arch);
+    if let Some(bytes) = file.as_ref().and_then(|f| std::fs::read(f).ok()) {
+        DISK_HITS.fetch_add(1, Ordering::Relaxed);
+        return Ok(bytes);
+    }
+    let bytes = compile_source(name, source, arch)?;
+    COMPILED.fetch_add(1, Ordering::Relaxed);
+    if let Some(f) = &file {
+        // best effort: a read-only cache only costs a recompile next time
+        let tmp = f.with_extension(format!(
+            "tmp{}-{:?}",
+            std::process::id(),
+            std::thread::current().id()
+        ));
+        if std::fs::write(&tmp, &bytes).is_ok() {
+            let _ = std::fs::rename(&tmp, f);
         }
-        None => {
-            let bytes = compile_source(name, source, &arch).map_err(|e| {
-                dev.err(
-                    &format!("compiling kernel module {name} for {arch} with NVRTC (a stride bug)"),
-                    e,
-                )
-            })?;
-            COMPILED.fetch_add(1, Ordering::Relaxed);
-            if let Some(f) = &file {
-                // best effort: a read-only cache only costs a recompile next time
-                let tmp = f.with_extension(format!("tmp{}", std::process::id()));
-                if std::fs::write(&tmp, &bytes).is_ok() {
-                    let _ = std::fs::rename(&tmp, f);
-                }
-            }
-            bytes
-        }
-    };
+    }
+    Ok(bytes)
+}
+
+fn arch_of(dev: &CudaDevice) -> String {
+    let (maj, min) = dev.arch;
+    format!("sm_{maj}{min}")
+}
+
+/// Loads module `name` built from `source` into `dev`, from the disk cache when it is there.
+pub(crate) fn load_module(dev: &CudaDevice, name: &str, source: &str) -> Result<Arc<CudaModule>> {
+    let arch = arch_of(dev);
+    let bytes = cubin(name, source, &arch).map_err(|e| {
+        dev.err(
+            &format!("compiling kernel module {name} for {arch} with NVRTC (a stride bug)"),
+            e,
+        )
+    })?;
     dev.ctx
-        .load_module(Ptx::from_binary(cubin))
+        .load_module(Ptx::from_binary(bytes))
         .map_err(|e| dev.err(&format!("loading kernel module {name} ({arch})"), e))
+}
+
+/// Every kernel module stride can generate: (name, CUDA C source).
+pub(crate) fn every_module() -> Vec<(String, String)> {
+    let mut all = super::source::all_modules();
+    all.extend(super::reduce::all_modules());
+    all.extend(super::random::all_modules());
+    all.extend(super::source::index_sort_modules());
+    all.push((
+        "deferred_record".to_string(),
+        super::deferred::RECORD_SRC.to_string(),
+    ));
+    all
+}
+
+/// What [`crate::cuda::warmup`] did.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Warmup {
+    /// Modules stride can generate for the device.
+    pub modules: usize,
+    /// Of those, compiled now by NVRTC (the others were in the disk cache already).
+    pub compiled: usize,
+    /// Wall time, in seconds.
+    pub seconds: f64,
+}
+
+/// Compiles every module missing from the disk cache for `dev`'s architecture, on `threads`
+/// threads at once (NVRTC compiles independent programs concurrently).
+pub(crate) fn warmup(dev: &CudaDevice, threads: usize) -> Result<Warmup> {
+    let t0 = std::time::Instant::now();
+    if cache_dir().is_none() {
+        return Err(crate::Error::invalid(
+            "cuda warmup",
+            "no kernel cache directory can be made; set STRIDE_KERNEL_CACHE to a writable folder",
+        ));
+    }
+    let arch = arch_of(dev);
+    let all = every_module();
+    let missing: Vec<&(String, String)> = all
+        .iter()
+        .filter(|(n, s)| cache_file(n, s, &arch).is_some_and(|f| !f.exists()))
+        .collect();
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(threads.max(1))
+        .build()
+        .map_err(|e| crate::Error::invalid("cuda warmup", e.to_string()))?;
+    let failed: Vec<String> = pool.install(|| {
+        use rayon::prelude::*;
+        missing
+            .par_iter()
+            .filter_map(|(n, s)| cubin(n, s, &arch).err().map(|e| format!("{n}: {e}")))
+            .collect()
+    });
+    if let Some(e) = failed.first() {
+        return Err(dev.err(
+            &format!("compiling kernel modules for {arch} with NVRTC (a stride bug)"),
+            e.clone(),
+        ));
+    }
+    Ok(Warmup {
+        modules: all.len(),
+        compiled: missing.len(),
+        seconds: t0.elapsed().as_secs_f64(),
+    })
 }
 
 /// NVRTC: source → CUBIN for `arch` (`sm_90`); the error carries NVRTC's log. Needs no GPU.
@@ -153,10 +233,7 @@ mod tests {
             eprintln!("skipped: libnvrtc not found");
             return;
         }
-        let mut all = crate::cuda::source::all_modules();
-        all.extend(crate::cuda::reduce::all_modules());
-        all.extend(crate::cuda::random::all_modules());
-        all.extend(crate::cuda::source::index_sort_modules());
+        let mut all = super::every_module();
         // STRIDE_COMPILE_ONLY=a,b compiles only the modules whose names contain a or b
         if let Ok(only) = std::env::var("STRIDE_COMPILE_ONLY") {
             all.retain(|(name, _)| only.split(',').any(|p| name.contains(p)));

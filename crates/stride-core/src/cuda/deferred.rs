@@ -30,7 +30,7 @@ use std::sync::{Arc, Mutex};
 /// gate's word 0, and the id of the last check the device has run.
 const RECORD_WORDS: usize = 4;
 
-const RECORD_SRC: &str = r#"
+pub(crate) const RECORD_SRC: &str = r#"
 typedef unsigned long long u64;
 // One thread, in stream order after the op's check: no two record kernels of a device ever
 // run at once, so plain stores suffice; the fences order them for the host's reads.

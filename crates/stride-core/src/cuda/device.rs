@@ -191,15 +191,24 @@ impl CudaDevice {
         {
             return Ok(f.clone());
         }
-        let m = {
-            let mut mods = self.modules.lock().unwrap_or_else(|e| e.into_inner());
-            match mods.get(module) {
-                Some(m) => m.clone(),
-                None => {
-                    let m = super::compile::load_module(self, module, &source())?;
-                    mods.insert(module.to_string(), m.clone());
-                    m
-                }
+        let loaded = self
+            .modules
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(module)
+            .cloned();
+        let m = match loaded {
+            Some(m) => m,
+            None => {
+                // compiled without the lock, so threads compile different modules at once (two
+                // threads racing for one module both compile it; the first to finish is kept)
+                let m = super::compile::load_module(self, module, &source())?;
+                self.modules
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .entry(module.to_string())
+                    .or_insert(m)
+                    .clone()
             }
         };
         // kernels are named k_<name> so that they never collide with a CUDA math function

@@ -49,6 +49,7 @@ pub(crate) mod flip;
 pub(crate) mod index;
 pub(crate) mod launch;
 pub(crate) mod matmul;
+pub(crate) mod primitives;
 pub(crate) mod random;
 pub(crate) mod reduce;
 pub(crate) mod sort;
@@ -58,6 +59,7 @@ pub(crate) mod timing;
 pub(crate) mod transfer;
 
 pub use buffer::CudaBuffer;
+pub use compile::Warmup;
 pub use matmul::{allow_tf32, set_allow_tf32};
 pub use timing::{memcpy_bandwidth, time_on_device};
 
@@ -201,6 +203,22 @@ pub fn empty_cache(ordinal: usize) -> Result<()> {
 /// second run with a warm cache compiles nothing.
 pub fn kernel_cache_stats() -> (u64, u64) {
     compile::counts()
+}
+
+/// Compiles every kernel module stride can generate for CUDA device `ordinal` that the disk
+/// cache lacks, on every CPU core at once, so that no later op of any process waits for NVRTC
+/// (a cold cache otherwise compiles each module on its first use, about 0.15 s each).
+/// `stride cuda warmup` runs this.
+///
+/// ```no_run
+/// let w = stride_core::cuda::warmup(0)?;
+/// println!("{} modules, {} compiled now in {:.1} s", w.modules, w.compiled, w.seconds);
+/// # Ok::<(), stride_core::Error>(())
+/// ```
+pub fn warmup(ordinal: usize) -> Result<Warmup> {
+    let dev = device::get(ordinal)?;
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    compile::warmup(&dev, threads)
 }
 
 /// The disk cache directory of compiled kernels (see `STRIDE_KERNEL_CACHE`), if any.

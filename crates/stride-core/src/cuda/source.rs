@@ -612,8 +612,7 @@ pub(crate) fn histc_module(t: DType) -> String {
     sort_source(None, "WANT_HISTC", &[format!("typedef {} T;", ctype(t))])
 }
 
-/// Every index and sort module's (name, source), for the compile test.
-#[cfg(test)]
+/// Every index and sort module's (name, source): for warmup and the compile test.
 pub(crate) fn index_sort_modules() -> Vec<(String, String)> {
     use crate::backend::index::INDEX_DTYPES;
     let mut v = vec![("sort_merge".to_string(), merge_module())];
@@ -645,6 +644,7 @@ pub(crate) fn index_sort_modules() -> Vec<(String, String)> {
         }
     }
     for b in widths {
+        v.push((format!("gated_copy_{b}"), gated_copy_module(b)));
         for c in [Compact::MaskedSelect(b), Compact::MaskedScatter(b)] {
             v.push((c.module_name(), c.module()));
         }
@@ -667,8 +667,7 @@ pub(crate) fn index_sort_modules() -> Vec<(String, String)> {
     v
 }
 
-/// Every module's (name, source), for the compile test.
-#[cfg(test)]
+/// Every elementwise, copy and cast module's (name, source): for warmup and the compile test.
 pub(crate) fn all_modules() -> Vec<(String, String)> {
     let mut v: Vec<(String, String)> = [1, 2, 4, 8]
         .iter()
