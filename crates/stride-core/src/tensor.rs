@@ -5,7 +5,7 @@
 use crate::autograd::AutogradMeta;
 use crate::backend::{self, View};
 use crate::cpu::strided::Plan;
-use crate::storage::{BufferElement, CpuBuffer, Storage, StorageData};
+use crate::storage::{BufferElement, Storage, StorageData};
 use crate::{with_dtype, DType, Device, Element, Error, Layout, Result, Scalar, Shape};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
@@ -131,30 +131,7 @@ impl Tensor {
         device: &Device,
         zero: bool,
     ) -> Result<Tensor> {
-        let numel = crate::shape::checked_numel("alloc", shape)?;
-        let storage = match device {
-            Device::Cpu => Storage::from_cpu(CpuBuffer::try_zeros(dtype, numel, "alloc", shape)?),
-            Device::Cuda(i) => {
-                crate::cuda::alloc_storage(*i, dtype, numel, zero).map_err(|e| match e {
-                    // the device allocator knows the bytes, not the tensor
-                    Error::OutOfMemory {
-                        op,
-                        device,
-                        requested,
-                        detail,
-                        ..
-                    } => Error::OutOfMemory {
-                        op,
-                        device,
-                        shape: shape.to_vec(),
-                        dtype: Some(dtype),
-                        requested,
-                        detail,
-                    },
-                    e => e,
-                })?
-            }
-        };
+        let storage = Storage::alloc(shape, dtype, device, zero)?;
         Ok(Tensor::from_parts(
             storage,
             Layout::new(shape.to_vec(), strides, 0),
