@@ -167,7 +167,7 @@ pub(crate) struct Policy<'a> {
 impl<'a> Policy<'a> {
     /// An elementwise-like op's policy: castable destinations, exact aliasing allowed, fresh
     /// results laid like `like`, written in full.
-    pub fn new(
+    pub(crate) fn new(
         op: &'static str,
         inputs: &'a [View<'a>],
         shape: &'a [usize],
@@ -188,7 +188,7 @@ impl<'a> Policy<'a> {
 
     /// The policy of gathers, sorts and the like: destinations of exactly the result's dtype,
     /// sharing no memory with an input, fresh results row-major and zero-filled.
-    pub fn exact(
+    pub(crate) fn exact(
         op: &'static str,
         inputs: &'a [View<'a>],
         shape: &'a [usize],
@@ -205,7 +205,7 @@ impl<'a> Policy<'a> {
     /// Checks `out` as a destination of a `dtype` result (named `what` in errors when the op
     /// has several) — before anything is written, so a failed op leaves every operand
     /// unchanged.
-    pub fn check(&self, out: &Tensor, dtype: DType, what: &str) -> Result<()> {
+    pub(crate) fn check(&self, out: &Tensor, dtype: DType, what: &str) -> Result<()> {
         let op = self.op;
         check_out(op, out, self.shape, dtype, self.device)?;
         if self.cast == Cast::Exact {
