@@ -91,6 +91,12 @@ def row_makers(np, quick):
             if kind == "neg_t":
                 return lambda: np.negative(x.T)
             w = sq(1.0)
+            if kind == "addcmul_2d":
+                return lambda: x + 0.5 * y * w
+            if kind == "addcmul_t":
+                return lambda: x.T + 0.5 * y.T * w.T
+            if kind == "addcmul_inplace":
+                return lambda: np.add(w, 0.0 * x * y, out=w)
             dst = w if kind == "mul_2d" else w.T
             return lambda: np.multiply(dst, x, out=dst)
 
@@ -106,6 +112,9 @@ def row_makers(np, quick):
         "neg_t",
         "mul_2d",
         "mul_t",
+        "addcmul_2d",
+        "addcmul_t",
+        "addcmul_inplace",
     ]:
         makers[kind] = two_d(kind)
     return makers

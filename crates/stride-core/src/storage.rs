@@ -316,6 +316,39 @@ impl Storage {
             version: AtomicU64::new(0),
         }))
     }
+    /// A storage for a tensor of `shape` on `device`: zero-filled on the CPU, and on CUDA when
+    /// `zero` (see [`Tensor::alloc_for_overwrite`](crate::Tensor)). Errors name the op
+    /// `alloc` ([`Error::in_op`](crate::Error) renames it): an element count that overflows
+    /// is [`Error::Invalid`](crate::Error), a failed allocation [`Error::OutOfMemory`]
+    /// naming the shape and dtype.
+    pub(crate) fn alloc(
+        shape: &[usize],
+        dtype: DType,
+        device: &Device,
+        zero: bool,
+    ) -> crate::Result<Storage> {
+        let numel = crate::shape::checked_numel("alloc", shape)?;
+        crate::backend::contract::backend_for(*device)
+            .alloc(*device, dtype, numel, zero)
+            .map_err(|e| match e {
+                // the allocator knows the elements, not the tensor
+                crate::Error::OutOfMemory {
+                    op,
+                    device,
+                    requested,
+                    detail,
+                    ..
+                } => crate::Error::OutOfMemory {
+                    op,
+                    device,
+                    shape: shape.to_vec(),
+                    dtype: Some(dtype),
+                    requested,
+                    detail,
+                },
+                e => e,
+            })
+    }
     /// A storage of `len` elements of `dtype` in a CUDA buffer.
     pub(crate) fn from_cuda(buf: crate::cuda::CudaBuffer, dtype: DType, len: usize) -> Storage {
         let device = Device::Cuda(buf.dev.ordinal);

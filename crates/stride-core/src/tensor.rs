@@ -131,27 +131,7 @@ impl Tensor {
         device: &Device,
         zero: bool,
     ) -> Result<Tensor> {
-        let numel = crate::shape::checked_numel("alloc", shape)?;
-        let storage = crate::backend::contract::backend_for(*device)
-            .alloc(*device, dtype, numel, zero)
-            .map_err(|e| match e {
-                // the allocator knows the elements, not the tensor
-                Error::OutOfMemory {
-                    op,
-                    device,
-                    requested,
-                    detail,
-                    ..
-                } => Error::OutOfMemory {
-                    op,
-                    device,
-                    shape: shape.to_vec(),
-                    dtype: Some(dtype),
-                    requested,
-                    detail,
-                },
-                e => e,
-            })?;
+        let storage = Storage::alloc(shape, dtype, device, zero)?;
         Ok(Tensor::from_parts(
             storage,
             Layout::new(shape.to_vec(), strides, 0),

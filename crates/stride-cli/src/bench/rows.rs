@@ -309,5 +309,32 @@ pub fn run_all(
         vs("mul_2d"),
         || wt.mul_(&x),
     )?;
+    // a ternary op: new result over contiguous and transposed operands, and in place
+    let ter = 4 * e * 4;
+    r.row(
+        "addcmul_2d",
+        format!("addcmul {side}x{side} contiguous"),
+        ter,
+        0.0,
+        vec![],
+        || x.addcmul(&y, &w, 0.5),
+    )?;
+    r.row(
+        "addcmul_t",
+        "addcmul, all operands .t()".into(),
+        ter,
+        0.0,
+        vs("addcmul_2d"),
+        || xt.addcmul(&yt, &wt, 0.5),
+    )?;
+    // adding 0·x·y so the values stay put run after run
+    r.row(
+        "addcmul_inplace",
+        format!("addcmul_ {side}x{side} contiguous"),
+        ter,
+        0.0,
+        vec![],
+        || w.addcmul_(&x, &y, 0.0),
+    )?;
     Ok(r.rows)
 }

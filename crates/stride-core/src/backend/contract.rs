@@ -29,9 +29,6 @@ use crate::{debug, DType, Device, Layout, Result, Scalar, Storage};
 /// A backend: storage on its devices and the primitives over [`View`]s of it. Every operand
 /// of one call lives on one device of this backend (the dispatcher checked it).
 pub(crate) trait Backend: Sync {
-    /// A short name for messages ("cpu", "cuda").
-    fn name(&self) -> &'static str;
-
     // -----------------------------------------------------------------------------------------
     // storage
 
@@ -335,9 +332,6 @@ mod skeleton {
     struct Skeleton;
 
     impl Backend for Skeleton {
-        fn name(&self) -> &'static str {
-            "skeleton"
-        }
         fn alloc(&self, device: Device, dtype: DType, len: usize, zero: bool) -> Result<Storage> {
             Cpu.alloc(device, dtype, len, zero)
         }

@@ -1,6 +1,7 @@
-//! Elementwise kernels: one generic strided loop per arity ([`map1`], [`map2`], [`map3`]),
-//! with the contiguous (and broadcast-scalar) inner loops picked by looking at the plan's
-//! inner strides. Ops are closures over the compute type; see [`super::math`].
+//! Elementwise kernels: one generic strided driver for any number of inputs ([`map`], and
+//! [`map_self`] for ops whose output may be their first input), with the contiguous (and
+//! broadcast-scalar) inner loops picked by looking at the plan's inner strides. Ops are
+//! closures over the compute type; see [`super::math`].
 
 use super::access::Access;
 use super::math::{self, FloatElem, IntElem, Real};
@@ -9,6 +10,7 @@ use crate::backend::{BinaryOp, TernaryOp, UnaryOp, View};
 use crate::{DType, Element, Error, Result, Scalar};
 use half::{bf16, f16};
 use num_traits::{Float, One, Zero};
+use std::mem::MaybeUninit;
 
 /// The output of a tile: written in place, never staged.
 fn out_of<O, const N: usize>(t: &Tiling<N>, po: SendPtr<O>, org: [isize; N]) -> TileOperand<O> {
@@ -20,273 +22,290 @@ fn out_of<O, const N: usize>(t: &Tiling<N>, po: SendPtr<O>, org: [isize; N]) -> 
     }
 }
 
-/// `out = f(a)` over the output's layout.
-unsafe fn map1<A: Copy, O: Copy>(
-    dst: &View,
-    a: &View,
-    po: *mut O,
-    pa: *mut A,
-    f: impl Fn(A) -> O + Sync,
-) {
-    let l = dst.layout;
-    let plan = Plan::new(
-        l.shape(),
-        [l.strides(), a.layout.strides()],
-        [l.offset(), a.layout.offset()],
-    );
-    let (po, pa) = (SendPtr(po), SendPtr(pa));
-    let run = |o: *mut O, a: *mut A, [so, sa]: [isize; 2], len: usize| {
-        if so == 1 && sa == 1 {
-            for i in 0..len {
-                *o.add(i) = f(*a.add(i));
+/// The inputs of an elementwise kernel as a tuple of element types, `()` to `(A, B, C)`:
+/// what the kernel's closure receives at each position. `K` counts the walk's operands,
+/// the output (operand 0 of its [`Plan`]) included; input `k` is operand `k + 1`.
+///
+/// The methods are per-input steps of the driver ([`walk`]), written once per tuple size by
+/// `impl_inputs!` so that the driver itself is written once.
+trait Inputs<const K: usize>: Copy {
+    /// Each input's base pointer.
+    type Ptrs: Copy + Send + Sync;
+    /// Each input's part of a tile.
+    type Tiles;
+    /// Each input's staging buffer (empty unless the tiling stages it).
+    type Bufs;
+    /// Each input's base pointer in `acc`; `views` are the operands, output first.
+    fn ptrs(acc: &Access, views: &[&View; K]) -> Self::Ptrs;
+    fn bufs(t: &Tiling<K>) -> Self::Bufs;
+    /// Each input's pointer moved to its offset in `off`.
+    ///
+    /// # Safety
+    /// The offsets lie inside each input's storage.
+    unsafe fn at(p: Self::Ptrs, off: [isize; K]) -> Self::Ptrs;
+    /// Each input's part of the tile at `org` (see [`TileOperand::new`]).
+    ///
+    /// # Safety
+    /// The tile lies inside each input's storage.
+    unsafe fn tiles(
+        t: &Tiling<K>,
+        p: Self::Ptrs,
+        org: [isize; K],
+        rows: usize,
+        cols: usize,
+        bufs: &mut Self::Bufs,
+    ) -> Self::Tiles;
+    /// The first element of each input's run `r` of a tile.
+    ///
+    /// # Safety
+    /// `r` is a run of the tile.
+    unsafe fn run(t: &Self::Tiles, r: usize) -> Self::Ptrs;
+    /// The strides along a run of a tile (operand 0, the output's, left 0).
+    fn cols(t: &Self::Tiles) -> [isize; K];
+    fn prefetch(t: &Self::Tiles, r: usize, cols: usize);
+    /// The elements `i` steps along `st` (per-operand strides; `st[0]` is the output's).
+    ///
+    /// # Safety
+    /// The elements lie inside each input's storage.
+    unsafe fn read(p: Self::Ptrs, i: isize, st: [isize; K]) -> Self;
+    /// The elements at `i` of contiguous runs, except that an input whose bit is set in `M`
+    /// (bit `k` for input `k`) is broadcast along the run: its element is taken from `b`.
+    ///
+    /// # Safety
+    /// The elements lie inside each input's storage.
+    unsafe fn read_run<const M: u32>(p: Self::Ptrs, i: usize, b: &Self) -> Self;
+}
+
+macro_rules! impl_inputs {
+    ($K:literal; $($X:ident $k:tt),*) => {
+        #[allow(unused_variables, unused_mut, clippy::unused_unit)]
+        impl<$($X: Copy + Send + Sync),*> Inputs<$K> for ($($X,)*) {
+            type Ptrs = ($(SendPtr<$X>,)*);
+            type Tiles = ($(TileOperand<$X>,)*);
+            type Bufs = ($(Vec<MaybeUninit<$X>>,)*);
+            fn ptrs(acc: &Access, views: &[&View; $K]) -> Self::Ptrs {
+                ($(SendPtr(acc.ptr::<$X>(views[$k + 1].storage)),)*)
             }
-        } else {
-            for i in 0..len as isize {
-                *o.offset(i * so) = f(*a.offset(i * sa));
+            fn bufs(t: &Tiling<$K>) -> Self::Bufs {
+                ($(stage_buf::<$X>(t.staged[$k + 1]),)*)
+            }
+            #[inline(always)]
+            unsafe fn at(p: Self::Ptrs, off: [isize; $K]) -> Self::Ptrs {
+                ($(SendPtr(p.$k.get().offset(off[$k + 1])),)*)
+            }
+            #[inline(always)]
+            unsafe fn tiles(
+                t: &Tiling<$K>,
+                p: Self::Ptrs,
+                org: [isize; $K],
+                rows: usize,
+                cols: usize,
+                bufs: &mut Self::Bufs,
+            ) -> Self::Tiles {
+                ($(TileOperand::new(t, $k + 1, p.$k.get(), org, rows, cols, &mut bufs.$k),)*)
+            }
+            #[inline(always)]
+            unsafe fn run(t: &Self::Tiles, r: usize) -> Self::Ptrs {
+                ($(SendPtr(t.$k.run(r)),)*)
+            }
+            #[inline(always)]
+            fn cols(t: &Self::Tiles) -> [isize; $K] {
+                let mut c = [0; $K];
+                $(c[$k + 1] = t.$k.col;)*
+                c
+            }
+            #[inline(always)]
+            fn prefetch(t: &Self::Tiles, r: usize, cols: usize) {
+                $(t.$k.prefetch(r, cols);)*
+            }
+            #[inline(always)]
+            unsafe fn read(p: Self::Ptrs, i: isize, st: [isize; $K]) -> Self {
+                ($(*p.$k.get().offset(i * st[$k + 1]),)*)
+            }
+            #[inline(always)]
+            unsafe fn read_run<const M: u32>(p: Self::Ptrs, i: usize, b: &Self) -> Self {
+                ($(if M >> $k & 1 == 1 { b.$k } else { *p.$k.get().add(i) },)*)
             }
         }
     };
+}
+impl_inputs!(1;);
+impl_inputs!(2; A 0);
+impl_inputs!(3; A 0, B 1);
+impl_inputs!(4; A 0, B 1, C 2);
+
+/// Inputs whose first element type may be the output's: [`map_self`] then walks the `J`
+/// others ([`Split::Rest`]) and reads the first through the output.
+trait Split<const K: usize, const J: usize>: Inputs<K> {
+    type Head: Copy;
+    type Rest: Inputs<J>;
+    fn head(p: Self::Ptrs) -> *mut Self::Head;
+    fn join(h: Self::Head, r: Self::Rest) -> Self;
+}
+impl<A: Copy + Send + Sync> Split<2, 1> for (A,) {
+    type Head = A;
+    type Rest = ();
+    fn head(p: Self::Ptrs) -> *mut A {
+        p.0.get()
+    }
+    #[inline(always)]
+    fn join(h: A, _: ()) -> Self {
+        (h,)
+    }
+}
+impl<A: Copy + Send + Sync, B: Copy + Send + Sync> Split<3, 2> for (A, B) {
+    type Head = A;
+    type Rest = (B,);
+    fn head(p: Self::Ptrs) -> *mut A {
+        p.0.get()
+    }
+    #[inline(always)]
+    fn join(h: A, (b,): (B,)) -> Self {
+        (h, b)
+    }
+}
+impl<A: Copy + Send + Sync, B: Copy + Send + Sync, C: Copy + Send + Sync> Split<4, 3>
+    for (A, B, C)
+{
+    type Head = A;
+    type Rest = (B, C);
+    fn head(p: Self::Ptrs) -> *mut A {
+        p.0.get()
+    }
+    #[inline(always)]
+    fn join(h: A, (b, c): (B, C)) -> Self {
+        (h, b, c)
+    }
+}
+
+/// The driver: walks `views` (the output, then the inputs) over the output's layout and calls
+/// `f(o, x)` at every position, `o` the output element's address and `x` the inputs'
+/// elements there. Each position is visited once; runs go in the output's order (in parallel
+/// when large), or in tiles when an input is transposed against the output (see
+/// [`Plan::tiling`]).
+///
+/// # Safety
+/// `acc` locks every view's storage, each view lies inside its storage, and `f` writes only
+/// through `o`.
+unsafe fn walk<const K: usize, I: Inputs<K>, O: Copy>(
+    acc: &Access,
+    views: [&View; K],
+    f: impl Fn(*mut O, I) + Sync,
+) {
+    let l = views[0].layout;
+    let plan = Plan::new(
+        l.shape(),
+        views.map(|v| v.layout.strides()),
+        views.map(|v| v.layout.offset()),
+    );
+    let po = SendPtr(acc.ptr::<O>(views[0].storage));
+    let pi = I::ptrs(acc, &views);
     if let Some(t) = plan.tiling() {
         plan.par_tiles(
             &t,
-            || stage_buf::<A>(t.staged[1]),
-            |ba, org, rows, cols| {
+            || I::bufs(&t),
+            |bufs, org, rows, cols| {
                 let o = out_of(&t, po, org);
-                let a = TileOperand::new(&t, 1, pa.get(), org, rows, cols, ba);
+                let x = I::tiles(&t, pi, org, rows, cols, bufs);
+                let mut st = I::cols(&x);
+                st[0] = o.col;
                 for r in 0..rows {
                     o.prefetch(r + PREFETCH_RUNS, cols);
-                    a.prefetch(r + PREFETCH_RUNS, cols);
-                    run(o.run(r), a.run(r), [o.col, a.col], cols);
+                    I::prefetch(&x, r + PREFETCH_RUNS, cols);
+                    run(o.run(r), I::run(&x, r), st, cols, &f);
                 }
             },
         );
     } else {
         let st = plan.inner_strides();
-        plan.par_runs(|off, len| run(po.get().offset(off[0]), pa.get().offset(off[1]), st, len));
+        plan.par_runs(|off, len| run(po.get().offset(off[0]), I::at(pi, off), st, len, &f));
     }
 }
 
-/// `out = f(a, b)` over the output's layout.
-#[allow(clippy::too_many_arguments)]
-unsafe fn map2<A: Copy, B: Copy, O: Copy>(
-    dst: &View,
-    a: &View,
-    b: &View,
-    po: *mut O,
-    pa: *mut A,
-    pb: *mut B,
-    f: impl Fn(A, B) -> O + Sync,
+/// One run of [`walk`]: `len` positions `st` apart. A run contiguous in the output and every
+/// input — or with one input broadcast along it (stride 0: a scalar operand), when there
+/// are several — goes through [`contiguous`], which the compiler vectorises.
+#[inline(always)]
+unsafe fn run<const K: usize, I: Inputs<K>, O: Copy>(
+    o: *mut O,
+    p: I::Ptrs,
+    st: [isize; K],
+    len: usize,
+    f: &impl Fn(*mut O, I),
 ) {
-    let l = dst.layout;
-    let plan = Plan::new(
-        l.shape(),
-        [l.strides(), a.layout.strides(), b.layout.strides()],
-        [l.offset(), a.layout.offset(), b.layout.offset()],
-    );
-    let (po, pa, pb) = (SendPtr(po), SendPtr(pa), SendPtr(pb));
-    let run = |o: *mut O, a: *mut A, b: *mut B, [so, sa, sb]: [isize; 3], len: usize| match (
-        so, sa, sb,
-    ) {
-        (1, 1, 1) => {
-            for i in 0..len {
-                *o.add(i) = f(*a.add(i), *b.add(i));
-            }
+    if st[0] == 1 && st[1..].iter().all(|&s| s == 0 || s == 1) {
+        let mask = (1..K).fold(0u32, |m, k| m | ((st[k] == 0) as u32) << (k - 1));
+        match mask {
+            0 => return contiguous::<0, K, I, O>(o, p, len, f),
+            1 if K > 2 => return contiguous::<1, K, I, O>(o, p, len, f),
+            2 => return contiguous::<2, K, I, O>(o, p, len, f),
+            4 if K > 3 => return contiguous::<4, K, I, O>(o, p, len, f),
+            _ => {}
         }
-        (1, 1, 0) => {
-            let y = *b;
-            for i in 0..len {
-                *o.add(i) = f(*a.add(i), y);
-            }
-        }
-        (1, 0, 1) => {
-            let x = *a;
-            for i in 0..len {
-                *o.add(i) = f(x, *b.add(i));
-            }
-        }
-        _ => {
-            for i in 0..len as isize {
-                *o.offset(i * so) = f(*a.offset(i * sa), *b.offset(i * sb));
-            }
-        }
-    };
-    if let Some(t) = plan.tiling() {
-        let bufs = || (stage_buf::<A>(t.staged[1]), stage_buf::<B>(t.staged[2]));
-        plan.par_tiles(&t, bufs, |(ba, bb), org, rows, cols| {
-            let o = out_of(&t, po, org);
-            let a = TileOperand::new(&t, 1, pa.get(), org, rows, cols, ba);
-            let b = TileOperand::new(&t, 2, pb.get(), org, rows, cols, bb);
-            for r in 0..rows {
-                o.prefetch(r + PREFETCH_RUNS, cols);
-                a.prefetch(r + PREFETCH_RUNS, cols);
-                b.prefetch(r + PREFETCH_RUNS, cols);
-                run(o.run(r), a.run(r), b.run(r), [o.col, a.col, b.col], cols);
-            }
-        });
-    } else {
-        let st = plan.inner_strides();
-        plan.par_runs(|off, len| {
-            run(
-                po.get().offset(off[0]),
-                pa.get().offset(off[1]),
-                pb.get().offset(off[2]),
-                st,
-                len,
-            )
-        });
+    }
+    for i in 0..len as isize {
+        f(o.offset(i * st[0]), I::read(p, i, st));
     }
 }
 
-/// `out = f(a, b)` for an output type equal to `a`'s: when `a` is the output itself (same
-/// storage, same layout: `x.mul_(y)` and the like), the walk is planned over two operands,
-/// `out = f(out, b)` — `a` is neither staged nor fetched a second time, and the inner loop
-/// reads and writes through one pointer, which the compiler can vectorise (through two
-/// pointers to the same elements it could not prove the loop safe, and fell back to scalar
-/// code). Any other `a` goes through [`map2`]. The same elements are read and written either
-/// way.
-#[allow(clippy::too_many_arguments)]
-unsafe fn map2_self<T: Copy, B: Copy>(
-    dst: &View,
-    a: &View,
-    b: &View,
-    po: *mut T,
-    pa: *mut T,
-    pb: *mut B,
-    f: impl Fn(T, B) -> T + Sync,
+/// A contiguous run; the inputs in mask `M` are broadcast along it and read once, before the
+/// loop (in it, the compiler could not tell them apart from the output it writes).
+#[inline(always)]
+unsafe fn contiguous<const M: u32, const K: usize, I: Inputs<K>, O: Copy>(
+    o: *mut O,
+    p: I::Ptrs,
+    len: usize,
+    f: &impl Fn(*mut O, I),
 ) {
-    if !(po == pa && a.storage.same(dst.storage) && a.layout == dst.layout) {
-        return map2(dst, a, b, po, pa, pb, f);
-    }
-    let l = dst.layout;
-    let plan = Plan::new(
-        l.shape(),
-        [l.strides(), b.layout.strides()],
-        [l.offset(), b.layout.offset()],
-    );
-    let (po, pb) = (SendPtr(po), SendPtr(pb));
-    let run = |o: *mut T, b: *mut B, [so, sb]: [isize; 2], len: usize| match (so, sb) {
-        (1, 1) => {
-            for i in 0..len {
-                *o.add(i) = f(*o.add(i), *b.add(i));
-            }
-        }
-        (1, 0) => {
-            let y = *b;
-            for i in 0..len {
-                *o.add(i) = f(*o.add(i), y);
-            }
-        }
-        _ => {
-            for i in 0..len as isize {
-                let o = o.offset(i * so);
-                *o = f(*o, *b.offset(i * sb));
-            }
-        }
-    };
-    if let Some(t) = plan.tiling() {
-        plan.par_tiles(
-            &t,
-            || stage_buf::<B>(t.staged[1]),
-            |bb, org, rows, cols| {
-                let o = out_of(&t, po, org);
-                let b = TileOperand::new(&t, 1, pb.get(), org, rows, cols, bb);
-                for r in 0..rows {
-                    o.prefetch(r + PREFETCH_RUNS, cols);
-                    b.prefetch(r + PREFETCH_RUNS, cols);
-                    run(o.run(r), b.run(r), [o.col, b.col], cols);
-                }
-            },
-        );
-    } else {
-        let st = plan.inner_strides();
-        plan.par_runs(|off, len| run(po.get().offset(off[0]), pb.get().offset(off[1]), st, len));
+    let b = I::read(p, 0, [0; K]);
+    for i in 0..len {
+        f(o.add(i), I::read_run::<M>(p, i, &b));
     }
 }
 
-/// `out = f(a, b, c)` over the output's layout.
-#[allow(clippy::too_many_arguments)]
-unsafe fn map3<A: Copy, B: Copy, C: Copy, O: Copy>(
-    dst: &View,
-    a: &View,
-    b: &View,
-    c: &View,
-    po: *mut O,
-    pa: *mut A,
-    pb: *mut B,
-    pc: *mut C,
-    f: impl Fn(A, B, C) -> O + Sync,
+/// `out = f(inputs)` over the output's layout; `views` are the output, then the inputs.
+///
+/// # Safety
+/// `acc` locks every view's storage and each view lies inside its storage, with the element
+/// types `O` and `I`'s.
+unsafe fn map<const K: usize, I: Inputs<K>, O: Copy>(
+    acc: &Access,
+    views: [&View; K],
+    f: impl Fn(I) -> O + Sync,
 ) {
-    let l = dst.layout;
-    let plan = Plan::new(
-        l.shape(),
-        [
-            l.strides(),
-            a.layout.strides(),
-            b.layout.strides(),
-            c.layout.strides(),
-        ],
-        [
-            l.offset(),
-            a.layout.offset(),
-            b.layout.offset(),
-            c.layout.offset(),
-        ],
-    );
-    let (po, pa, pb, pc) = (SendPtr(po), SendPtr(pa), SendPtr(pb), SendPtr(pc));
-    let run = |o: *mut O, a: *mut A, b: *mut B, c: *mut C, st: [isize; 4], len: usize| {
-        let [so, sa, sb, sc] = st;
-        if st == [1, 1, 1, 1] {
-            for i in 0..len {
-                *o.add(i) = f(*a.add(i), *b.add(i), *c.add(i));
-            }
-        } else {
-            for i in 0..len as isize {
-                *o.offset(i * so) = f(*a.offset(i * sa), *b.offset(i * sb), *c.offset(i * sc));
-            }
-        }
-    };
-    if let Some(t) = plan.tiling() {
-        let bufs = || {
-            let s = t.staged;
-            (
-                stage_buf::<A>(s[1]),
-                stage_buf::<B>(s[2]),
-                stage_buf::<C>(s[3]),
-            )
-        };
-        plan.par_tiles(&t, bufs, |(ba, bb, bc), org, rows, cols| {
-            let o = out_of(&t, po, org);
-            let a = TileOperand::new(&t, 1, pa.get(), org, rows, cols, ba);
-            let b = TileOperand::new(&t, 2, pb.get(), org, rows, cols, bb);
-            let c = TileOperand::new(&t, 3, pc.get(), org, rows, cols, bc);
-            for r in 0..rows {
-                o.prefetch(r + PREFETCH_RUNS, cols);
-                a.prefetch(r + PREFETCH_RUNS, cols);
-                b.prefetch(r + PREFETCH_RUNS, cols);
-                c.prefetch(r + PREFETCH_RUNS, cols);
-                run(
-                    o.run(r),
-                    a.run(r),
-                    b.run(r),
-                    c.run(r),
-                    [o.col, a.col, b.col, c.col],
-                    cols,
-                );
-            }
-        });
-    } else {
-        let st = plan.inner_strides();
-        plan.par_runs(|off, len| {
-            run(
-                po.get().offset(off[0]),
-                pa.get().offset(off[1]),
-                pb.get().offset(off[2]),
-                pc.get().offset(off[3]),
-                st,
-                len,
-            )
-        });
+    // SAFETY: `walk` hands out addresses of output elements only
+    walk(acc, views, move |o: *mut O, x: I| unsafe { *o = f(x) })
+}
+
+/// [`map`] for an op whose first input has the output's type: when that input is the output
+/// itself (same storage, same layout: `x.mul_(y)`, `x.neg_()` and the like), the walk is
+/// planned over the other operands, `out = f(out, rest)` — the first input is neither staged
+/// nor fetched a second time, and the inner loop reads and writes through one pointer, which
+/// the compiler can vectorise (through two pointers to the same elements it could not prove
+/// the loop safe, and fell back to scalar code). Any other first input goes through [`map`].
+/// The same elements are read and written either way, and each element is read before it is
+/// written, as a position reads only its own element of an input equal to the output.
+///
+/// # Safety
+/// As [`map`].
+unsafe fn map_self<const K: usize, const J: usize, I: Split<K, J, Head = O>, O: Copy>(
+    acc: &Access,
+    views: [&View; K],
+    f: impl Fn(I) -> O + Sync,
+) {
+    let (dst, a) = (views[0], views[1]);
+    let po = acc.ptr::<O>(dst.storage);
+    if !(po == I::head(I::ptrs(acc, &views))
+        && a.storage.same(dst.storage)
+        && a.layout == dst.layout)
+    {
+        return map(acc, views, f);
     }
+    let rest: [&View; J] = std::array::from_fn(|k| views[if k == 0 { 0 } else { k + 1 }]);
+    // SAFETY: `walk` hands out addresses of output elements only
+    walk(acc, rest, move |o: *mut O, r: I::Rest| unsafe {
+        *o = f(I::join(*o, r))
+    })
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -296,7 +315,8 @@ pub(crate) fn unary(op: UnaryOp, src: View, dst: View) -> Result<()> {
     let acc = Access::views(Some(&dst), &[&src]);
     macro_rules! go {
         ($A:ty, $O:ty, $f:expr) => {{
-            unsafe { map1::<$A, $O>(&dst, &src, acc.ptr(dst.storage), acc.ptr(src.storage), $f) };
+            let f = $f;
+            unsafe { map(&acc, [&dst, &src], move |(x,): ($A,)| -> $O { f(x) }) };
             Ok(())
         }};
     }
@@ -330,17 +350,16 @@ pub(crate) fn unary(op: UnaryOp, src: View, dst: View) -> Result<()> {
 
 fn float_unary<T: FloatElem>(op: UnaryOp, src: &View, dst: &View, acc: &Access) -> Result<()> {
     use UnaryOp::*;
-    let (po, pa) = (acc.ptr::<T>(dst.storage), acc.ptr::<T>(src.storage));
     macro_rules! f {
         ($e:expr) => {{
             let g = $e;
-            unsafe { map1::<T, T>(dst, src, po, pa, move |x: T| T::store(g(x.load()))) }
+            unsafe { map_self(acc, [dst, src], move |(x,): (T,)| T::store(g(x.load()))) }
         }};
     }
     macro_rules! b {
         ($e:expr) => {{
             let g = $e;
-            unsafe { map1::<T, bool>(dst, src, acc.ptr(dst.storage), pa, move |x: T| g(x.load())) }
+            unsafe { map(acc, [dst, src], move |(x,): (T,)| -> bool { g(x.load()) }) }
         }};
     }
     type C<T> = <T as FloatElem>::C;
@@ -383,16 +402,17 @@ fn float_unary<T: FloatElem>(op: UnaryOp, src: &View, dst: &View, acc: &Access) 
 
 fn int_unary<T: IntElem>(op: UnaryOp, src: &View, dst: &View, acc: &Access) -> Result<()> {
     use UnaryOp::*;
-    let pa = acc.ptr::<T>(src.storage);
     macro_rules! i {
-        ($e:expr) => {
-            unsafe { map1::<T, T>(dst, src, acc.ptr(dst.storage), pa, $e) }
-        };
+        ($e:expr) => {{
+            let g = $e;
+            unsafe { map_self(acc, [dst, src], move |(x,): (T,)| -> T { g(x) }) }
+        }};
     }
     macro_rules! b {
-        ($e:expr) => {
-            unsafe { map1::<T, bool>(dst, src, acc.ptr(dst.storage), pa, $e) }
-        };
+        ($e:expr) => {{
+            let g = $e;
+            unsafe { map(acc, [dst, src], move |(x,): (T,)| -> bool { g(x) }) }
+        }};
     }
     match op {
         Neg => i!(|x: T| x.w_neg()),
@@ -443,21 +463,14 @@ fn float_binary<T: FloatElem>(
     acc: &Access,
 ) -> Result<()> {
     use BinaryOp::*;
-    let (pa, pb) = (acc.ptr::<T>(a.storage), acc.ptr::<T>(b.storage));
     type C<T> = <T as FloatElem>::C;
     macro_rules! f {
         ($e:expr) => {{
             let g = $e;
             unsafe {
-                map2_self::<T, T>(
-                    dst,
-                    a,
-                    b,
-                    acc.ptr(dst.storage),
-                    pa,
-                    pb,
-                    move |x: T, y: T| T::store(g(x.load(), y.load())),
-                )
+                map_self(acc, [dst, a, b], move |(x, y): (T, T)| {
+                    T::store(g(x.load(), y.load()))
+                })
             }
         }};
     }
@@ -465,15 +478,9 @@ fn float_binary<T: FloatElem>(
         ($e:expr) => {{
             let g = $e;
             unsafe {
-                map2::<T, T, bool>(
-                    dst,
-                    a,
-                    b,
-                    acc.ptr(dst.storage),
-                    pa,
-                    pb,
-                    move |x: T, y: T| g(x.load(), y.load()),
-                )
+                map(acc, [dst, a, b], move |(x, y): (T, T)| -> bool {
+                    g(x.load(), y.load())
+                })
             }
         }};
     }
@@ -533,16 +540,18 @@ fn int_binary<T: IntElem>(
     acc: &Access,
 ) -> Result<()> {
     use BinaryOp::*;
-    let (pa, pb) = (acc.ptr::<T>(a.storage), acc.ptr::<T>(b.storage));
+    let pb = acc.ptr::<T>(b.storage);
     macro_rules! i {
-        ($e:expr) => {
-            unsafe { map2_self::<T, T>(dst, a, b, acc.ptr(dst.storage), pa, pb, $e) }
-        };
+        ($e:expr) => {{
+            let g = $e;
+            unsafe { map_self(acc, [dst, a, b], move |(x, y): (T, T)| -> T { g(x, y) }) }
+        }};
     }
     macro_rules! cmp {
-        ($e:expr) => {
-            unsafe { map2::<T, T, bool>(dst, a, b, acc.ptr(dst.storage), pa, pb, $e) }
-        };
+        ($e:expr) => {{
+            let g = $e;
+            unsafe { map(acc, [dst, a, b], move |(x, y): (T, T)| -> bool { g(x, y) }) }
+        }};
     }
     if matches!(op, FloorDivide | Remainder) && any_elem(b, pb, |y: T| y.is_zero()) {
         return Err(Error::ZeroDivision { op: op.name() });
@@ -589,11 +598,6 @@ fn int_binary<T: IntElem>(
 
 fn bool_binary(op: BinaryOp, a: &View, b: &View, dst: &View, acc: &Access) -> Result<()> {
     use BinaryOp::*;
-    let (po, pa, pb) = (
-        acc.ptr::<bool>(dst.storage),
-        acc.ptr::<bool>(a.storage),
-        acc.ptr::<bool>(b.storage),
-    );
     let f: fn(bool, bool) -> bool = match op {
         Add | LogicalOr | BitwiseOr | Maximum | ClampMin => |x, y| x | y,
         Mul | LogicalAnd | BitwiseAnd | Minimum | ClampMax => |x, y| x & y,
@@ -611,7 +615,7 @@ fn bool_binary(op: BinaryOp, a: &View, b: &View, dst: &View, acc: &Access) -> Re
             })
         }
     };
-    unsafe { map2(dst, a, b, po, pa, pb, f) };
+    unsafe { map_self(acc, [dst, a, b], move |(x, y): (bool, bool)| f(x, y)) };
     Ok(())
 }
 
@@ -648,16 +652,16 @@ pub(crate) fn ternary(op: TernaryOp, a: View, b: View, c: View, dst: View) -> Re
 
 fn where_kernel<T: Element>(cond: &View, a: &View, b: &View, dst: &View, acc: &Access) {
     unsafe {
-        map3::<bool, T, T, T>(
-            dst,
-            cond,
-            a,
-            b,
-            acc.ptr(dst.storage),
-            acc.ptr(cond.storage),
-            acc.ptr(a.storage),
-            acc.ptr(b.storage),
-            |c, x, y| if c { x } else { y },
+        map(
+            acc,
+            [dst, cond, a, b],
+            |(c, x, y): (bool, T, T)| {
+                if c {
+                    x
+                } else {
+                    y
+                }
+            },
         )
     }
 }
@@ -671,17 +675,11 @@ fn float_ternary<T: FloatElem>(
     acc: &Access,
 ) -> Result<()> {
     type C<T> = <T as FloatElem>::C;
-    let (po, pa, pb, pc) = (
-        acc.ptr::<T>(dst.storage),
-        acc.ptr::<T>(a.storage),
-        acc.ptr::<T>(b.storage),
-        acc.ptr::<T>(c.storage),
-    );
     macro_rules! f {
         ($e:expr) => {{
             let g = $e;
             unsafe {
-                map3::<T, T, T, T>(dst, a, b, c, po, pa, pb, pc, move |x: T, y: T, z: T| {
+                map_self(acc, [dst, a, b, c], move |(x, y, z): (T, T, T)| {
                     T::store(g(x.load(), y.load(), z.load()))
                 })
             }
@@ -720,16 +718,15 @@ fn int_ternary<T: IntElem>(
     dst: &View,
     acc: &Access,
 ) -> Result<()> {
-    let (po, pa, pb, pc) = (
-        acc.ptr::<T>(dst.storage),
-        acc.ptr::<T>(a.storage),
-        acc.ptr::<T>(b.storage),
-        acc.ptr::<T>(c.storage),
-    );
     macro_rules! i {
-        ($e:expr) => {
-            unsafe { map3::<T, T, T, T>(dst, a, b, c, po, pa, pb, pc, $e) }
-        };
+        ($e:expr) => {{
+            let g = $e;
+            unsafe {
+                map_self(acc, [dst, a, b, c], move |(x, y, z): (T, T, T)| -> T {
+                    g(x, y, z)
+                })
+            }
+        }};
     }
     match op {
         TernaryOp::Where => where_kernel::<T>(a, b, c, dst, acc),

@@ -32,9 +32,6 @@ fn range(
 }
 
 impl Backend for Cpu {
-    fn name(&self) -> &'static str {
-        "cpu"
-    }
     fn alloc(&self, _: Device, dtype: DType, len: usize, _zero: bool) -> Result<Storage> {
         // fresh zeroed pages cost no more than unwritten ones
         Ok(Storage::from_cpu(CpuBuffer::try_zeros(

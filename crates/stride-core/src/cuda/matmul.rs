@@ -13,7 +13,8 @@
 use super::device::CudaDevice;
 use super::launch::dptr;
 use crate::backend::View;
-use crate::{DType, Error, Layout, Result, Tensor};
+use crate::storage::Storage;
+use crate::{DType, Error, Layout, Result};
 use cudarc::cublas::sys as cb;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -103,9 +104,29 @@ fn dtype_codes(dt: DType) -> Option<(cb::cudaDataType, cb::cublasComputeType_t)>
     })
 }
 
-/// A tensor over `v`'s storage and layout (for copies made on the device).
-fn tensor_of(v: &View) -> Tensor {
-    Tensor::from_parts(v.storage.clone(), v.layout.clone(), v.dtype)
+/// A fresh row-major buffer of `v`'s shape and dtype on its device (zero-filled when `zero`):
+/// its storage and layout. Through the storage API, not the frontend's `Tensor`.
+fn alloc_dense(v: &View, zero: bool) -> Result<(Storage, Layout)> {
+    let shape = v.layout.shape();
+    let s =
+        Storage::alloc(shape, v.dtype, &v.storage.device(), zero).map_err(|e| e.in_op("matmul"))?;
+    Ok((s, Layout::contiguous(shape)))
+}
+
+/// A row-major copy of `v` (what `Tensor::contiguous` made here before): `None` when `v`
+/// is contiguous already.
+fn contiguous_copy(v: &View) -> Result<Option<(Storage, Layout)>> {
+    if v.layout.is_contiguous() {
+        return Ok(None);
+    }
+    let (s, l) = alloc_dense(v, false)?;
+    let dst = View {
+        storage: &s,
+        layout: &l,
+        dtype: v.dtype,
+    };
+    crate::backend::copy_cast(*v, dst)?;
+    Ok(Some((s, l)))
 }
 
 pub(crate) fn matmul(a: View, b: View, dst: View) -> Result<()> {
@@ -128,45 +149,41 @@ pub(crate) fn matmul(a: View, b: View, dst: View) -> Result<()> {
         return super::elementwise::fill(dst, crate::Scalar::Int(0));
     }
     // operands cuBLAS can't read as they lie become contiguous copies
-    let fix = |v: &View| -> Result<Option<Tensor>> {
+    let fix = |v: &View| -> Result<Option<(Storage, Layout)>> {
         let l = v.layout;
         let s = l.strides();
         let (r, c) = (l.shape()[nd - 2], l.shape()[nd - 1]);
         if as_blas(r, c, s[nd - 2], s[nd - 1]).is_some() {
             Ok(None)
         } else {
-            tensor_of(v).contiguous().map(Some)
+            contiguous_copy(v)
         }
     };
     let (ta, tb) = (fix(&a)?, fix(&b)?);
     let (la, lb) = (
-        ta.as_ref().map_or(a.layout.clone(), |t| t.layout().clone()),
-        tb.as_ref().map_or(b.layout.clone(), |t| t.layout().clone()),
+        ta.as_ref().map_or(a.layout.clone(), |t| t.1.clone()),
+        tb.as_ref().map_or(b.layout.clone(), |t| t.1.clone()),
     );
-    let (pa, pb) = (
-        ta.as_ref()
-            .map_or(Ok(dptr(&a)?.1), |t| dptr(&t.view_ref()).map(|x| x.1))?,
-        tb.as_ref()
-            .map_or(Ok(dptr(&b)?.1), |t| dptr(&t.view_ref()).map(|x| x.1))?,
-    );
+    // a base pointer: of the copy when there is one (`dptr` reads only the storage)
+    let base = |v: &View, t: &Option<(Storage, Layout)>| match t {
+        Some((s, l)) => dptr(&View {
+            storage: s,
+            layout: l,
+            dtype: v.dtype,
+        }),
+        None => dptr(v),
+    };
+    let (pa, pb) = (base(&a, &ta)?.1, base(&b, &tb)?.1);
     // the output: as it lies, or a contiguous temporary copied back afterwards
     let ds = dst.layout.strides();
     let direct = as_blas(m, n, ds[nd - 2], ds[nd - 1]).is_some();
     let tmp = if direct {
         None
     } else {
-        Some(Tensor::zeros(
-            dst.layout.shape(),
-            dt,
-            &dst.storage.device(),
-        )?)
+        Some(alloc_dense(&dst, true)?)
     };
-    let lc = tmp
-        .as_ref()
-        .map_or(dst.layout.clone(), |t| t.layout().clone());
-    let pc = tmp
-        .as_ref()
-        .map_or(Ok(dptr(&dst)?.1), |t| dptr(&t.view_ref()).map(|x| x.1))?;
+    let lc = tmp.as_ref().map_or(dst.layout.clone(), |t| t.1.clone());
+    let pc = base(&dst, &tmp)?.1;
     gemm_batched(
         &dev,
         ty,
@@ -179,8 +196,13 @@ pub(crate) fn matmul(a: View, b: View, dst: View) -> Result<()> {
         (&lb, pb),
         (&lc, pc),
     )?;
-    if let Some(t) = tmp {
-        super::elementwise::copy_cast(t.view_ref(), dst)?;
+    if let Some((s, l)) = &tmp {
+        let t = View {
+            storage: s,
+            layout: l,
+            dtype: dt,
+        };
+        super::elementwise::copy_cast(t, dst)?;
     }
     Ok(())
 }

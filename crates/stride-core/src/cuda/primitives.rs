@@ -12,9 +12,6 @@ use crate::{DType, Device, Error, Result, Scalar, Storage};
 pub(crate) struct Cuda;
 
 impl Backend for Cuda {
-    fn name(&self) -> &'static str {
-        "cuda"
-    }
     fn alloc(&self, device: Device, dtype: DType, len: usize, zero: bool) -> Result<Storage> {
         let Device::Cuda(i) = device else {
             return Err(Error::invalid(

@@ -2,7 +2,7 @@
 //! in place (`_`) and `_out` (into any non-overlapping layout). Integer and bool inputs give
 //! i64, as PyTorch; floats keep their dtype (f32 accumulates in f64, f16/bf16 in f32).
 
-use super::output::{write_result, Dest};
+use super::output::{deliver, Dest, Policy};
 use crate::backend::{self, CumulativeOp};
 use crate::shape::wrap_dim;
 use crate::{Result, Tensor};
@@ -11,16 +11,11 @@ fn cumulative(op: CumulativeOp, x: &Tensor, dim: i64, dest: Dest) -> Result<Tens
     let d = wrap_dim(op.name(), dim, x.dim())?;
     let dtype = op.result_dtype(x.dtype());
     let src = x.view_ref();
-    write_result(
-        op.name(),
-        dest,
-        &[src],
-        x.shape(),
-        dtype,
-        x.device(),
-        Some(x),
-        |dst| backend::cumulative(op, src, d, dst),
-    )
+    let inputs = [src];
+    let policy = Policy::new(op.name(), &inputs, x.shape(), x.device(), Some(x));
+    deliver(dest, &policy, dtype, |dst| {
+        backend::cumulative(op, src, d, dst)
+    })
 }
 
 impl Tensor {

@@ -2,7 +2,7 @@
 //! promotion, each in three forms — `op` (new tensor), `op_` (in place) and `op_out` (into a
 //! given tensor of any non-overlapping layout).
 
-use super::output::{write_result, Dest};
+use super::output::{deliver, Dest, Policy};
 use crate::autograd::formulas::elementwise as formulas;
 use crate::autograd::record;
 use crate::backend::{self, BinaryOp, TernaryOp, UnaryOp, View};
@@ -111,16 +111,9 @@ fn unary_raw(op: UnaryOp, x: &Tensor, dest: Dest, in_place: bool) -> Result<Tens
     let shape = result_shape(op.name(), &ops, dest, in_place)?;
     let a = prepare(&ops[0], compute, &shape, &device, op.name())?;
     let av = a.view();
-    write_result(
-        op.name(),
-        dest,
-        &[av],
-        &shape,
-        result,
-        device,
-        Some(x),
-        |dst| backend::unary(op, av, dst),
-    )
+    let inputs = [av];
+    let policy = Policy::new(op.name(), &inputs, &shape, device, Some(x));
+    deliver(dest, &policy, result, |dst| backend::unary(op, av, dst))
 }
 
 fn binary_raw(op: BinaryOp, a: Operand, b: Operand, dest: Dest, in_place: bool) -> Result<Tensor> {
@@ -132,16 +125,11 @@ fn binary_raw(op: BinaryOp, a: Operand, b: Operand, dest: Dest, in_place: bool) 
     let pa = prepare(&ops[0], compute, &shape, &device, name)?;
     let pb = prepare(&ops[1], compute, &shape, &device, name)?;
     let (va, vb) = (pa.view(), pb.view());
-    write_result(
-        name,
-        dest,
-        &[va, vb],
-        &shape,
-        result,
-        device,
-        first_tensor(&ops),
-        |dst| backend::binary(op, va, vb, dst),
-    )
+    let inputs = [va, vb];
+    let policy = Policy::new(name, &inputs, &shape, device, first_tensor(&ops));
+    deliver(dest, &policy, result, |dst| {
+        backend::binary(op, va, vb, dst)
+    })
 }
 
 fn ternary_raw(
@@ -203,16 +191,11 @@ fn ternary_raw(
         .collect::<Result<_>>()?;
     let (va, vb, vc) = (p[0].view(), p[1].view(), p[2].view());
     let like = first_tensor(&ops[if matches!(op, TernaryOp::Where) { 1 } else { 0 }..]);
-    write_result(
-        name,
-        dest,
-        &[va, vb, vc],
-        &shape,
-        result,
-        device,
-        like,
-        |dst| backend::ternary(op, va, vb, vc, dst),
-    )
+    let inputs = [va, vb, vc];
+    let policy = Policy::new(name, &inputs, &shape, device, like);
+    deliver(dest, &policy, result, |dst| {
+        backend::ternary(op, va, vb, vc, dst)
+    })
 }
 
 // ----- autograd-aware entry points: functional forms record a node; in-place forms rebase

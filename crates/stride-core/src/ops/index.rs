@@ -25,12 +25,12 @@
 //! - **Dtypes**: sources must have `self`'s dtype (as PyTorch requires); scalar values are
 //!   cast to `self`'s dtype, as `fill` does.
 
-use super::output::{check_out, check_out_exact};
+use super::output::{check_out, check_out_exact, deliver, Policy};
 use crate::autograd::formulas::index::{self as grad, untracked, Scatter};
 use crate::autograd::record::{in_place, unrecorded_out};
 use crate::backend::common::check::bad_index_dtype;
 use crate::backend::index::{self as prim, IndexDim, ScatterOp, INDEX_DTYPES};
-use crate::backend::{self, TernaryOp, View};
+use crate::backend::{TernaryOp, View};
 use crate::ops::elementwise::ternary;
 use crate::ops::output::Dest;
 use crate::shape::{broadcast_shapes, wrap_dim};
@@ -210,44 +210,11 @@ fn view<'a>(t: &'a Tensor, layout: &'a Layout) -> View<'a> {
 // gathers
 
 /// The layout of `t` with a 0-d tensor seen as 1-d of size 1 (see [`nonempty_dims`]).
-fn nonempty_layout(t: &Tensor) -> Layout {
-    let (shape, strides) = nonempty_dims(t);
-    Layout::new(shape, strides, t.storage_offset())
-}
-
-/// Runs a gather-like primitive (`launch` writes every element of the tensor it is given,
-/// through that tensor's layout) so that the result lands in `dest`: a fresh row-major tensor,
-/// or the caller's `out` — checked first (shape, exact dtype, device, no overlapping
-/// elements), written through its layout. An `out` that shares memory with an input is
-/// written through a temporary that is copied back (a gather reads other positions than the
-/// one it writes).
-fn deliver_gather(
-    op: &'static str,
-    dest: Dest,
-    inputs: &[&Tensor],
-    shape: &[usize],
-    dtype: DType,
-    device: Device,
-    launch: impl FnOnce(&Tensor) -> Result<()>,
-) -> Result<Tensor> {
-    match dest {
-        Dest::New => {
-            let out = Tensor::alloc_contiguous(shape, dtype, &device)?;
-            launch(&out)?;
-            Ok(out)
-        }
-        Dest::Into(out) => {
-            check_out_exact(op, out, shape, dtype, device)?;
-            if inputs.iter().any(|t| t.shares_storage_with(out)) {
-                let tmp = Tensor::alloc_contiguous(shape, dtype, &device)?;
-                launch(&tmp)?;
-                backend::copy_cast(tmp.view_ref(), out.view_ref())?;
-            } else {
-                launch(out)?;
-            }
-            out.storage().bump_version();
-            Ok(out.clone())
-        }
+fn nonempty_layout(l: &Layout) -> Layout {
+    if l.ndim() == 0 {
+        Layout::new(vec![1], vec![1], l.offset())
+    } else {
+        l.clone()
     }
 }
 
@@ -295,8 +262,10 @@ fn gather_along(
     if shape.contains(&0) {
         check_index_values(idx, &at)?;
     }
-    let out = deliver_gather(op, dest, &[x, idx], &shape, x.dtype(), x.device(), |o| {
-        prim::gather(view(x, &src_l), view(idx, &idx_l), at, o.view_ref())
+    let inputs = [x.view_ref(), idx.view_ref()];
+    let policy = Policy::exact(op, &inputs, &shape, x.device());
+    let out = deliver(dest, &policy, x.dtype(), |o| {
+        prim::gather(view(x, &src_l), view(idx, &idx_l), at, o)
     })?;
     if matches!(dest, Dest::New) {
         let name = match op {
@@ -366,7 +335,7 @@ impl Tensor {
                 Dest::New => gather_along(op, &x1, 0, &idx, false, Dest::New)?.reshape(&[]),
                 Dest::Into(out) => {
                     check_out_exact(op, out, &[], self.dtype(), self.device())?;
-                    let o1 = out.with_layout(nonempty_layout(out));
+                    let o1 = out.with_layout(nonempty_layout(out.layout()));
                     gather_along(op, &x1, 0, &idx, false, Dest::Into(&o1))?;
                     Ok(out.clone())
                 }
@@ -423,19 +392,16 @@ impl Tensor {
             stride: xt[d],
             wrap: false,
         };
-        let (dtype, device) = (self.dtype(), self.device());
-        let out = deliver_gather(
-            op,
-            dest,
-            &[self, index],
-            index.shape(),
-            dtype,
-            device,
-            |o| {
-                let out_l = nonempty_layout(o);
-                prim::gather(view(self, &src_l), view(index, &idx_l), at, view(o, &out_l))
-            },
-        )?;
+        let inputs = [self.view_ref(), index.view_ref()];
+        let policy = Policy::exact(op, &inputs, index.shape(), self.device());
+        let out = deliver(dest, &policy, self.dtype(), |o| {
+            let out_l = nonempty_layout(o.layout);
+            let o = View {
+                layout: &out_l,
+                ..o
+            };
+            prim::gather(view(self, &src_l), view(index, &idx_l), at, o)
+        })?;
         if matches!(dest, Dest::New) {
             grad::record_gather(self, d, index, &out)?;
         }
@@ -1558,9 +1524,11 @@ impl Tensor {
         let xl = self.layout().broadcast_to(op, &shape)?;
         let ml = mask.layout().broadcast_to(op, &shape)?;
         let n = prim::count_nonzero(view(mask, &ml))?;
-        let (dtype, device) = (self.dtype(), self.device());
-        let out = deliver_gather(op, dest, &[self, mask], &[n], dtype, device, |o| {
-            prim::masked_select(view(self, &xl), view(mask, &ml), o.view_ref())
+        let inputs = [self.view_ref(), mask.view_ref()];
+        let shape = [n];
+        let policy = Policy::exact(op, &inputs, &shape, self.device());
+        let out = deliver(dest, &policy, self.dtype(), |o| {
+            prim::masked_select(view(self, &xl), view(mask, &ml), o)
         })?;
         if matches!(dest, Dest::New) {
             grad::record_masked_select(self, mask, &out)?;

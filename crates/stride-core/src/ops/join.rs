@@ -8,7 +8,7 @@
 //! here changes a dtype, except `cat`/`stack`, which promote as PyTorch's `cat` does.
 
 use super::elementwise::ternary;
-use super::output::{alloc_result, check_out, write_result, Dest};
+use super::output::{alloc_result, check_out, deliver, Dest, Policy};
 use crate::autograd::formulas::index::untracked;
 use crate::autograd::formulas::join as grad;
 use crate::autograd::record::{forbid_out, in_place, needs_grad};
@@ -211,7 +211,8 @@ fn cat_impl(op: &'static str, tensors: &[&Tensor], dim: i64, dest: Dest) -> Resu
     }
     let p = cat_plan(op, tensors, dim)?;
     let views: Vec<View> = tensors.iter().map(|t| t.view_ref()).collect();
-    let out = write_result(op, dest, &views, &p.shape, p.dtype, p.device, None, |dst| {
+    let policy = Policy::new(op, &views, &p.shape, p.device, None);
+    let out = deliver(dest, &policy, p.dtype, |dst| {
         for &(i, start) in &p.parts {
             let t = tensors[i];
             let l = narrow(dst.layout, p.dim, start, t.shape()[p.dim])?;

@@ -9,7 +9,7 @@
 //! error names both), and an `_out` tensor must have that dtype too. Integer and bool tensors
 //! are refused (convert with `to_dtype`).
 
-use super::output::{check_out, write_result, Dest};
+use super::output::{deliver, Alias, Dest, Policy};
 use crate::backend::{self, View};
 use crate::shape::broadcast_shapes;
 use crate::{DType, Device, Error, Layout, Result, Tensor};
@@ -213,17 +213,6 @@ fn product(form: Form, a: &Tensor, b: &Tensor, dest: Dest) -> Result<Tensor> {
     let op = form.name();
     let g = geometry(form, a, b)?;
     let (dtype, device) = dtype_device(op, a, b, dest)?;
-    if let Dest::Into(out) = dest {
-        check_out(op, out, &g.out_shape, dtype, device)?;
-        if out.shares_storage_with(a) || out.shares_storage_with(b) {
-            // the output may overlap what the product reads: compute aside, then copy back
-            let tmp = product(form, a, b, Dest::New)?;
-            let t = tmp.view_ref();
-            return write_result(op, dest, &[t], &g.out_shape, dtype, device, None, |dst| {
-                backend::copy_cast(t, dst)
-            });
-        }
-    }
     let va = View {
         storage: a.storage(),
         layout: &g.a,
@@ -234,27 +223,24 @@ fn product(form: Form, a: &Tensor, b: &Tensor, dest: Dest) -> Result<Tensor> {
         layout: &g.b,
         dtype,
     };
-    write_result(
-        op,
-        dest,
-        &[va, vb],
-        &g.out_shape,
-        dtype,
-        device,
-        None,
-        |dst| {
-            let l = g.dst_layout(dst.layout)?;
-            backend::matmul(
-                va,
-                vb,
-                View {
-                    storage: dst.storage,
-                    layout: &l,
-                    dtype: dst.dtype,
-                },
-            )
-        },
-    )
+    let inputs = [va, vb];
+    let policy = Policy {
+        // an output sharing memory with an operand may overlap what the product reads
+        alias: Alias::None,
+        ..Policy::new(op, &inputs, &g.out_shape, device, None)
+    };
+    deliver(dest, &policy, dtype, |dst| {
+        let l = g.dst_layout(dst.layout)?;
+        backend::matmul(
+            va,
+            vb,
+            View {
+                storage: dst.storage,
+                layout: &l,
+                dtype: dst.dtype,
+            },
+        )
+    })
 }
 
 impl Tensor {

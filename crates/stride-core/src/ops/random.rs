@@ -7,7 +7,7 @@
 //! Every parameter is checked before the generator advances, so a failed call leaves both the
 //! operands and the generator unchanged.
 
-use super::output::{check_out, write_result, Dest};
+use super::output::{check_out, deliver, Dest, Policy};
 use crate::autograd::record::in_place;
 use crate::backend::{self, RandomDist};
 use crate::random::generator::or_default;
@@ -31,7 +31,8 @@ fn draw(
     let n = checked_numel(op, shape)?;
     let words = words_consumed(dist, dtype, n);
     let g = or_default(gen);
-    write_result(op, dest, &[], shape, dtype, device, like, |dst| {
+    let policy = Policy::new(op, &[], shape, device, like);
+    deliver(dest, &policy, dtype, |dst| {
         let at = g.reserve(words);
         backend::random(dist, at.seed, at.offset, dst)
     })

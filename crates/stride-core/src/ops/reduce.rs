@@ -26,7 +26,9 @@
 //! - an `out` sharing memory with the input is fine (the result is computed as if into a
 //!   fresh tensor, then copied); PyTorch refuses partial overlap.
 
-use super::output::{alloc_result_for_overwrite, check_out, write_result, Dest};
+use super::output::{
+    check_out, deliver, deliver_all, deliver_computed, Alias, Cast, Dest, Out, Policy,
+};
 use crate::backend::{self, ArgReduceOp, ReduceOp, View};
 use crate::shape::wrap_dims;
 use crate::{DType, Device, Error, Layout, Result, Tensor};
@@ -133,28 +135,21 @@ pub(crate) fn reduce_into(
         r.check_nonempty(name, x)?;
     }
     let src = x.view_ref();
-    write_result(
-        name,
-        dest,
-        &[src],
-        &r.shape,
-        dtype,
-        x.device(),
-        None,
-        |dst| {
-            let kl = r.keepdim_layout(dst.layout);
-            backend::reduce(
-                op,
-                src,
-                &r.dims,
-                View {
-                    storage: dst.storage,
-                    layout: &kl,
-                    dtype: dst.dtype,
-                },
-            )
-        },
-    )
+    let inputs = [src];
+    let policy = Policy::new(name, &inputs, &r.shape, x.device(), None);
+    deliver(dest, &policy, dtype, |dst| {
+        let kl = r.keepdim_layout(dst.layout);
+        backend::reduce(
+            op,
+            src,
+            &r.dims,
+            View {
+                storage: dst.storage,
+                layout: &kl,
+                dtype: dst.dtype,
+            },
+        )
+    })
 }
 
 /// Reports a dtype error under the name the user called.
@@ -180,26 +175,6 @@ pub(crate) fn precheck(
     match dest {
         Dest::New => Ok(()),
         Dest::Into(out) => check_out(op, out, shape, dtype, device),
-    }
-}
-
-/// Delivers the result of a composed op: itself, or copied through the caller's layout.
-pub(crate) fn deliver(op: &'static str, dest: Dest, result: Tensor) -> Result<Tensor> {
-    match dest {
-        Dest::New => Ok(result),
-        Dest::Into(_) => {
-            let v = result.view_ref();
-            write_result(
-                op,
-                dest,
-                &[],
-                result.shape(),
-                result.dtype(),
-                result.device(),
-                None,
-                |dst| backend::copy_cast(v, dst),
-            )
-        }
     }
 }
 
@@ -237,83 +212,40 @@ fn arg_extremum(
     let r = Reduction::new(name, x, dims, keepdim)?;
     r.check_nonempty(name, x)?;
     let device = x.device();
-    // every output is validated before anything is written; as PyTorch, the values output
-    // must have the input's dtype and the indices output must be i64
-    let exact = |t: &Tensor, what: &str, dtype: DType| {
-        if t.dtype() == dtype {
-            return Ok(());
-        }
-        Err(Error::invalid(
-            name,
-            format!(
-                "the {what} output has dtype {}, expected {dtype}; pass a {dtype} tensor (or convert the result with to_dtype)",
-                t.dtype()
-            ),
-        ))
+    // as PyTorch, the values output must have exactly the input's dtype and the indices
+    // output i64; an output sharing the input's storage is written through a temporary
+    let inputs = [x.view_ref()];
+    let policy = Policy {
+        cast: Cast::Exact,
+        alias: Alias::None,
+        ..Policy::new(name, &inputs, &r.shape, device, None)
     };
-    if let Some(Dest::Into(v)) = values {
-        check_out(name, v, &r.shape, x.dtype(), device)?;
-        exact(v, "values", x.dtype())?;
-    }
-    if let Dest::Into(i) = indices {
-        check_out(name, i, &r.shape, DType::I64, device)?;
-        exact(i, "indices", DType::I64)?;
-        if let Some(Dest::Into(v)) = values {
-            if v.shares_storage_with(i) {
-                return Err(Error::invalid(
-                    name,
-                    "the values and indices outputs share storage; pass two separate tensors",
-                ));
-            }
-        }
-    }
-    let aliased = |d: Dest| match d {
-        Dest::New => false,
-        Dest::Into(t) => t.shares_storage_with(x),
+    let run = |v: Option<View>, i: View| {
+        let vl = v.map(|v| r.keepdim_layout(v.layout));
+        let il = r.keepdim_layout(i.layout);
+        let vv = v.zip(vl.as_ref()).map(|(v, l)| View { layout: l, ..v });
+        backend::arg_reduce(op, x.view_ref(), &r.dims, vv, View { layout: &il, ..i })
     };
-    if values.is_some_and(aliased) || aliased(indices) {
-        // an output shares the input's storage: compute into fresh tensors, then copy
-        let (v, i) = arg_extremum(
-            name,
-            op,
-            x,
-            dims,
-            keepdim,
-            values.map(|_| Dest::New),
-            Dest::New,
-        )?;
-        let v = match (values, v) {
-            (Some(d), Some(v)) => Some(deliver(name, d, v)?),
-            _ => None,
-        };
-        return Ok((v, deliver(name, indices, i)?));
-    }
-    let target = |d: Dest, dtype: DType| match d {
-        Dest::New => alloc_result_for_overwrite(&r.shape, dtype, &device, None),
-        Dest::Into(t) => Ok(t.clone()),
-    };
-    let v = values.map(|d| target(d, x.dtype())).transpose()?;
-    let i = target(indices, DType::I64)?;
-    let vl = v.as_ref().map(|v| r.keepdim_layout(v.layout()));
-    let il = r.keepdim_layout(i.layout());
-    let vv = v.as_ref().zip(vl.as_ref()).map(|(t, l)| View {
-        storage: t.storage(),
-        layout: l,
-        dtype: t.dtype(),
-    });
-    let iv = View {
-        storage: i.storage(),
-        layout: &il,
+    let indices = Out {
+        dest: indices,
         dtype: DType::I64,
+        what: "indices",
     };
-    backend::arg_reduce(op, x.view_ref(), &r.dims, vv, iv)?;
-    if let Some(Dest::Into(t)) = values {
-        t.storage().bump_version();
+    match values {
+        Some(values) => {
+            let values = Out {
+                dest: values,
+                dtype: x.dtype(),
+                what: "values",
+            };
+            let [v, i] = deliver_all(&policy, [values, indices], |[v, i]| run(Some(v), i))?;
+            Ok((Some(v), i))
+        }
+        None => {
+            let [i] = deliver_all(&policy, [indices], |[i]| run(None, i))?;
+            Ok((None, i))
+        }
     }
-    if let Dest::Into(t) = indices {
-        t.storage().bump_version();
-    }
-    Ok((v, i))
 }
 
 fn var_impl(
@@ -353,7 +285,7 @@ fn var_impl(
     if sqrt {
         v.sqrt_()?;
     }
-    deliver(name, dest, v.to_dtype(x.dtype())?)
+    deliver_computed(name, dest, v.to_dtype(x.dtype())?)
 }
 
 fn norm_impl(x: &Tensor, p: f64, dims: &[i64], keepdim: bool, dest: Dest) -> Result<Tensor> {
@@ -399,7 +331,7 @@ fn norm_impl(x: &Tensor, p: f64, dims: &[i64], keepdim: bool, dest: Dest) -> Res
         a.pow_(p)?;
         sum(&a)?.pow_(1.0 / p)?
     };
-    deliver(name, dest, res.to_dtype(x.dtype())?)
+    deliver_computed(name, dest, res.to_dtype(x.dtype())?)
 }
 
 fn logsumexp_impl(x: &Tensor, dims: &[i64], keepdim: bool, dest: Dest) -> Result<Tensor> {
@@ -413,7 +345,7 @@ fn logsumexp_impl(x: &Tensor, dims: &[i64], keepdim: bool, dest: Dest) -> Result
     };
     precheck(name, dest, &r.shape, dtype, x.device())?;
     if r.count == 0 {
-        return deliver(
+        return deliver_computed(
             name,
             dest,
             Tensor::full(r.shape.clone(), f64::NEG_INFINITY, dtype, &x.device())?,
@@ -431,7 +363,7 @@ fn logsumexp_impl(x: &Tensor, dims: &[i64], keepdim: bool, dest: Dest) -> Result
     s.log_()?;
     let shape: Vec<i64> = r.shape.iter().map(|&n| n as i64).collect();
     s.add_(&m.reshape(&shape)?)?;
-    deliver(name, dest, s.to_dtype(dtype)?)
+    deliver_computed(name, dest, s.to_dtype(dtype)?)
 }
 
 /// `dim` as a dims list for arg reductions (`None`: every dim, the flat index).

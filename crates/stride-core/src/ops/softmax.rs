@@ -3,8 +3,8 @@
 //! first, so inputs of 1e4 do not overflow), f16/bf16 computed in f32 and rounded once.
 //! As PyTorch: `-inf` entries get probability 0; a line of only `-inf` gives NaN.
 
-use super::output::{alloc_result, Dest};
-use super::reduce::{compute_dtype, deliver, float_only, precheck, reduce_into};
+use super::output::{alloc_result, deliver_computed, Dest};
+use super::reduce::{compute_dtype, float_only, precheck, reduce_into};
 use crate::backend::ReduceOp;
 use crate::shape::wrap_dim;
 use crate::{Result, Tensor};
@@ -14,7 +14,7 @@ fn softmax_impl(name: &'static str, x: &Tensor, dim: i64, log: bool, dest: Dest)
     wrap_dim(name, dim, x.dim())?;
     precheck(name, dest, x.shape(), x.dtype(), x.device())?;
     if x.numel() == 0 {
-        return deliver(
+        return deliver_computed(
             name,
             dest,
             alloc_result(x.shape(), x.dtype(), &x.device(), Some(x))?,
@@ -33,7 +33,7 @@ fn softmax_impl(name: &'static str, x: &Tensor, dim: i64, log: bool, dest: Dest)
         let s = reduce_into(name, ReduceOp::Sum, &y, &[dim], true, Dest::New)?;
         y.div_(&s)?;
     }
-    deliver(name, dest, y.to_dtype(x.dtype())?)
+    deliver_computed(name, dest, y.to_dtype(x.dtype())?)
 }
 
 impl Tensor {

@@ -19,9 +19,9 @@
 use crate::autograd::formulas::index::{record_value_selection, untracked};
 use crate::autograd::record::unrecorded_out;
 use crate::backend::sort::{self as prim, SortedRows};
-use crate::backend::{self, View};
+use crate::backend::View;
 use crate::ops::index::check_devices;
-use crate::ops::output::check_out_exact;
+use crate::ops::output::{deliver_all, Dest, Out, Policy};
 use crate::promote::result_type;
 use crate::shape::wrap_dim;
 use crate::{DType, Error, Layout, Operand, Result, Tensor};
@@ -38,10 +38,10 @@ fn dim_size(t: &Tensor, d: usize) -> usize {
     t.shape().get(d).copied().unwrap_or(1)
 }
 
-/// Runs a (values, indices) primitive into the caller's outputs: both checked first (the
-/// shape, exactly `x`'s dtype and i64, no overlapping elements, not sharing memory with each
-/// other), written through their layouts — through fresh tensors copied back when one shares
-/// memory with `x`. Bumps both versions.
+/// Runs a (values, indices) primitive into the caller's outputs (see [`deliver_all`]): both
+/// checked first (the shape, exactly `x`'s dtype and i64, no overlapping elements, not
+/// sharing memory with each other), written through their layouts — through temporaries
+/// copied back when one shares memory with `x`. Bumps both versions.
 fn deliver_pair(
     op: &'static str,
     x: &Tensor,
@@ -50,26 +50,19 @@ fn deliver_pair(
     indices: &Tensor,
     run: impl FnOnce(View, View) -> Result<()>,
 ) -> Result<(Tensor, Tensor)> {
-    check_out_exact(op, values, shape, x.dtype(), x.device())?;
-    check_out_exact(op, indices, shape, DType::I64, x.device())?;
-    if values.shares_storage_with(indices) {
-        return Err(Error::invalid(
-            op,
-            "the values and indices outputs share storage; pass two separate tensors",
-        ));
-    }
-    if values.shares_storage_with(x) || indices.shares_storage_with(x) {
-        let v = Tensor::alloc_contiguous(shape, x.dtype(), &x.device())?;
-        let i = Tensor::alloc_contiguous(shape, DType::I64, &x.device())?;
-        run(v.view_ref(), i.view_ref())?;
-        backend::copy_cast(v.view_ref(), values.view_ref())?;
-        backend::copy_cast(i.view_ref(), indices.view_ref())?;
-    } else {
-        run(values.view_ref(), indices.view_ref())?;
-    }
-    values.storage().bump_version();
-    indices.storage().bump_version();
-    Ok((values.clone(), indices.clone()))
+    let inputs = [x.view_ref()];
+    let policy = Policy::exact(op, &inputs, shape, x.device());
+    let out = |t, dtype, what| Out {
+        dest: Dest::Into(t),
+        dtype,
+        what,
+    };
+    let outs = [
+        out(values, x.dtype(), "values"),
+        out(indices, DType::I64, "indices"),
+    ];
+    let [v, i] = deliver_all(&policy, outs, |[v, i]| run(v, i))?;
+    Ok((v, i))
 }
 
 impl Tensor {
