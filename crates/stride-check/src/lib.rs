@@ -8,6 +8,8 @@
 //! form), and the [`runner`] runs each one over every [`layouts::LayoutKind`] (outputs of
 //! in-place and `_out` forms included — poisoned before the call, guarded around), every
 //! size of the [`sizes`] sweep and every dtype, producing a [`Report`].
+//! Each entry also says whether the op is differentiable ([`Grad`]); [`grad`] gradchecks
+//! every differentiable entry over its samples and the same layouts.
 //!
 //! ```no_run
 //! let report = stride_check::run(&stride_check::Config::default());
@@ -18,6 +20,7 @@
 //! See `README.md` in this crate for how to add an op.
 
 pub mod bounds;
+pub mod grad;
 pub mod host;
 pub mod layouts;
 pub mod promote;
@@ -31,7 +34,8 @@ pub mod tol;
 
 pub use layouts::{LayoutKind, LayoutSpec};
 pub use registry::{
-    Arg, ArgSpec, DTypeRule, Domain, Family, Form, OpInfo, Params, Sample, SampleArg, SampleCtx,
+    Arg, ArgSpec, DTypeRule, Domain, Family, Form, Grad, OpInfo, Params, Sample, SampleArg,
+    SampleCtx,
 };
 pub use report::{Failure, Key, Reason, Report};
 pub use runner::{

@@ -487,7 +487,7 @@ pub fn scenarios(
 }
 
 /// The result shape the reference gives for `sample` (operands contiguous), if it gives one.
-fn reference_shape(op: &OpInfo, sample: &Sample) -> Option<Vec<usize>> {
+pub(crate) fn reference_shape(op: &OpInfo, sample: &Sample) -> Option<Vec<usize>> {
     let exp = op.expected(sample);
     let tensors: Vec<Option<RefTensor>> = sample
         .args

@@ -1,12 +1,72 @@
-//! Sorting and selection against the plain-loop references in `idx_common/reference.rs`:
+//! Sorting and selection against the stride-check registry's references (`registry_ref`):
 //! layouts of every operand, dtypes, NaN/±0/ties, rows on both sides of the radix and heap
-//! thresholds, size-0/size-1 dims, and error paths with operands unchanged.
+//! thresholds (longer than the conformance matrix's sizes), rows sorted by several threads,
+//! size-0/size-1 dims, and error paths with operands unchanged.
 
 mod idx_common;
 
-use idx_common::reference as r;
 use idx_common::*;
-use stride_core::{DType, Device, Error, Tensor};
+use stride_check::registry::Params;
+use stride_core::{DType, Device, Error, Scalar, Tensor};
+
+fn numel(shape: &[usize]) -> usize {
+    shape.iter().product()
+}
+
+fn p(dims: &[usize], ints: &[i64]) -> Params {
+    Params {
+        dims: dims.iter().map(|&d| d as i64).collect(),
+        ints: ints.to_vec(),
+        ..Params::default()
+    }
+}
+
+/// Stable sort along `d`: (values, indices).
+fn sort_ref(x: &[f64], xs: &[usize], dt: DType, d: usize, desc: bool) -> (Vec<f64>, Vec<i64>) {
+    let a = [(x, xs, dt)];
+    let ps = p(&[d], &[desc as i64, 1]);
+    (
+        registry_ref("sort", &a, ps.clone()),
+        registry_ref_i64("sort.indices", &a, ps),
+    )
+}
+
+/// The first `k` of the stable sort along `d`.
+fn topk_ref(
+    x: &[f64],
+    xs: &[usize],
+    dt: DType,
+    d: usize,
+    k: usize,
+    largest: bool,
+) -> (Vec<f64>, Vec<i64>) {
+    let a = [(x, xs, dt)];
+    let ps = p(&[d], &[k as i64, largest as i64, 1]);
+    (
+        registry_ref("topk", &a, ps.clone()),
+        registry_ref_i64("topk.indices", &a, ps),
+    )
+}
+
+/// The `k`-th smallest (from 1) along `d`, without keepdim.
+fn kthvalue_ref(x: &[f64], xs: &[usize], dt: DType, d: usize, k: usize) -> (Vec<f64>, Vec<i64>) {
+    let a = [(x, xs, dt)];
+    let ps = p(&[d], &[k as i64, 0]);
+    (
+        registry_ref("kthvalue", &a, ps.clone()),
+        registry_ref_i64("kthvalue.indices", &a, ps),
+    )
+}
+
+/// The lower median along `d`, without keepdim.
+fn median_dim_ref(x: &[f64], xs: &[usize], dt: DType, d: usize) -> (Vec<f64>, Vec<i64>) {
+    let a = [(x, xs, dt)];
+    let ps = p(&[d], &[]);
+    (
+        registry_ref("median_dim", &a, ps.clone()),
+        registry_ref_i64("median_dim.indices", &a, ps),
+    )
+}
 
 const CPU: Device = Device::Cpu;
 
@@ -53,10 +113,10 @@ fn sort_matches_the_stable_reference_over_layouts_dtypes_and_dims() {
         vec![3, 1],
     ] {
         for dt in SORT_DTYPES {
-            let x = tricky(dt, r::numel(&xs), &mut rng);
+            let x = tricky(dt, numel(&xs), &mut rng);
             for d in 0..xs.len() {
                 for desc in [false, true] {
-                    let (wv, wi) = r::sort(&x, &xs, d, desc);
+                    let (wv, wi) = sort_ref(&x, &xs, dt, d, desc);
                     for xl in layouts(&x, &xs, dt) {
                         let (v, i) = xl.t.sort(d as i64, desc, false).unwrap();
                         assert_eq!(v.dtype(), dt);
@@ -91,7 +151,7 @@ fn long_rows_take_the_radix_path_and_stay_stable() {
         for n in [1023usize, 1025, 5000] {
             let x = tricky(dt, n, &mut rng);
             for desc in [false, true] {
-                let (wv, wi) = r::sort(&x, &[n], 0, desc);
+                let (wv, wi) = sort_ref(&x, &[n], dt, 0, desc);
                 let (v, i) = tensor(&x, &[n], dt).sort(0, desc, true).unwrap();
                 assert_eq!(i64s(&i), wi, "{dt} n={n} desc={desc}");
                 assert_same!(f64s(&v), wv, "{dt} n={n}");
@@ -103,7 +163,7 @@ fn long_rows_take_the_radix_path_and_stay_stable() {
         let n = 70_000;
         let x = tricky(dt, n, &mut rng);
         for desc in [false, true] {
-            let (wv, wi) = r::sort(&x, &[n], 0, desc);
+            let (wv, wi) = sort_ref(&x, &[n], dt, 0, desc);
             for threads in [1usize, 3] {
                 let pool = rayon::ThreadPoolBuilder::new()
                     .num_threads(threads)
@@ -120,7 +180,7 @@ fn long_rows_take_the_radix_path_and_stay_stable() {
     // a long row along a strided dim of a 2-D tensor
     let x = tricky(DType::F32, 2 * 3000, &mut rng);
     let t = tensor(&x, &[3000, 2], DType::F32);
-    let (wv, wi) = r::sort(&x, &[3000, 2], 0, false);
+    let (wv, wi) = sort_ref(&x, &[3000, 2], DType::F32, 0, false);
     let (v, i) = t.sort(0, false, false).unwrap();
     assert_eq!(i64s(&i), wi);
     assert_same!(f64s(&v), wv, "strided long rows");
@@ -166,10 +226,10 @@ fn topk_over_layouts_thresholds_and_ties() {
     ] {
         let n = xs[d];
         for dt in [DType::F32, DType::BF16, DType::I32, DType::U8] {
-            let x = tricky(dt, r::numel(&xs), &mut rng);
+            let x = tricky(dt, numel(&xs), &mut rng);
             for k in [0usize, 1, 2, n / 2, n] {
                 for largest in [true, false] {
-                    let (wv, wi) = r::topk(&x, &xs, d, k, largest);
+                    let (wv, wi) = topk_ref(&x, &xs, dt, d, k, largest);
                     for xl in layouts(&x, &xs, dt) {
                         let (v, i) = xl.t.topk(k, d as i64, largest, true).unwrap();
                         let mut os = xs.clone();
@@ -209,10 +269,10 @@ fn kthvalue_and_median() {
     let mut rng = Rng(4);
     for xs in [vec![4usize, 7], vec![3, 5, 2], vec![11]] {
         for dt in [DType::F32, DType::F16, DType::I64, DType::I8] {
-            let x = tricky(dt, r::numel(&xs), &mut rng);
+            let x = tricky(dt, numel(&xs), &mut rng);
             for d in 0..xs.len() {
                 for k in [1, xs[d] / 2 + 1, xs[d]] {
-                    let (wv, wi) = r::kthvalue(&x, &xs, d, k);
+                    let (wv, wi) = kthvalue_ref(&x, &xs, dt, d, k);
                     for xl in layouts(&x, &xs, dt) {
                         let (v, i) = xl.t.kthvalue(k, d as i64, false).unwrap();
                         let ctx = format!("kthvalue {xs:?} d{d} k={k} {dt} {}", xl.name);
@@ -222,7 +282,7 @@ fn kthvalue_and_median() {
                         assert_eq!(vk.shape()[d], 1);
                     }
                 }
-                let (wv, wi) = r::median_dim(&x, &xs, d);
+                let (wv, wi) = median_dim_ref(&x, &xs, dt, d);
                 for xl in layouts(&x, &xs, dt) {
                     let (v, i) = xl.t.median_dim(d as i64, false).unwrap();
                     let ctx = format!("median_dim {xs:?} d{d} {dt} {}", xl.name);
@@ -263,8 +323,11 @@ fn unique_values_inverse_counts() {
     let mut rng = Rng(5);
     for xs in [vec![4usize, 6], vec![17], vec![0], vec![2, 3, 2]] {
         for dt in SORT_DTYPES {
-            let x = tricky(dt, r::numel(&xs), &mut rng);
-            let (wv, wi, wc) = r::unique(&x);
+            let x = tricky(dt, numel(&xs), &mut rng);
+            let a = [(x.as_slice(), xs.as_slice(), dt)];
+            let wv = registry_ref("unique", &a, Params::default());
+            let wi = registry_ref_i64("unique.inverse", &a, Params::default());
+            let wc = registry_ref_i64("unique.counts", &a, Params::default());
             for xl in layouts(&x, &xs, dt) {
                 let (v, inv, c) = xl.t.unique(true, true, true).unwrap();
                 let ctx = format!("unique {xs:?} {dt} {}", xl.name);
@@ -316,10 +379,11 @@ fn searchsorted_1d_and_batched() {
                     let out = sl.t.searchsorted(&vl.t, right).unwrap();
                     assert_eq!(out.dtype(), DType::I64);
                     assert_eq!(out.shape(), &[3, 4]);
-                    let want: Vec<i64> = vals
-                        .iter()
-                        .map(|&v| r::searchsorted_row(&seq, v, right))
-                        .collect();
+                    let want = registry_ref_i64(
+                        "searchsorted",
+                        &[(&seq, &[9], dt), (&vals, &[3, 4], dt)],
+                        p(&[], &[right as i64]),
+                    );
                     assert_eq!(
                         i64s(&out),
                         want,
@@ -344,11 +408,11 @@ fn searchsorted_1d_and_batched() {
         for vl in layouts(&vals, &[b, k], DType::I32) {
             for right in [false, true] {
                 let out = sl.t.searchsorted(&vl.t, right).unwrap();
-                let want: Vec<i64> = (0..b * k)
-                    .map(|p| {
-                        r::searchsorted_row(&seqs[(p / k) * m..(p / k + 1) * m], vals[p], right)
-                    })
-                    .collect();
+                let want = registry_ref_i64(
+                    "searchsorted",
+                    &[(&seqs, &[b, m], DType::I64), (&vals, &[b, k], DType::I32)],
+                    p(&[], &[right as i64]),
+                );
                 assert_eq!(
                     i64s(&out),
                     want,
@@ -375,9 +439,12 @@ fn bincount_counts_and_weights() {
         for xl in layouts(&xf, &[50], idt) {
             let out = xl.t.bincount(None, 0).unwrap();
             assert_eq!(out.dtype(), DType::I64);
-            assert_same!(f64s(&out), r::bincount(&x, None, 0), "{idt} {}", xl.name);
+            let bc = |minlength: i64| {
+                registry_ref("bincount", &[(&xf, &[50], idt)], p(&[], &[minlength]))
+            };
+            assert_same!(f64s(&out), bc(0), "{idt} {}", xl.name);
             let out = xl.t.bincount(None, 20).unwrap();
-            assert_same!(f64s(&out), r::bincount(&x, None, 20), "minlength");
+            assert_same!(f64s(&out), bc(20), "minlength");
             for (wdt, rdt) in [
                 (DType::F32, DType::F32),
                 (DType::F64, DType::F64),
@@ -389,7 +456,11 @@ fn bincount_counts_and_weights() {
                     assert_eq!(out.dtype(), rdt, "weights {wdt}");
                     assert_same!(
                         f64s(&out),
-                        r::bincount(&x, Some(&w), 3),
+                        registry_ref(
+                            "bincount.weights",
+                            &[(&xf, &[50], idt), (&w, &[50], wdt)],
+                            p(&[], &[3])
+                        ),
                         "weights {wdt} {}",
                         wl.name
                     );
@@ -410,7 +481,16 @@ fn histc_bins_edges_and_nan() {
             let xv = f64s(&xl.t);
             let out = xl.t.histc(7, -1.0, 8.0).unwrap();
             assert_eq!(out.dtype(), dt);
-            assert_same!(f64s(&out), r::histc(&xv, 7, -1.0, 8.0), "{dt} {}", xl.name);
+            let want = registry_ref(
+                "histc",
+                &[(&xv, &[20, 10], dt)],
+                Params {
+                    ints: vec![7],
+                    scalars: vec![Scalar::Float(-1.0), Scalar::Float(8.0)],
+                    ..Params::default()
+                },
+            );
+            assert_same!(f64s(&out), want, "{dt} {}", xl.name);
         }
     }
     // the right edge falls into the last bin; NaN and out-of-range are ignored

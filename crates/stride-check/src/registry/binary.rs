@@ -468,3 +468,31 @@ pub fn ops() -> Vec<OpInfo> {
     ));
     v
 }
+
+/// How far each entry of this family is differentiable ([`Grad`], checked by
+/// [`crate::grad`]). Twice: `add sub mul div pow` with a tensor rhs; Once: the other float ops and the scalar-rhs forms; No: comparisons, logical and bitwise ops.
+pub fn grad(name: &str) -> super::Grad {
+    match name {
+        "add" | "sub" | "mul" | "div" | "pow" => super::Grad::Twice,
+        "add.scalar"
+        | "sub.scalar"
+        | "mul.scalar"
+        | "div.scalar"
+        | "pow.scalar"
+        | "floor_divide"
+        | "floor_divide.scalar"
+        | "remainder"
+        | "remainder.scalar"
+        | "maximum"
+        | "maximum.scalar"
+        | "minimum"
+        | "minimum.scalar"
+        | "atan2"
+        | "atan2.scalar"
+        | "clamp_min"
+        | "clamp_min.scalar"
+        | "clamp_max"
+        | "clamp_max.scalar" => super::Grad::Once,
+        _ => super::Grad::No,
+    }
+}

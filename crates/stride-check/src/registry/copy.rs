@@ -114,3 +114,12 @@ pub fn ops() -> Vec<OpInfo> {
             .functional(|a, _| a[0].t().clone_with(MemoryFormat::Contiguous)),
     ]
 }
+
+/// How far each entry of this family is differentiable ([`Grad`], checked by
+/// [`crate::grad`]). Once: every copy (a cast to another dtype gives no f64 result, so only `to_dtype` to f64 is gradchecked; the real casts are in stride-core's `tests/gradcheck_tolerances.rs`).
+pub fn grad(name: &str) -> super::Grad {
+    match name {
+        "to_dtype" | "contiguous" | "clone" | "clone.contiguous" => super::Grad::Once,
+        _ => super::Grad::No,
+    }
+}

@@ -316,3 +316,10 @@ pub fn ops() -> Vec<OpInfo> {
             }),
     ]
 }
+
+/// How far each entry of this family is differentiable ([`Grad`], checked by
+/// [`crate::grad`]). No: creation ops have no tensor operand to differentiate.
+pub fn grad(name: &str) -> super::Grad {
+    let _ = name;
+    super::Grad::No
+}

@@ -297,3 +297,13 @@ pub fn equation(p: &Params, binary: bool) -> &'static str {
     let t = if binary { BINARY } else { UNARY };
     t[p.ints[0] as usize].0
 }
+
+/// How far each entry of this family is differentiable ([`Grad`], checked by
+/// [`crate::grad`]). Twice: `einsum.2`; Once: `einsum.1`.
+pub fn grad(name: &str) -> super::Grad {
+    match name {
+        "einsum.2" => super::Grad::Twice,
+        "einsum.1" => super::Grad::Once,
+        _ => super::Grad::No,
+    }
+}

@@ -1023,3 +1023,18 @@ pub fn ops() -> Vec<OpInfo> {
         .out(move |a, p, o| a[0].t().index_fill_out(dim(p), a[1].t(), sc(p), o)),
     ]
 }
+
+/// How far each entry of this family is differentiable ([`Grad`], checked by
+/// [`crate::grad`]). Twice: the gathers and accumulating scatters whose backward is again a gather or a scatter-add; Once: the other value-moving ops; No: `nonzero`.
+pub fn grad(name: &str) -> super::Grad {
+    match name {
+        "index_select" | "gather" | "scatter_add" | "index_add" | "masked_select" => {
+            super::Grad::Twice
+        }
+        "take" | "index" | "embedding" | "index_mask" | "masked_fill" | "masked_scatter"
+        | "scatter" | "scatter_value" | "scatter_reduce" | "index_copy" | "index_fill" => {
+            super::Grad::Once
+        }
+        _ => super::Grad::No,
+    }
+}

@@ -915,3 +915,33 @@ pub fn ops() -> Vec<OpInfo> {
     let _ = DTypeRule::Same;
     v
 }
+
+/// How far each entry of this family is differentiable ([`Grad`], checked by
+/// [`crate::grad`]). Twice: `cat`; Once: the other joins, splits and rearrangements.
+pub fn grad(name: &str) -> super::Grad {
+    match name {
+        "cat" => super::Grad::Twice,
+        "stack"
+        | "split.first"
+        | "split.last"
+        | "chunk.first"
+        | "chunk.last"
+        | "unbind.first"
+        | "unbind.last"
+        | "split_with_sizes.first"
+        | "split_with_sizes.last"
+        | "repeat"
+        | "tile"
+        | "repeat_interleave"
+        | "repeat_interleave.tensor"
+        | "flip"
+        | "roll"
+        | "tril"
+        | "triu"
+        | "pad"
+        | "meshgrid.0"
+        | "meshgrid.1"
+        | "meshgrid.2" => super::Grad::Once,
+        _ => super::Grad::No,
+    }
+}

@@ -229,3 +229,12 @@ fn mul(a: f64, b: f64, d: stride_core::DType) -> f64 {
         crate::host::wrap_int(a as i128 * b as i128, d) as f64
     }
 }
+
+/// How far each entry of this family is differentiable ([`Grad`], checked by
+/// [`crate::grad`]). Twice: every matrix product.
+pub fn grad(name: &str) -> super::Grad {
+    match name {
+        "matmul" | "mm" | "bmm" | "dot" | "outer" => super::Grad::Twice,
+        _ => super::Grad::No,
+    }
+}

@@ -20,8 +20,9 @@
 //! Find an op's entry with [`find`] (or grep for `"name"` in this folder). An entry
 //! ([`OpInfo`]) says: the operands ([`ArgSpec`]: tensor or scalar, dtype, value domain), the
 //! dtypes it claims, the result-dtype rule ([`DTypeRule`]), a sampler, an f64 reference, the
-//! tolerance per dtype and how to call each form it has. See the crate README for how to add
-//! an op (reductions and matmul included).
+//! tolerance per dtype, how to call each form it has, and whether it is differentiable
+//! ([`Grad`], set from each family's `grad` table; [`crate::grad`] gradchecks it). See the
+//! crate README for how to add an op (reductions and matmul included).
 
 pub mod binary;
 pub mod copy;
@@ -533,6 +534,28 @@ pub type SampleFn = Arc<dyn Fn(&mut SampleCtx) -> Vec<Sample> + Send + Sync>;
 /// Per-element absolute error bounds of a case (see [`crate::bounds`]).
 pub type BoundFn = Arc<dyn Fn(&RefCtx, &[RefArg]) -> Result<Vec<f64>, String> + Send + Sync>;
 
+/// Whether an op is differentiable, and how far ([`OpInfo::grad`]).
+///
+/// PyTorch's OpInfo says the same with `supports_autograd` and `supports_gradgrad`. The
+/// gradcheck sweep ([`crate::grad`]) holds every entry to its value: `Once` and `Twice`
+/// entries are gradchecked (first derivatives; `Twice` also second derivatives) in f64 over
+/// the entry's own samples and the registry's layouts, and a `No` entry whose functional
+/// result requires grad when its float operands do is a failure — so an op that gains or
+/// loses autograd without its entry saying so is caught.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+pub enum Grad {
+    /// Not differentiable: its result never requires grad (integer, bool or index results,
+    /// random sampling, creation from sizes), or it has no f64 functional form to check.
+    #[default]
+    No,
+    /// First derivatives are recorded (`supports_autograd`), and gradcheck holds them to
+    /// finite differences.
+    Once,
+    /// Second derivatives too (`supports_gradgrad`): the backward is itself differentiable,
+    /// and gradgradcheck holds it to finite differences.
+    Twice,
+}
+
 /// A registry entry: everything the generic tests need to run one op.
 #[derive(Clone)]
 pub struct OpInfo {
@@ -560,6 +583,9 @@ pub struct OpInfo {
     /// Per-element error bounds from the inputs (composed layers and losses, see
     /// [`crate::bounds`]); when set, the runner uses them instead of `tol`.
     pub bound: Option<BoundFn>,
+    /// Whether the functional form is differentiable, once or twice ([`Grad`]; default
+    /// [`Grad::No`]). The gradcheck sweep ([`crate::grad`]) checks it both ways.
+    pub grad: Grad,
 }
 
 impl fmt::Debug for OpInfo {
@@ -571,6 +597,7 @@ impl fmt::Debug for OpInfo {
             .field("dtypes", &self.dtypes)
             .field("rule", &self.rule)
             .field("forms", &self.forms())
+            .field("grad", &self.grad)
             .finish()
     }
 }
@@ -606,7 +633,13 @@ impl OpInfo {
             promotion: false,
             exact_dest_dtype: false,
             bound: None,
+            grad: Grad::No,
         }
+    }
+    /// How far the functional form is differentiable (see [`Grad`]).
+    pub fn grad(mut self, g: Grad) -> Self {
+        self.grad = g;
+        self
     }
     /// Per-element error bounds (see [`OpInfo::bound`]).
     pub fn bound(
@@ -959,24 +992,35 @@ pub mod dtypes {
     pub const INTS_AND_BOOL: &[DType] = &[I64, I32, U32, U8, I8, Bool];
 }
 
+/// Each entry with the [`Grad`] its family's `grad` table gives it.
+fn with_grad(ops: Vec<OpInfo>, grad: fn(&str) -> Grad) -> Vec<OpInfo> {
+    ops.into_iter()
+        .map(|o| {
+            let g = grad(o.name);
+            o.grad(g)
+        })
+        .collect()
+}
+
 /// Every registered op, in family order. Built once.
 pub fn all() -> &'static [OpInfo] {
     static ALL: OnceLock<Vec<OpInfo>> = OnceLock::new();
     ALL.get_or_init(|| {
-        let mut v = unary::ops();
-        v.extend(binary::ops());
-        v.extend(ternary::ops());
-        v.extend(copy::ops());
-        v.extend(creation::ops());
-        v.extend(views::ops());
-        v.extend(reduce::ops());
-        v.extend(matmul::ops());
-        v.extend(index::ops());
-        v.extend(sort::ops());
-        v.extend(join::ops());
-        v.extend(random::ops());
-        v.extend(einsum::ops());
-        v.extend(nn::ops());
+        let mut v = vec![];
+        v.extend(with_grad(unary::ops(), unary::grad));
+        v.extend(with_grad(binary::ops(), binary::grad));
+        v.extend(with_grad(ternary::ops(), ternary::grad));
+        v.extend(with_grad(copy::ops(), copy::grad));
+        v.extend(with_grad(creation::ops(), creation::grad));
+        v.extend(with_grad(views::ops(), views::grad));
+        v.extend(with_grad(reduce::ops(), reduce::grad));
+        v.extend(with_grad(matmul::ops(), matmul::grad));
+        v.extend(with_grad(index::ops(), index::grad));
+        v.extend(with_grad(sort::ops(), sort::grad));
+        v.extend(with_grad(join::ops(), join::grad));
+        v.extend(with_grad(random::ops(), random::grad));
+        v.extend(with_grad(einsum::ops(), einsum::grad));
+        v.extend(with_grad(nn::ops(), nn::grad));
         v
     })
 }

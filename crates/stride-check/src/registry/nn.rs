@@ -991,3 +991,23 @@ pub fn ops() -> Vec<OpInfo> {
         nll(),
     ]
 }
+
+/// How far each entry of this family is differentiable ([`Grad`], checked by
+/// [`crate::grad`]). Once: every composed layer and loss (its gradient is that of the ops it composes).
+pub fn grad(name: &str) -> super::Grad {
+    match name {
+        "nn.layer_norm"
+        | "nn.rms_norm"
+        | "nn.embedding"
+        | "nn.embedding.grad"
+        | "nn.mse_loss"
+        | "nn.l1_loss"
+        | "nn.smooth_l1_loss"
+        | "nn.cross_entropy"
+        | "nn.cross_entropy.probs"
+        | "nn.nll_loss"
+        | "nn.binary_cross_entropy"
+        | "nn.binary_cross_entropy_with_logits" => super::Grad::Once,
+        _ => super::Grad::No,
+    }
+}

@@ -428,3 +428,10 @@ pub fn ops() -> Vec<OpInfo> {
             .inplace(|a, p| a[0].t().bernoulli_(sc(p, 0), Some(&gen(p)))),
     ]
 }
+
+/// How far each entry of this family is differentiable ([`Grad`], checked by
+/// [`crate::grad`]). No: sampling is not differentiable.
+pub fn grad(name: &str) -> super::Grad {
+    let _ = name;
+    super::Grad::No
+}

@@ -1294,3 +1294,17 @@ pub fn ops() -> Vec<OpInfo> {
     }
     v
 }
+
+/// How far each entry of this family is differentiable ([`Grad`], checked by
+/// [`crate::grad`]). Twice: the smooth reductions, scans and softmaxes; Once: max/min and median values; No: index results and boolean/count reductions.
+pub fn grad(name: &str) -> super::Grad {
+    match name {
+        "sum" | "sum.all" | "mean" | "mean.all" | "prod" | "prod.all" | "amax" | "var" | "std"
+        | "norm" | "logsumexp" | "cumsum" | "cumprod" | "softmax" | "log_softmax" => {
+            super::Grad::Twice
+        }
+        "amin" | "max" | "min" | "max.all" | "min.all" | "max_dim" | "min_dim" | "median"
+        | "median_dim" | "norm.all" => super::Grad::Once,
+        _ => super::Grad::No,
+    }
+}

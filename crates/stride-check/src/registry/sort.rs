@@ -708,3 +708,12 @@ pub fn ops() -> Vec<OpInfo> {
     ]);
     v
 }
+
+/// How far each entry of this family is differentiable ([`Grad`], checked by
+/// [`crate::grad`]). Once: the values of `sort topk kthvalue`; No: indices, `argsort unique searchsorted bincount histc`.
+pub fn grad(name: &str) -> super::Grad {
+    match name {
+        "sort" | "topk" | "kthvalue" => super::Grad::Once,
+        _ => super::Grad::No,
+    }
+}

@@ -202,3 +202,14 @@ pub fn ops() -> Vec<OpInfo> {
         .out(|a, _, o| a[0].t().clamp_out(a[1].o(), a[2].o(), o)),
     ]
 }
+
+/// How far each entry of this family is differentiable ([`Grad`], checked by
+/// [`crate::grad`]). Twice: `where`; Once: the others.
+pub fn grad(name: &str) -> super::Grad {
+    match name {
+        "where" => super::Grad::Twice,
+        "where.scalar" | "lerp" | "lerp.scalar" | "addcmul" | "addcdiv" | "clamp"
+        | "clamp.scalar" => super::Grad::Once,
+        _ => super::Grad::No,
+    }
+}

@@ -395,3 +395,17 @@ pub fn ops() -> Vec<OpInfo> {
         ),
     ]
 }
+
+/// How far each entry of this family is differentiable ([`Grad`], checked by
+/// [`crate::grad`]). Twice: the smooth ops whose backward is built from differentiable ops; Once: the rest that record a backward (zero almost everywhere for `sign floor ceil round trunc`); No: the predicates and `logical_not`.
+pub fn grad(name: &str) -> super::Grad {
+    match name {
+        "neg" | "abs" | "exp" | "log" | "sqrt" | "reciprocal" | "square" | "sin" | "tanh"
+        | "sigmoid" | "gelu" | "silu" => super::Grad::Twice,
+        "sign" | "exp2" | "log2" | "log1p" | "expm1" | "rsqrt" | "cos" | "tan" | "relu"
+        | "gelu_tanh" | "softplus" | "floor" | "ceil" | "round" | "trunc" | "erf" => {
+            super::Grad::Once
+        }
+        _ => super::Grad::No,
+    }
+}

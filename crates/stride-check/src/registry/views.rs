@@ -629,3 +629,14 @@ pub fn ops() -> Vec<OpInfo> {
 fn reshape_params(s: &[usize]) -> Vec<Params> {
     view_params(s)
 }
+
+/// How far each entry of this family is differentiable ([`Grad`], checked by
+/// [`crate::grad`]). Once: every view.
+pub fn grad(name: &str) -> super::Grad {
+    match name {
+        "transpose" | "t" | "permute" | "slice" | "narrow" | "select" | "expand"
+        | "broadcast_to" | "squeeze" | "squeeze_all" | "unsqueeze" | "flatten" | "unflatten"
+        | "diagonal" | "as_strided" | "view" | "reshape" => super::Grad::Once,
+        _ => super::Grad::No,
+    }
+}

@@ -1,10 +1,62 @@
 //! Shared helpers of the index and sort tests: tensors with given logical values in many
-//! layouts (with guard values around them), snapshots for error paths.
+//! layouts (with guard values around them), snapshots for error paths, and the stride-check
+//! registry's reference of an op ([`registry_ref`]) — the one reference implementation.
 #![allow(dead_code)]
 
 pub mod reference;
 
+use stride_check::reference::{contiguous_strides, RefArg, RefCtx, RefTensor};
+use stride_check::registry::{Params, Sample};
 use stride_core::{DType, Error, Tensor};
+
+/// What the stride-check registry entry `name` says the op returns for contiguous tensor
+/// operands `(values, shape, dtype)` and `params` (the entry documents which fields it
+/// reads): the result's logical values in row-major order. Panics if the reference refuses.
+pub fn registry_ref(name: &str, args: &[(&[f64], &[usize], DType)], params: Params) -> Vec<f64> {
+    let op =
+        stride_check::registry::find(name).unwrap_or_else(|| panic!("no registry entry {name}"));
+    let sample = Sample::new(
+        args.iter()
+            .map(|(v, s, d)| Sample::tensor(*d, s.to_vec(), v.to_vec()))
+            .collect(),
+        params,
+    );
+    let e = op.expected(&sample);
+    let tensors: Vec<RefTensor> = args
+        .iter()
+        .map(|(v, s, d)| RefTensor {
+            dtype: *d,
+            shape: s.to_vec(),
+            values: v.to_vec(),
+            strides: contiguous_strides(s),
+            offset: 0,
+            storage: v.to_vec(),
+        })
+        .collect();
+    let rargs: Vec<RefArg> = tensors.iter().map(RefArg::Tensor).collect();
+    let ctx = RefCtx {
+        compute: e.compute,
+        result: e.result,
+        arg_compute: e.arg_compute.clone(),
+        params: &sample.params,
+    };
+    match (op.reference)(&ctx, &rargs) {
+        Ok(r) => r.values,
+        Err(err) => panic!("the {name} reference refused {:?}: {err}", sample.params),
+    }
+}
+
+/// [`registry_ref`] of an op with an index result.
+pub fn registry_ref_i64(
+    name: &str,
+    args: &[(&[f64], &[usize], DType)],
+    params: Params,
+) -> Vec<i64> {
+    registry_ref(name, args, params)
+        .into_iter()
+        .map(|v| v as i64)
+        .collect()
+}
 
 /// Guard value written around every view (fits every dtype; `true` for bool).
 pub const GUARD: f64 = 77.0;

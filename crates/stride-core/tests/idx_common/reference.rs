@@ -1,10 +1,7 @@
-//! Reference implementations of the index, sort and selection ops on plain row-major `Vec`s:
-//! values as f64, indices as i64, shapes as `&[usize]`. No stride types here, so each
-//! function can move into the stride-check registry as it is. Written for clarity: plain
-//! loops over logical indices, no cleverness.
+//! Reference implementations of the index ops on plain row-major `Vec`s (values as f64,
+//! indices as i64), still used by `tests/index.rs`. The sort family's moved to the stride-check
+//! registry's references (`registry_ref`); these are to follow (issue #23, item 6).
 #![allow(dead_code, clippy::needless_range_loop)]
-
-use std::cmp::Ordering;
 
 pub fn numel(shape: &[usize]) -> usize {
     shape.iter().product()
@@ -30,16 +27,6 @@ fn wrap(i: i64, n: usize) -> usize {
         (i + n as i64) as usize
     } else {
         i as usize
-    }
-}
-
-/// stride's total order: NaN largest, -0 == 0.
-pub fn total_cmp(a: f64, b: f64) -> Ordering {
-    match (a.is_nan(), b.is_nan()) {
-        (true, true) => Ordering::Equal,
-        (true, false) => Ordering::Greater,
-        (false, true) => Ordering::Less,
-        _ => a.partial_cmp(&b).unwrap(),
     }
 }
 
@@ -262,150 +249,4 @@ pub fn nonzero(x: &[f64], xs: &[usize]) -> Vec<i64> {
         .filter(|&i| x[i] != 0.0)
         .flat_map(|i| unravel(i, xs).into_iter().map(|c| c as i64))
         .collect()
-}
-
-// ----- sorting ---------------------------------------------------------------------------------
-
-/// Rows of `x` along `d`: (row values, flat positions).
-pub fn rows(xs: &[usize], d: usize) -> Vec<Vec<usize>> {
-    let mut outer = xs.to_vec();
-    outer[d] = 1;
-    (0..numel(&outer))
-        .map(|o| {
-            let c = unravel(o, &outer);
-            (0..xs[d])
-                .map(|j| {
-                    let mut t = c.clone();
-                    t[d] = j;
-                    ravel(&t, xs)
-                })
-                .collect()
-        })
-        .collect()
-}
-
-/// Stable sort along `d`: (values, indices), row-major in `xs`.
-pub fn sort(x: &[f64], xs: &[usize], d: usize, descending: bool) -> (Vec<f64>, Vec<i64>) {
-    let mut v = vec![0.0; x.len()];
-    let mut ix = vec![0; x.len()];
-    for r in rows(xs, d) {
-        let mut order: Vec<usize> = (0..r.len()).collect();
-        order.sort_by(|&a, &b| {
-            let o = total_cmp(x[r[a]], x[r[b]]);
-            if descending {
-                o.reverse()
-            } else {
-                o
-            }
-        });
-        for (j, &p) in order.iter().enumerate() {
-            v[r[j]] = x[r[p]];
-            ix[r[j]] = p as i64;
-        }
-    }
-    (v, ix)
-}
-
-/// topk = the first k of the stable sort (shape `xs` with `d` resized to k).
-pub fn topk(x: &[f64], xs: &[usize], d: usize, k: usize, largest: bool) -> (Vec<f64>, Vec<i64>) {
-    let (v, ix) = sort(x, xs, d, largest);
-    let mut os = xs.to_vec();
-    os[d] = k;
-    let mut ov = vec![0.0; numel(&os)];
-    let mut oi = vec![0; numel(&os)];
-    for i in 0..ov.len() {
-        let c = unravel(i, &os);
-        let j = ravel(&c, xs);
-        ov[i] = v[j];
-        oi[i] = ix[j];
-    }
-    (ov, oi)
-}
-
-/// kthvalue (k from 1), keepdim=false.
-pub fn kthvalue(x: &[f64], xs: &[usize], d: usize, k: usize) -> (Vec<f64>, Vec<i64>) {
-    let (v, ix) = topk(x, xs, d, k, false);
-    let mut os = xs.to_vec();
-    os[d] = k;
-    let mut outer = xs.to_vec();
-    outer[d] = 1;
-    (0..numel(&outer))
-        .map(|o| {
-            let mut c = unravel(o, &outer);
-            c[d] = k - 1;
-            let j = ravel(&c, &os);
-            (v[j], ix[j])
-        })
-        .unzip()
-}
-
-/// Lower median along `d` (NaN propagating: first NaN of the row).
-pub fn median_dim(x: &[f64], xs: &[usize], d: usize) -> (Vec<f64>, Vec<i64>) {
-    let (kv, ki) = kthvalue(x, xs, d, (xs[d] - 1) / 2 + 1);
-    let rs = rows(xs, d);
-    rs.iter()
-        .enumerate()
-        .map(|(o, r)| match r.iter().position(|&p| x[p].is_nan()) {
-            Some(j) => (f64::NAN, j as i64),
-            None => (kv[o], ki[o]),
-        })
-        .unzip()
-}
-
-/// (values, inverse, counts) of torch.unique (sorted; NaNs distinct).
-pub fn unique(x: &[f64]) -> (Vec<f64>, Vec<i64>, Vec<i64>) {
-    let mut order: Vec<usize> = (0..x.len()).collect();
-    order.sort_by(|&a, &b| total_cmp(x[a], x[b]));
-    let (mut vals, mut counts, mut inv) = (vec![], vec![], vec![0i64; x.len()]);
-    for (j, &p) in order.iter().enumerate() {
-        // a new value unless equal (==) to the previous one; NaN != NaN
-        if j == 0 || x[order[j - 1]] != x[p] {
-            vals.push(x[p]);
-            counts.push(0i64);
-        }
-        *counts.last_mut().unwrap() += 1;
-        inv[p] = vals.len() as i64 - 1;
-    }
-    (vals, inv, counts)
-}
-
-/// searchsorted of each value of a row against its sorted row.
-pub fn searchsorted_row(seq: &[f64], v: f64, right: bool) -> i64 {
-    seq.iter()
-        .filter(|&&s| {
-            let o = total_cmp(s, v);
-            if right {
-                o != Ordering::Greater
-            } else {
-                o == Ordering::Less
-            }
-        })
-        .count() as i64
-}
-
-pub fn bincount(x: &[i64], w: Option<&[f64]>, minlength: usize) -> Vec<f64> {
-    let len = x
-        .iter()
-        .map(|&v| v as usize + 1)
-        .max()
-        .unwrap_or(0)
-        .max(minlength);
-    let mut out = vec![0.0; len];
-    for (i, &v) in x.iter().enumerate() {
-        out[v as usize] += w.map_or(1.0, |w| w[i]);
-    }
-    out
-}
-
-/// histc with the edges already resolved; arithmetic in f64.
-pub fn histc(x: &[f64], bins: usize, lo: f64, hi: f64) -> Vec<f64> {
-    let mut out = vec![0.0; bins];
-    for &v in x {
-        if !(v >= lo && v <= hi) {
-            continue;
-        }
-        let b = (((v - lo) * bins as f64) / (hi - lo)) as usize;
-        out[b.min(bins - 1)] += 1.0;
-    }
-    out
 }
