@@ -156,7 +156,7 @@ fn copies_and_unary_ops_of_transposed_views() {
 }
 
 /// In-place binary ops where the output is also the first operand (`x.op_(y)`) take a
-/// two-operand walk (`cpu/elementwise.rs`, `map2_self`): contiguous, transposed (tiled, with
+/// two-operand walk (`cpu/elementwise.rs`, `map_self`): contiguous, transposed (tiled, with
 /// the other operand staged), large enough to run in parallel, the other operand broadcast
 /// (stride 0) or the output itself, float and integer.
 #[test]
