@@ -26,27 +26,9 @@ pub(crate) fn to_device(t: &Tensor, to: Device) -> Result<Tensor> {
     let (n, dtype) = (dense.numel(), t.dtype());
     let layout = Layout::new(t.shape().to_vec(), dense.stride().to_vec(), 0);
     let first = dense.storage_offset();
-    // host-side staging is fallible: a tensor larger than the host's memory is an
-    // OutOfMemory error naming the transfer
-    let oom = |e: Error| match e {
-        Error::OutOfMemory {
-            device,
-            requested,
-            detail,
-            ..
-        } => Error::OutOfMemory {
-            op: "to_device",
-            device,
-            shape: t.shape().to_vec(),
-            dtype: Some(dtype),
-            requested,
-            detail,
-        },
-        e => e,
-    };
     let storage = if from.is_cpu() {
         // straight from the host buffer
-        let s = backend_for(to).alloc(to, dtype, n, false).map_err(oom)?;
+        let s = Storage::alloc(t.shape(), dtype, &to, false).map_err(|e| e.in_op("to_device"))?;
         let guard = dense.storage().read();
         let StorageData::Cpu(b) = &*guard else {
             return Err(Error::invalid("to_device", "storage is not on the CPU"));
@@ -56,12 +38,15 @@ pub(crate) fn to_device(t: &Tensor, to: Device) -> Result<Tensor> {
         drop(guard);
         s
     } else {
+        // host-side staging is fallible: a tensor larger than the host's memory is an
+        // OutOfMemory error naming the transfer
         let mut host = CpuBuffer::try_zeros(dtype, n, "to_device", t.shape())?;
         backend_for(from).read_bytes(dense.storage(), first, host.bytes_mut())?;
         if to.is_cpu() {
             Storage::from_cpu(host)
         } else {
-            let s = backend_for(to).alloc(to, dtype, n, false).map_err(oom)?;
+            let s =
+                Storage::alloc(t.shape(), dtype, &to, false).map_err(|e| e.in_op("to_device"))?;
             backend_for(to).write_bytes(host.bytes(), &s, 0)?;
             s
         }

@@ -321,6 +321,144 @@ pub(crate) fn backend_for(device: Device) -> &'static dyn Backend {
     }
 }
 
+/// Implements primitives of [`Backend`] by calling, for each listed method, a kernel function
+/// with the method's own arguments: `forward_to_kernels! { unary => super::elementwise::unary; }`.
+/// The signatures live here once, so a backend's implementation is a list of its kernels.
+macro_rules! forward_to_kernels {
+    ($($m:ident => $f:path;)*) => { $(forward_to_kernels!(@ $m $f);)* };
+    (@ copy_cast $f:path) => {
+        fn copy_cast(&self, src: $crate::backend::View<'_>, dst: $crate::backend::View<'_>) -> $crate::Result<()> {
+            $f(src, dst)
+        }
+    };
+    (@ fill $f:path) => {
+        fn fill(&self, dst: $crate::backend::View<'_>, value: $crate::Scalar) -> $crate::Result<()> {
+            $f(dst, value)
+        }
+    };
+    (@ unary $f:path) => {
+        fn unary(&self, op: $crate::backend::UnaryOp, src: $crate::backend::View<'_>, dst: $crate::backend::View<'_>) -> $crate::Result<()> {
+            $f(op, src, dst)
+        }
+    };
+    (@ binary $f:path) => {
+        fn binary(&self, op: $crate::backend::BinaryOp, a: $crate::backend::View<'_>, b: $crate::backend::View<'_>, dst: $crate::backend::View<'_>) -> $crate::Result<()> {
+            $f(op, a, b, dst)
+        }
+    };
+    (@ ternary $f:path) => {
+        fn ternary(&self, op: $crate::backend::TernaryOp, a: $crate::backend::View<'_>, b: $crate::backend::View<'_>, c: $crate::backend::View<'_>, dst: $crate::backend::View<'_>) -> $crate::Result<()> {
+            $f(op, a, b, c, dst)
+        }
+    };
+    (@ random $f:path) => {
+        fn random(&self, dist: $crate::backend::RandomDist, seed: u64, offset: u64, dst: $crate::backend::View<'_>) -> $crate::Result<()> {
+            $f(dist, seed, offset, dst)
+        }
+    };
+    (@ matmul $f:path) => {
+        fn matmul(&self, a: $crate::backend::View<'_>, b: $crate::backend::View<'_>, dst: $crate::backend::View<'_>) -> $crate::Result<()> {
+            $f(a, b, dst)
+        }
+    };
+    (@ reduce $f:path) => {
+        fn reduce(&self, op: $crate::backend::ReduceOp, src: $crate::backend::View<'_>, dims: &[usize], dst: $crate::backend::View<'_>) -> $crate::Result<()> {
+            $f(op, src, dims, dst)
+        }
+    };
+    (@ arg_reduce $f:path) => {
+        fn arg_reduce(&self, op: $crate::backend::ArgReduceOp, src: $crate::backend::View<'_>, dims: &[usize], values: Option<$crate::backend::View<'_>>, indices: $crate::backend::View<'_>) -> $crate::Result<()> {
+            $f(op, src, dims, values, indices)
+        }
+    };
+    (@ gather $f:path) => {
+        fn gather(&self, src: $crate::backend::View<'_>, index: $crate::backend::View<'_>, at: $crate::backend::index::IndexDim, dst: $crate::backend::View<'_>) -> $crate::Result<()> {
+            $f(src, index, at, dst)
+        }
+    };
+    (@ scatter $f:path) => {
+        fn scatter(&self, dst: $crate::backend::View<'_>, index: $crate::backend::View<'_>, at: $crate::backend::index::IndexDim, src: $crate::backend::View<'_>, op: $crate::backend::index::ScatterOp, include_self: bool) -> $crate::Result<()> {
+            $f(dst, index, at, src, op, include_self)
+        }
+    };
+    (@ sort $f:path) => {
+        fn sort(&self, src: $crate::backend::View<'_>, dim: usize, descending: bool, values: $crate::backend::View<'_>, indices: $crate::backend::View<'_>) -> $crate::Result<()> {
+            $f(src, dim, descending, values, indices)
+        }
+    };
+    (@ topk $f:path) => {
+        fn topk(&self, src: $crate::backend::View<'_>, dim: usize, k: usize, largest: bool, values: $crate::backend::View<'_>, indices: $crate::backend::View<'_>) -> $crate::Result<()> {
+            $f(src, dim, k, largest, values, indices)
+        }
+    };
+    (@ flip $f:path) => {
+        fn flip(&self, src: $crate::backend::View<'_>, dims: &[usize], dst: $crate::backend::View<'_>) -> $crate::Result<()> {
+            $f(src, dims, dst)
+        }
+    };
+    (@ cumulative $f:path) => {
+        fn cumulative(&self, op: $crate::backend::CumulativeOp, src: $crate::backend::View<'_>, dim: usize, dst: $crate::backend::View<'_>) -> $crate::Result<()> {
+            $f(op, src, dim, dst)
+        }
+    };
+    (@ kth $f:path) => {
+        fn kth(&self, src: $crate::backend::View<'_>, dim: usize, k: usize, nan_propagates: bool, values: $crate::backend::View<'_>, indices: $crate::backend::View<'_>) -> $crate::Result<()> {
+            $f(src, dim, k, nan_propagates, values, indices)
+        }
+    };
+    (@ count_nonzero $f:path) => {
+        fn count_nonzero(&self, src: $crate::backend::View<'_>) -> $crate::Result<usize> {
+            $f(src)
+        }
+    };
+    (@ nonzero $f:path) => {
+        fn nonzero(&self, src: $crate::backend::View<'_>, dst: $crate::backend::View<'_>) -> $crate::Result<()> {
+            $f(src, dst)
+        }
+    };
+    (@ masked_select $f:path) => {
+        fn masked_select(&self, src: $crate::backend::View<'_>, mask: $crate::backend::View<'_>, dst: $crate::backend::View<'_>) -> $crate::Result<()> {
+            $f(src, mask, dst)
+        }
+    };
+    (@ masked_scatter $f:path) => {
+        fn masked_scatter(&self, dst: $crate::backend::View<'_>, mask: $crate::backend::View<'_>, src: $crate::backend::View<'_>) -> $crate::Result<()> {
+            $f(dst, mask, src)
+        }
+    };
+    (@ extrema $f:path) => {
+        fn extrema(&self, src: $crate::backend::View<'_>) -> $crate::Result<Option<($crate::Scalar, $crate::Scalar)>> {
+            $f(src)
+        }
+    };
+    (@ count_unique_consecutive $f:path) => {
+        fn count_unique_consecutive(&self, sorted: $crate::backend::View<'_>) -> $crate::Result<usize> {
+            $f(sorted)
+        }
+    };
+    (@ unique_consecutive $f:path) => {
+        fn unique_consecutive(&self, sorted: $crate::backend::View<'_>, values: $crate::backend::View<'_>, group: $crate::backend::View<'_>, counts: $crate::backend::View<'_>) -> $crate::Result<()> {
+            $f(sorted, values, group, counts)
+        }
+    };
+    (@ searchsorted $f:path) => {
+        fn searchsorted(&self, seq: $crate::backend::View<'_>, rows: $crate::backend::sort::SortedRows, values: $crate::backend::View<'_>, right: bool, out: $crate::backend::View<'_>) -> $crate::Result<()> {
+            $f(seq, rows, values, right, out)
+        }
+    };
+    (@ bincount $f:path) => {
+        fn bincount(&self, input: $crate::backend::View<'_>, weights: Option<$crate::backend::View<'_>>, out: $crate::backend::View<'_>) -> $crate::Result<()> {
+            $f(input, weights, out)
+        }
+    };
+    (@ histc $f:path) => {
+        fn histc(&self, input: $crate::backend::View<'_>, lo: f64, hi: f64, out: $crate::backend::View<'_>) -> $crate::Result<()> {
+            $f(input, lo, hi, out)
+        }
+    };
+}
+pub(crate) use forward_to_kernels;
+
 /// A third backend that implements only the required methods (forwarding to the CPU): it
 /// compiles, and every default body gives exactly the CPU's native result.
 #[cfg(test)]
@@ -341,63 +479,19 @@ mod skeleton {
         fn write_bytes(&self, from: &[u8], dst: &Storage, start: usize) -> Result<()> {
             Cpu.write_bytes(from, dst, start)
         }
-        fn copy_cast(&self, src: View, dst: View) -> Result<()> {
-            Cpu.copy_cast(src, dst)
-        }
-        fn fill(&self, dst: View, value: Scalar) -> Result<()> {
-            Cpu.fill(dst, value)
-        }
-        fn unary(&self, op: UnaryOp, src: View, dst: View) -> Result<()> {
-            Cpu.unary(op, src, dst)
-        }
-        fn binary(&self, op: BinaryOp, a: View, b: View, dst: View) -> Result<()> {
-            Cpu.binary(op, a, b, dst)
-        }
-        fn ternary(&self, op: TernaryOp, a: View, b: View, c: View, dst: View) -> Result<()> {
-            Cpu.ternary(op, a, b, c, dst)
-        }
-        fn random(&self, dist: RandomDist, seed: u64, offset: u64, dst: View) -> Result<()> {
-            Cpu.random(dist, seed, offset, dst)
-        }
-        fn matmul(&self, a: View, b: View, dst: View) -> Result<()> {
-            Cpu.matmul(a, b, dst)
-        }
-        fn reduce(&self, op: ReduceOp, src: View, dims: &[usize], dst: View) -> Result<()> {
-            Cpu.reduce(op, src, dims, dst)
-        }
-        fn arg_reduce(
-            &self,
-            op: ArgReduceOp,
-            src: View,
-            dims: &[usize],
-            values: Option<View>,
-            indices: View,
-        ) -> Result<()> {
-            Cpu.arg_reduce(op, src, dims, values, indices)
-        }
-        fn gather(&self, src: View, index: View, at: IndexDim, dst: View) -> Result<()> {
-            Cpu.gather(src, index, at, dst)
-        }
-        fn scatter(
-            &self,
-            dst: View,
-            index: View,
-            at: IndexDim,
-            src: View,
-            op: ScatterOp,
-            include_self: bool,
-        ) -> Result<()> {
-            Cpu.scatter(dst, index, at, src, op, include_self)
-        }
-        fn sort(
-            &self,
-            src: View,
-            dim: usize,
-            descending: bool,
-            values: View,
-            indices: View,
-        ) -> Result<()> {
-            Cpu.sort(src, dim, descending, values, indices)
+        forward_to_kernels! {
+            copy_cast => crate::cpu::copy::copy_cast;
+            fill => crate::cpu::copy::fill;
+            unary => crate::cpu::elementwise::unary;
+            binary => crate::cpu::elementwise::binary;
+            ternary => crate::cpu::elementwise::ternary;
+            random => crate::cpu::random::random;
+            matmul => crate::cpu::matmul::matmul;
+            reduce => crate::cpu::reduce::reduce;
+            arg_reduce => crate::cpu::reduce::arg_reduce;
+            gather => crate::cpu::index::gather;
+            scatter => crate::cpu::index::scatter;
+            sort => crate::cpu::sort::sort;
         }
     }
 
