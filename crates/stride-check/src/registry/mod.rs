@@ -16,6 +16,7 @@
 //! | [`einsum`] | `einsum.1`, `einsum.2` over a table of equations |
 //! | [`reduce`] | `sum` … `logsumexp` over dim lists, `max_dim`/`argmax`/`median_dim` (values, `.indices`), `cumsum`/`cumprod`, `softmax`/`log_softmax` |
 //! | [`nn`] | stride-nn's composed layers and losses: `nn.layer_norm nn.rms_norm nn.embedding(.grad) nn.mse_loss nn.l1_loss nn.smooth_l1_loss nn.cross_entropy(.probs) nn.nll_loss nn.binary_cross_entropy(_with_logits)` (per-element error bounds, [`crate::bounds`]) |
+//! | [`optim`] | `adam_step_` (`.exp_avg`, `.exp_avg_sq`, `.max_exp_avg_sq`): the fused Adam update against its composed ops, exactly |
 //!
 //! Find an op's entry with [`find`] (or grep for `"name"` in this folder). An entry
 //! ([`OpInfo`]) says: the operands ([`ArgSpec`]: tensor or scalar, dtype, value domain), the
@@ -32,6 +33,7 @@ pub mod index;
 pub mod join;
 pub mod matmul;
 pub mod nn;
+pub mod optim;
 pub mod random;
 pub mod reduce;
 pub mod sort;
@@ -1021,6 +1023,7 @@ pub fn all() -> &'static [OpInfo] {
         v.extend(with_grad(random::ops(), random::grad));
         v.extend(with_grad(einsum::ops(), einsum::grad));
         v.extend(with_grad(nn::ops(), nn::grad));
+        v.extend(with_grad(optim::ops(), optim::grad));
         v
     })
 }

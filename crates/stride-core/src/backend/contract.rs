@@ -21,6 +21,7 @@
 //! in the module docs of [`crate::backend`].
 
 use super::index::{IndexDim, ScatterOp};
+use super::optim::{composed_adam, AdamStep};
 use super::sort::SortedRows;
 use super::{ArgReduceOp, BinaryOp, CumulativeOp, RandomDist, ReduceOp, TernaryOp, UnaryOp, View};
 use crate::storage::CpuBuffer;
@@ -225,6 +226,23 @@ pub(crate) trait Backend: Sync {
             crate::cpu::sort::histc(i[0], lo, hi, o[0])
         })
     }
+
+    // -----------------------------------------------------------------------------------------
+    // fused updates: default bodies composed from the core (the reference of a fused kernel)
+
+    /// One Adam step of one parameter (see [`super::optim::adam`]); composed from elementwise
+    /// primitives unless the backend has a fused kernel.
+    fn adam(
+        &self,
+        h: &AdamStep,
+        param: View,
+        grad: View,
+        exp_avg: View,
+        exp_avg_sq: View,
+        max_exp_avg_sq: Option<View>,
+    ) -> Result<()> {
+        composed_adam(self, h, param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq)
+    }
 }
 
 /// Runs `cpu` (a CPU kernel) on host copies of the operands' storages, then writes the
@@ -414,6 +432,11 @@ macro_rules! forward_to_kernels {
     (@ nonzero $f:path) => {
         fn nonzero(&self, src: $crate::backend::View<'_>, dst: $crate::backend::View<'_>) -> $crate::Result<()> {
             $f(src, dst)
+        }
+    };
+    (@ adam $f:path) => {
+        fn adam(&self, h: &$crate::backend::optim::AdamStep, param: $crate::backend::View<'_>, grad: $crate::backend::View<'_>, exp_avg: $crate::backend::View<'_>, exp_avg_sq: $crate::backend::View<'_>, max_exp_avg_sq: Option<$crate::backend::View<'_>>) -> $crate::Result<()> {
+            $f(h, param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq)
         }
     };
     (@ masked_select $f:path) => {

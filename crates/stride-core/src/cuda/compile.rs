@@ -128,6 +128,7 @@ pub(crate) fn every_module() -> Vec<(String, String)> {
     let mut all = super::source::all_modules();
     all.extend(super::reduce::all_modules());
     all.extend(super::random::all_modules());
+    all.extend(super::optim::all_modules());
     all.extend(super::source::index_sort_modules());
     all.push((
         "deferred_record".to_string(),

@@ -50,5 +50,6 @@ impl Backend for Cuda {
         searchsorted => super::sort::searchsorted;
         bincount => super::sort::bincount;
         histc => super::sort::histc;
+        adam => super::optim::adam;
     }
 }

@@ -8,6 +8,7 @@ pub(crate) mod index;
 pub(crate) mod join;
 pub(crate) mod matmul;
 pub(crate) mod opmath;
+pub(crate) mod optim;
 pub(crate) mod output;
 pub(crate) mod random;
 pub(crate) mod reduce;

@@ -1,10 +1,9 @@
 //! Adam and AdamW, PyTorch's `_single_tensor_adam` / `_single_tensor_adamw`.
 
-use super::sgd::add_alpha;
 use super::{get_f64, load_state_tensor, Algorithm, Optim};
 use crate::invalid;
 use std::collections::BTreeMap;
-use stride_core::{DType, MemoryFormat, Result, Tensor};
+use stride_core::{AdamStep, DType, MemoryFormat, Result, Tensor};
 
 /// Hyperparameters of [`Adam`] (PyTorch's names and defaults). `decoupled_weight_decay`
 /// makes it AdamW ([`AdamConfig::adamw`] has AdamW's defaults).
@@ -59,7 +58,8 @@ impl AdamConfig {
 /// ```
 ///
 /// The moments are `zeros_like(p)` with `p`'s strides, and `p` is updated in place through its
-/// own layout.
+/// own layout, by [`Tensor::adam_step_`]: one kernel per parameter on CUDA, the same bits as
+/// the composed ops above on every device.
 pub type Adam = Optim<AdamAlgorithm>;
 /// AdamW is [`Adam`] with [`AdamConfig::adamw`] (or any config with
 /// `decoupled_weight_decay`).
@@ -135,46 +135,27 @@ impl Algorithm for AdamAlgorithm {
             });
         }
         let st = state.as_mut().expect("initialised above");
-        let (beta1, beta2) = c.betas;
-        let mut g = if c.maximize {
-            grad.neg()?
-        } else {
-            grad.clone()
-        };
         st.step += 1;
-        if c.weight_decay != 0.0 {
-            if c.decoupled_weight_decay {
-                param.mul_(1.0 - c.lr * c.weight_decay)?;
-            } else {
-                g = add_alpha(&g, param, c.weight_decay)?;
-            }
+        if c.amsgrad && st.max_exp_avg_sq.is_none() {
+            // amsgrad switched on after some steps (e.g. by load_state_dict)
+            st.max_exp_avg_sq = Some(param.zeros_like(MemoryFormat::Preserve)?);
         }
-        st.exp_avg.lerp_(&g, 1.0 - beta1)?;
-        st.exp_avg_sq.mul_(beta2)?;
-        st.exp_avg_sq.addcmul_(&g, &g, 1.0 - beta2)?;
-        let step = st.step as f64;
-        let bias_correction1 = 1.0 - beta1.powf(step);
-        let bias_correction2 = 1.0 - beta2.powf(step);
-        let step_size = c.lr / bias_correction1;
-        let bias_correction2_sqrt = bias_correction2.sqrt();
-        let denom = if c.amsgrad {
-            let m = match &st.max_exp_avg_sq {
-                Some(m) => m.clone(),
-                None => {
-                    // amsgrad switched on after some steps (e.g. by load_state_dict)
-                    let m = param.zeros_like(MemoryFormat::Preserve)?;
-                    st.max_exp_avg_sq = Some(m.clone());
-                    m
-                }
-            };
-            m.maximum_(&st.exp_avg_sq)?;
-            m.sqrt()?.div(bias_correction2_sqrt)?
-        } else {
-            st.exp_avg_sq.sqrt()?.div(bias_correction2_sqrt)?
+        let step = AdamStep {
+            lr: c.lr,
+            beta1: c.betas.0,
+            beta2: c.betas.1,
+            eps: c.eps,
+            weight_decay: c.weight_decay,
+            decoupled_weight_decay: c.decoupled_weight_decay,
+            maximize: c.maximize,
+            step: st.step,
         };
-        denom.add_(c.eps)?;
-        param.addcdiv_(&st.exp_avg, &denom, -step_size)?;
-        Ok(())
+        let vmax = if c.amsgrad {
+            st.max_exp_avg_sq.as_ref()
+        } else {
+            None
+        };
+        param.adam_step_(grad, &st.exp_avg, &st.exp_avg_sq, vmax, &step)
     }
     fn moments(s: &AdamState) -> Vec<(&'static str, Tensor)> {
         let mut v = vec![

@@ -1,0 +1,284 @@
+//! Optimizer-update primitives: one Adam/AdamW step of one parameter, in one pass.
+//!
+//! The composed update (PyTorch's `_single_tensor_adam`: a `lerp_`, a `mul_`, an `addcmul_`,
+//! a `sqrt`, a `div`, an `add_` and an `addcdiv_`) reads and writes the parameter's size
+//! 18 times over seven launches; the fused one reads the four tensors once and writes three.
+//! Its meaning is the composed one *bit for bit* in every float dtype: every intermediate the
+//! composed path stores in a tensor is rounded to the parameter's dtype here too, each
+//! scalar operand is rounded as the composed op rounds it, and everything else is computed
+//! in the dtype's compute type (f32 for f32/f16/bf16, f64 for f64) without fused
+//! multiply-adds. The [`Backend::adam`] default body *is* the composed path, run from the
+//! backend's own elementwise primitives, so a backend without a fused kernel (the CPU) gives
+//! the same bits.
+
+use super::common::check::{check_extent, internal};
+use super::contract::{backend_for, Backend};
+use super::{BinaryOp, TernaryOp, UnaryOp, View};
+use crate::debug::{self, Replay};
+use crate::{with_dtype, DType, Element, Error, Layout, Result, Scalar, Storage};
+
+/// The hyperparameters of one Adam (or AdamW) step, PyTorch's names; `step` counts this
+/// step (1 for the first).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct AdamStep {
+    pub lr: f64,
+    pub beta1: f64,
+    pub beta2: f64,
+    pub eps: f64,
+    pub weight_decay: f64,
+    /// AdamW: `p ← p·(1 − lr·weight_decay)` instead of adding `weight_decay·p` to the
+    /// gradient.
+    pub decoupled_weight_decay: bool,
+    /// Ascend the gradient instead of descending it.
+    pub maximize: bool,
+    pub step: u64,
+}
+
+impl AdamStep {
+    /// The scalars of the update, each as the composed op it stands for receives it: `T`
+    /// means rounded to the parameter's dtype (a scalar operand of a binary op or `lerp`),
+    /// `C` means kept as f64 and converted to the compute type by the kernel (the `value` of
+    /// `addcmul`/`addcdiv`).
+    pub(crate) fn scalars(&self, dtype: DType) -> AdamScalars {
+        let t = |x: f64| with_dtype!(dtype, E => Scalar::Float(x).to_elem::<E>().to_f64());
+        let step = self.step as f64;
+        let bias_correction1 = 1.0 - self.beta1.powf(step);
+        let bias_correction2 = 1.0 - self.beta2.powf(step);
+        AdamScalars {
+            decay: t(1.0 - self.lr * self.weight_decay),
+            weight_decay: t(self.weight_decay),
+            one_minus_beta1: t(1.0 - self.beta1),
+            beta2: t(self.beta2),
+            one_minus_beta2: 1.0 - self.beta2,
+            bias_correction2_sqrt: t(bias_correction2.sqrt()),
+            eps: t(self.eps),
+            neg_step_size: -(self.lr / bias_correction1),
+        }
+    }
+    /// Whether the gradient gets `weight_decay·p` added (Adam's L2 penalty).
+    pub(crate) fn l2(&self) -> bool {
+        self.weight_decay != 0.0 && !self.decoupled_weight_decay
+    }
+    /// Whether the parameter is first scaled by `1 − lr·weight_decay` (AdamW).
+    pub(crate) fn decoupled(&self) -> bool {
+        self.weight_decay != 0.0 && self.decoupled_weight_decay
+    }
+}
+
+/// [`AdamStep::scalars`]: every value is exactly representable in the compute type.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct AdamScalars {
+    /// T(1 − lr·wd): AdamW's `p.mul_`.
+    pub decay: f64,
+    /// T(wd): Adam's `g + p·wd` (unused when wd is 1: that is `g + p`).
+    pub weight_decay: f64,
+    /// T(1 − β1): the weight of `m.lerp_(g, ·)`.
+    pub one_minus_beta1: f64,
+    /// T(β2): `v.mul_(·)`.
+    pub beta2: f64,
+    /// C(1 − β2): the value of `v.addcmul_(g, g, ·)`.
+    pub one_minus_beta2: f64,
+    /// T(√(1 − β2^step)): `sqrt(v).div(·)`.
+    pub bias_correction2_sqrt: f64,
+    /// T(eps): `denom.add_(·)`.
+    pub eps: f64,
+    /// C(−lr / (1 − β1^step)): the value of `p.addcdiv_(m, denom, ·)`.
+    pub neg_step_size: f64,
+}
+
+/// One Adam step: `param`, `exp_avg`, `exp_avg_sq` (and `max_exp_avg_sq`: amsgrad) updated in
+/// place through their layouts from `grad`. All five have one shape and one float dtype; the
+/// written ones are non-overlapping and share no memory with each other or with `grad` (the
+/// frontend checked).
+pub(crate) fn adam(
+    h: &AdamStep,
+    param: View,
+    grad: View,
+    exp_avg: View,
+    exp_avg_sq: View,
+    max_exp_avg_sq: Option<View>,
+) -> Result<()> {
+    let op = "adam_step";
+    let shape = param.layout.shape();
+    let all = [Some(param), Some(grad), Some(exp_avg), Some(exp_avg_sq), max_exp_avg_sq];
+    for v in all.iter().flatten() {
+        if v.layout.shape() != shape || v.dtype != param.dtype || !v.dtype.is_float() {
+            return Err(internal(op, "operands disagree"));
+        }
+        check_extent(op, v, 0)?;
+    }
+    let mut outputs = vec![param, exp_avg, exp_avg_sq];
+    outputs.extend(max_exp_avg_sq);
+    debug::primitive(op, Replay::SameDtype, &[grad], &outputs, |i, o| {
+        let device = super::same_device(op, &[o[0], o[1], o[2], i[0]])?;
+        backend_for(device).adam(h, o[0], i[0], o[1], o[2], o.get(3).copied())
+    })
+}
+
+/// The composed update, from `b`'s elementwise primitives: the [`Backend::adam`] default body,
+/// and the reference the fused kernels are checked against. The order and the dtypes of the
+/// steps are stride-nn's `Adam` before the fused primitive existed (PyTorch's
+/// `_single_tensor_adam`).
+pub(crate) fn composed_adam<B: Backend + ?Sized>(
+    b: &B,
+    h: &AdamStep,
+    param: View,
+    grad: View,
+    exp_avg: View,
+    exp_avg_sq: View,
+    max_exp_avg_sq: Option<View>,
+) -> Result<()> {
+    let (dtype, device) = (param.dtype, param.storage.device());
+    let s = h.scalars(dtype);
+    let shape = param.layout.shape().to_vec();
+    let dense = Layout::contiguous(&shape);
+    let n = dense.numel();
+    // scratch tensors of the composed path, dense
+    let scratch = || b.alloc(device, dtype, n, false);
+    fn on<'a>(storage: &'a Storage, layout: &'a Layout, dtype: DType) -> View<'a> {
+        View {
+            storage,
+            layout,
+            dtype,
+        }
+    }
+    // a scalar operand: one element of `dtype`, broadcast to the shape (as `prepare` makes
+    // it). The scalars take turns in one storage: each is consumed by the launch that follows
+    // its fill, and a device runs its launches in order.
+    let one = b.alloc(device, dtype, 1, false)?;
+    let bcast = Layout::new(shape.clone(), vec![0; shape.len()], 0);
+    let scalar = |x: f64| -> Result<View> {
+        let v = View {
+            storage: &one,
+            layout: &bcast,
+            dtype,
+        };
+        b.fill(v, Scalar::Float(x))?;
+        Ok(v)
+    };
+    // the gradient the moments see: `grad`, or −grad and/or grad + wd·p in scratch
+    let g_store = if h.maximize || h.l2() {
+        Some(scratch()?)
+    } else {
+        None
+    };
+    let mut g = grad;
+    if let Some(gs) = &g_store {
+        if h.maximize {
+            b.unary(UnaryOp::Neg, grad, on(gs, &dense, dtype))?;
+            g = on(gs, &dense, dtype);
+        }
+    }
+    if h.decoupled() {
+        b.binary(BinaryOp::Mul, param, scalar(s.decay)?, param)?;
+    } else if let (true, Some(gs)) = (h.l2(), &g_store) {
+        let sum = scratch()?;
+        if h.weight_decay == 1.0 {
+            b.binary(BinaryOp::Add, g, param, on(&sum, &dense, dtype))?;
+        } else {
+            let pw = scratch()?;
+            b.binary(BinaryOp::Mul, param, scalar(s.weight_decay)?, on(&pw, &dense, dtype))?;
+            b.binary(BinaryOp::Add, g, on(&pw, &dense, dtype), on(&sum, &dense, dtype))?;
+        }
+        b.copy_cast(on(&sum, &dense, dtype), on(gs, &dense, dtype))?;
+        g = on(gs, &dense, dtype);
+    }
+    b.ternary(TernaryOp::Lerp, exp_avg, g, scalar(s.one_minus_beta1)?, exp_avg)?;
+    b.binary(BinaryOp::Mul, exp_avg_sq, scalar(s.beta2)?, exp_avg_sq)?;
+    let value = Scalar::Float(s.one_minus_beta2);
+    b.ternary(TernaryOp::Addcmul(value), exp_avg_sq, g, g, exp_avg_sq)?;
+    let root = scratch()?;
+    match max_exp_avg_sq {
+        Some(vmax) => {
+            b.binary(BinaryOp::Maximum, vmax, exp_avg_sq, vmax)?;
+            b.unary(UnaryOp::Sqrt, vmax, on(&root, &dense, dtype))?;
+        }
+        None => b.unary(UnaryOp::Sqrt, exp_avg_sq, on(&root, &dense, dtype))?,
+    }
+    let denom = scratch()?;
+    b.binary(
+        BinaryOp::Div,
+        on(&root, &dense, dtype),
+        scalar(s.bias_correction2_sqrt)?,
+        on(&denom, &dense, dtype),
+    )?;
+    b.binary(BinaryOp::Add, on(&denom, &dense, dtype), scalar(s.eps)?, on(&denom, &dense, dtype))?;
+    let value = Scalar::Float(s.neg_step_size);
+    b.ternary(TernaryOp::Addcdiv(value), param, exp_avg, on(&denom, &dense, dtype), param)
+}
+
+/// Refuses operands the update cannot take: different devices, shapes or dtypes, a non-float
+/// dtype, a written tensor with an overlapping layout, or two tensors sharing memory.
+pub(crate) fn check_adam_operands(
+    op: &'static str,
+    written: &[(&str, &crate::Tensor)],
+    grad: &crate::Tensor,
+) -> Result<()> {
+    let (pname, p) = written[0];
+    if !p.dtype().is_float() {
+        return Err(Error::UnsupportedDType {
+            op,
+            dtype: p.dtype(),
+            hint: "; optimizers update float parameters".into(),
+        });
+    }
+    let all = written.iter().copied().chain([("grad", grad)]);
+    for (name, t) in all.clone() {
+        if t.device() != p.device() {
+            return Err(Error::DeviceMismatch {
+                op,
+                a: p.device(),
+                b: t.device(),
+            });
+        }
+        if t.shape() != p.shape() {
+            return Err(Error::ShapeMismatch {
+                op,
+                lhs: p.shape().to_vec(),
+                rhs: t.shape().to_vec(),
+                why: format!("differ: {name} (second) must have the shape of {pname} (first)"),
+            });
+        }
+        if t.dtype() != p.dtype() {
+            return Err(Error::invalid(
+                op,
+                format!(
+                    "{name} is {} but {pname} is {}; every operand must have the parameter's dtype",
+                    t.dtype(),
+                    p.dtype()
+                ),
+            ));
+        }
+    }
+    for (name, t) in written {
+        if !t.layout().is_non_overlapping() {
+            return Err(Error::invalid(
+                op,
+                format!(
+                    "{name} (shape {:?}, strides {:?}) has elements that share memory and cannot be updated in place",
+                    t.shape(),
+                    t.stride()
+                ),
+            ));
+        }
+    }
+    let all: Vec<(&str, &crate::Tensor)> = all.collect();
+    for (i, (a, ta)) in all.iter().enumerate() {
+        for (b, tb) in &all[i + 1..] {
+            if ta.numel() > 0 && tb.numel() > 0 && overlap(ta, tb) {
+                return Err(Error::invalid(
+                    op,
+                    format!("{a} and {b} share memory; each must have its own"),
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Whether two tensors' element ranges in one storage intersect.
+fn overlap(a: &crate::Tensor, b: &crate::Tensor) -> bool {
+    let range = |t: &crate::Tensor| (t.layout().offset(), t.layout().storage_extent());
+    let ((a0, a1), (b0, b1)) = (range(a), range(b));
+    a.storage().same(b.storage()) && a0 < b1 && b0 < a1
+}

@@ -1,0 +1,291 @@
+//! `Tensor::adam_step_` (the fused Adam update) against the composed ops it replaces, bit for
+//! bit: every float dtype, every Adam variant (L2 weight decay, AdamW, amsgrad, maximize),
+//! parameters and moments transposed, stepped and offset, gradients broadcast, and lengths on
+//! both sides of the CUDA kernel's block and of its 4-element vectors. On the CPU (the
+//! backend's composed default body) and on CUDA (the fused kernel; skipped, saying so, without
+//! a GPU — mandatory under STRIDE_REQUIRE_CUDA=1). Then the operand checks.
+
+use stride_core::{cuda, AdamStep, DType, Device, Generator, MemoryFormat, Tensor};
+
+/// The update as stride-nn's `Adam` composed it before the fused primitive existed (PyTorch's
+/// `_single_tensor_adam`), from public tensor ops.
+fn composed(
+    h: &AdamStep,
+    p: &Tensor,
+    grad: &Tensor,
+    m: &Tensor,
+    v: &Tensor,
+    vmax: Option<&Tensor>,
+) -> stride_core::Result<()> {
+    let mut g = if h.maximize {
+        grad.neg()?
+    } else {
+        grad.clone()
+    };
+    if h.weight_decay != 0.0 {
+        if h.decoupled_weight_decay {
+            p.mul_(1.0 - h.lr * h.weight_decay)?;
+        } else if h.weight_decay == 1.0 {
+            g = g.add(p)?;
+        } else {
+            g = g.add(&p.mul(h.weight_decay)?)?;
+        }
+    }
+    m.lerp_(&g, 1.0 - h.beta1)?;
+    v.mul_(h.beta2)?;
+    v.addcmul_(&g, &g, 1.0 - h.beta2)?;
+    let step = h.step as f64;
+    let step_size = h.lr / (1.0 - h.beta1.powf(step));
+    let bc2_sqrt = (1.0 - h.beta2.powf(step)).sqrt();
+    let denom = match vmax {
+        Some(x) => {
+            x.maximum_(v)?;
+            x.sqrt()?.div(bc2_sqrt)?
+        }
+        None => v.sqrt()?.div(bc2_sqrt)?,
+    };
+    denom.add_(h.eps)?;
+    p.addcdiv_(m, &denom, -step_size)?;
+    Ok(())
+}
+
+fn bits(t: &Tensor) -> Vec<u64> {
+    let t = t.to_device(&Device::Cpu).unwrap();
+    let v = t.to_dtype(DType::F64).unwrap().to_vec::<f64>().unwrap();
+    v.iter().map(|x| x.to_bits()).collect()
+}
+
+fn same(what: &str, want: &Tensor, got: &Tensor) {
+    let (a, b) = (bits(want), bits(got));
+    if let Some(i) = a.iter().zip(&b).position(|(x, y)| x != y) {
+        panic!(
+            "{what}: element {i} of {} differs: composed {} ({:x}), fused {} ({:x})",
+            a.len(),
+            f64::from_bits(a[i]),
+            a[i],
+            f64::from_bits(b[i]),
+            b[i]
+        );
+    }
+}
+
+/// How a test tensor of shape `[r, c]` is laid out.
+#[derive(Debug, Clone, Copy)]
+enum Lay {
+    Dense,
+    /// `[c, r]` transposed.
+    Transposed,
+    /// Every other column of a wider buffer, from column 1 (an offset).
+    Stepped,
+    /// One row broadcast to all (read-only operands only: the gradient).
+    Broadcast,
+}
+
+/// A `[r, c]` tensor of `dtype` on `dev` holding `values` (row-major) in layout `lay`.
+fn laid(values: &Tensor, lay: Lay, dev: &Device) -> Tensor {
+    let (r, c) = (values.shape()[0], values.shape()[1]);
+    let v = values.to_device(dev).unwrap();
+    match lay {
+        Lay::Dense => v.contiguous().unwrap(),
+        Lay::Transposed => v.t().unwrap().contiguous().unwrap().t().unwrap(),
+        Lay::Stepped => {
+            let wide = Tensor::zeros([r, 2 * c + 1], v.dtype(), dev).unwrap();
+            let s = wide.slice(1, 1, 2 * c as i64 + 1, 2).unwrap();
+            s.copy_(&v).unwrap();
+            s
+        }
+        Lay::Broadcast => v
+            .narrow(0, 0, 1)
+            .unwrap()
+            .contiguous()
+            .unwrap()
+            .expand(&[r as i64, c as i64])
+            .unwrap(),
+    }
+}
+
+fn variants() -> Vec<(&'static str, AdamStep, bool)> {
+    let base = AdamStep {
+        lr: 1e-3,
+        beta1: 0.9,
+        beta2: 0.999,
+        eps: 1e-8,
+        weight_decay: 0.0,
+        decoupled_weight_decay: false,
+        maximize: false,
+        step: 1,
+    };
+    vec![
+        ("adam", base, false),
+        (
+            "adam+l2",
+            AdamStep {
+                weight_decay: 0.1,
+                ..base
+            },
+            false,
+        ),
+        (
+            "adam+l2=1",
+            AdamStep {
+                weight_decay: 1.0,
+                ..base
+            },
+            false,
+        ),
+        (
+            "adamw",
+            AdamStep {
+                lr: 3e-2,
+                weight_decay: 0.01,
+                decoupled_weight_decay: true,
+                ..base
+            },
+            false,
+        ),
+        ("amsgrad", base, true),
+        (
+            "everything",
+            AdamStep {
+                lr: 0.5,
+                beta1: 0.5,
+                beta2: 0.75,
+                eps: 1e-3,
+                weight_decay: 0.2,
+                maximize: true,
+                ..base
+            },
+            true,
+        ),
+    ]
+}
+
+/// Three steps of every variant in `dtype` over `[r, c]`, with the written tensors in `lay`
+/// and the gradient in `glay`: fused and composed must agree bit for bit after every step.
+fn check(dev: &Device, dtype: DType, (r, c): (usize, usize), lay: Lay, glay: Lay) {
+    let gen = Generator::new(7 + r as u64 * 31 + c as u64);
+    let cpu = Device::Cpu;
+    let draw = |scale: f64| {
+        Tensor::randn([r, c], DType::F64, &cpu, Some(&gen))
+            .unwrap()
+            .mul(scale)
+            .unwrap()
+            .to_dtype(dtype)
+            .unwrap()
+    };
+    for (name, h, amsgrad) in variants() {
+        let p0 = draw(1.0);
+        let (fused, reference): (Vec<Tensor>, Vec<Tensor>) = (0..4)
+            .map(|k| {
+                let init = if k == 0 {
+                    p0.clone()
+                } else {
+                    Tensor::zeros([r, c], dtype, &cpu).unwrap()
+                };
+                (laid(&init, lay, dev), laid(&init, Lay::Dense, dev))
+            })
+            .unzip();
+        for step in 1..=3 {
+            // gradients with exact zeros and a wide range of magnitudes
+            let g = draw(10f64.powi(step as i32 - 2))
+                .mul(&draw(1.0).gt(-0.5).unwrap().to_dtype(dtype).unwrap())
+                .unwrap();
+            let gf = laid(&g, glay, dev);
+            let gr = laid(&g, glay, dev);
+            let h = AdamStep { step, ..h };
+            let vm = |t: &[Tensor]| if amsgrad { Some(t[3].clone()) } else { None };
+            let what = format!("{name} {dtype} [{r}, {c}] {lay:?}, grad {glay:?}, step {step}");
+            fused[0]
+                .adam_step_(&gf, &fused[1], &fused[2], vm(&fused).as_ref(), &h)
+                .unwrap_or_else(|e| panic!("{what}: {e}"));
+            composed(&h, &reference[0], &gr, &reference[1], &reference[2], vm(&reference).as_ref())
+                .unwrap();
+            for (k, part) in ["param", "exp_avg", "exp_avg_sq", "max_exp_avg_sq"]
+                .iter()
+                .enumerate()
+                .take(if amsgrad { 4 } else { 3 })
+            {
+                same(&format!("{what}: {part}"), &reference[k], &fused[k]);
+            }
+        }
+    }
+}
+
+/// Shapes on both sides of the kernels' widths: 1 element, a 4-element vector ± 1, a block of
+/// 256 threads ± 1, and a few blocks.
+const SHAPES: [(usize, usize); 7] = [(1, 1), (1, 3), (1, 5), (4, 64), (257, 1), (3, 85), (33, 127)];
+
+fn sweep(dev: &Device) {
+    for dtype in [DType::F32, DType::F64, DType::F16, DType::BF16] {
+        for &shape in &SHAPES {
+            check(dev, dtype, shape, Lay::Dense, Lay::Dense);
+        }
+        for (lay, glay) in [
+            (Lay::Transposed, Lay::Dense),
+            (Lay::Stepped, Lay::Transposed),
+            (Lay::Dense, Lay::Broadcast),
+            (Lay::Stepped, Lay::Stepped),
+        ] {
+            check(dev, dtype, (33, 127), lay, glay);
+        }
+    }
+}
+
+#[test]
+fn fused_adam_is_the_composed_update_on_the_cpu() {
+    sweep(&Device::Cpu);
+}
+
+#[test]
+fn fused_adam_is_the_composed_update_on_cuda() {
+    let Some(dev) = cuda::require_or_skip("fused_adam_is_the_composed_update_on_cuda") else {
+        return;
+    };
+    sweep(&dev);
+}
+
+#[test]
+fn fused_adam_refuses_what_it_cannot_update() {
+    let dev = Device::Cpu;
+    let z = |shape: &[usize], dtype| Tensor::zeros(shape, dtype, &dev).unwrap();
+    let h = AdamStep {
+        lr: 1e-3,
+        beta1: 0.9,
+        beta2: 0.999,
+        eps: 1e-8,
+        weight_decay: 0.0,
+        decoupled_weight_decay: false,
+        maximize: false,
+        step: 1,
+    };
+    let p = z(&[2, 3], DType::F32);
+    let like = || p.zeros_like(MemoryFormat::Preserve).unwrap();
+    let err = |r: stride_core::Result<()>| r.unwrap_err().to_string();
+    // shape
+    let e = err(p.adam_step_(&z(&[3, 2], DType::F32), &like(), &like(), None, &h));
+    assert!(e.contains("grad") && e.contains("shape"), "{e}");
+    // dtype
+    let e = err(p.adam_step_(&z(&[2, 3], DType::F16), &like(), &like(), None, &h));
+    assert!(e.contains("grad is float16 but param is float32"), "{e}");
+    // integer parameters
+    let pi = z(&[2], DType::I64);
+    let e = err(pi.adam_step_(&pi.clone(), &pi.clone(), &pi.clone(), None, &h));
+    assert!(e.contains("float parameters"), "{e}");
+    // an expanded moment would be written twice per element
+    let row = z(&[1, 3], DType::F32).expand(&[2, 3]).unwrap();
+    let e = err(p.adam_step_(&like(), &row, &like(), None, &h));
+    assert!(e.contains("exp_avg") && e.contains("share memory"), "{e}");
+    // two written tensors in one place
+    let m = like();
+    let e = err(p.adam_step_(&like(), &m, &m, None, &h));
+    assert!(e.contains("exp_avg and exp_avg_sq share memory"), "{e}");
+    // the gradient inside the parameter
+    let e = err(p.adam_step_(&p, &like(), &like(), None, &h));
+    assert!(e.contains("param and grad share memory"), "{e}");
+    // recording autograd on a parameter that requires grad
+    let q = like().requires_grad_(true).unwrap();
+    let e = err(q.adam_step_(&like(), &like(), &like(), None, &h));
+    assert!(e.contains("no_grad"), "{e}");
+    // nothing was written by any refused call
+    assert!(p.to_vec::<f32>().unwrap().iter().all(|&x| x == 0.0));
+}
