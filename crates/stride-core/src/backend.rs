@@ -13,8 +13,8 @@ use crate::{DType, Device, Error, Layout, Result, Scalar, Storage};
 pub(crate) mod common; // code every backend shares (backend/common/)
 pub(crate) mod contract; // the Backend trait and the device → backend map
 pub mod index; // index primitives: gather, scatter, masked scans (backend/index.rs)
-pub mod sort; // sorting and selection primitives (backend/sort.rs)
 pub mod optim; // fused optimizer updates (backend/optim.rs)
+pub mod sort; // sorting and selection primitives (backend/sort.rs)
 
 /// One operand of a primitive: a storage seen through a layout.
 #[derive(Clone, Copy)]

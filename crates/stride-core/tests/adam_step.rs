@@ -198,8 +198,15 @@ fn check(dev: &Device, dtype: DType, (r, c): (usize, usize), lay: Lay, glay: Lay
             fused[0]
                 .adam_step_(&gf, &fused[1], &fused[2], vm(&fused).as_ref(), &h)
                 .unwrap_or_else(|e| panic!("{what}: {e}"));
-            composed(&h, &reference[0], &gr, &reference[1], &reference[2], vm(&reference).as_ref())
-                .unwrap();
+            composed(
+                &h,
+                &reference[0],
+                &gr,
+                &reference[1],
+                &reference[2],
+                vm(&reference).as_ref(),
+            )
+            .unwrap();
             for (k, part) in ["param", "exp_avg", "exp_avg_sq", "max_exp_avg_sq"]
                 .iter()
                 .enumerate()
@@ -213,7 +220,15 @@ fn check(dev: &Device, dtype: DType, (r, c): (usize, usize), lay: Lay, glay: Lay
 
 /// Shapes on both sides of the kernels' widths: 1 element, a 4-element vector ± 1, a block of
 /// 256 threads ± 1, and a few blocks.
-const SHAPES: [(usize, usize); 7] = [(1, 1), (1, 3), (1, 5), (4, 64), (257, 1), (3, 85), (33, 127)];
+const SHAPES: [(usize, usize); 7] = [
+    (1, 1),
+    (1, 3),
+    (1, 5),
+    (4, 64),
+    (257, 1),
+    (3, 85),
+    (33, 127),
+];
 
 fn sweep(dev: &Device) {
     for dtype in [DType::F32, DType::F64, DType::F16, DType::BF16] {

@@ -812,6 +812,33 @@ fn topk_by_selection_matches_the_cpu() {
             }
         }
     }
+    // normal values, the SAE's rows: the k-th key's top-byte bucket is small, so the kernel
+    // takes its two-read path (winners and candidates collected in one ordered pass); rows
+    // also seen transposed, and a length that is not a multiple of the pass's step
+    let gen = stride_core::Generator::new(45);
+    for (rows, n, k) in [
+        (64usize, 24576usize, 64usize),
+        (33, 24577, 64),
+        (128, 1536, 32),
+    ] {
+        let x = Tensor::randn([rows, n], DType::F32, &Device::Cpu, Some(&gen)).unwrap();
+        for (name, x) in [
+            ("dense", x.clone()),
+            (
+                "transposed",
+                x.t().unwrap().contiguous().unwrap().t().unwrap(),
+            ),
+        ] {
+            for largest in [true, false] {
+                let ctx =
+                    format!("topk of normal values [{rows}, {n}] {name} k={k} largest={largest}");
+                let (wv, wi) = x.topk(k, 1, largest, true).unwrap();
+                let (gv, gi) = on(&x, &g).topk(k, 1, largest, true).unwrap();
+                assert_bits(&wv, &gv, &ctx);
+                assert_bits(&wi, &gi, &format!("{ctx} indices"));
+            }
+        }
+    }
     // all equal: every key ties with the threshold
     let x = Tensor::zeros([3, 4000], DType::F32, &Device::Cpu).unwrap();
     let (wv, wi) = x.topk(700, 1, true, true).unwrap();

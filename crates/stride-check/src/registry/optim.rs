@@ -18,9 +18,7 @@
 //! kernel writes through transposed, stepped and offset layouts. `params.scalars` are
 //! `[lr, β1, β2, eps, weight_decay]`, `params.ints` are `[step, decoupled, maximize, amsgrad]`.
 
-use super::{
-    dtypes, elementwise_sampler, Arg, ArgSpec, DType, Domain, Family, OpInfo, Params,
-};
+use super::{dtypes, elementwise_sampler, Arg, ArgSpec, DType, Domain, Family, OpInfo, Params};
 use crate::host::store;
 use crate::reference::{self, RefArg, RefCtx, RefOut};
 use crate::rng::Rng;
@@ -162,7 +160,11 @@ fn writable(t: &Tensor) -> stride_core::Result<Tensor> {
 fn call(a: &[Arg], p: &Params, part: Part) -> stride_core::Result<Tensor> {
     let (h, amsgrad) = step_of(p, part == Part::MaxExpAvgSq);
     let param = writable(a[0].t())?;
-    let (m, v, vmax) = (writable(a[2].t())?, writable(a[3].t())?, writable(a[4].t())?);
+    let (m, v, vmax) = (
+        writable(a[2].t())?,
+        writable(a[3].t())?,
+        writable(a[4].t())?,
+    );
     param.adam_step_(a[1].t(), &m, &v, amsgrad.then_some(&vmax), &h)?;
     let written = match part {
         Part::Param => param,

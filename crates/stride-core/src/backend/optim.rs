@@ -100,7 +100,13 @@ pub(crate) fn adam(
 ) -> Result<()> {
     let op = "adam_step";
     let shape = param.layout.shape();
-    let all = [Some(param), Some(grad), Some(exp_avg), Some(exp_avg_sq), max_exp_avg_sq];
+    let all = [
+        Some(param),
+        Some(grad),
+        Some(exp_avg),
+        Some(exp_avg_sq),
+        max_exp_avg_sq,
+    ];
     for v in all.iter().flatten() {
         if v.layout.shape() != shape || v.dtype != param.dtype || !v.dtype.is_float() {
             return Err(internal(op, "operands disagree"));
@@ -177,13 +183,29 @@ pub(crate) fn composed_adam<B: Backend + ?Sized>(
             b.binary(BinaryOp::Add, g, param, on(&sum, &dense, dtype))?;
         } else {
             let pw = scratch()?;
-            b.binary(BinaryOp::Mul, param, scalar(s.weight_decay)?, on(&pw, &dense, dtype))?;
-            b.binary(BinaryOp::Add, g, on(&pw, &dense, dtype), on(&sum, &dense, dtype))?;
+            b.binary(
+                BinaryOp::Mul,
+                param,
+                scalar(s.weight_decay)?,
+                on(&pw, &dense, dtype),
+            )?;
+            b.binary(
+                BinaryOp::Add,
+                g,
+                on(&pw, &dense, dtype),
+                on(&sum, &dense, dtype),
+            )?;
         }
         b.copy_cast(on(&sum, &dense, dtype), on(gs, &dense, dtype))?;
         g = on(gs, &dense, dtype);
     }
-    b.ternary(TernaryOp::Lerp, exp_avg, g, scalar(s.one_minus_beta1)?, exp_avg)?;
+    b.ternary(
+        TernaryOp::Lerp,
+        exp_avg,
+        g,
+        scalar(s.one_minus_beta1)?,
+        exp_avg,
+    )?;
     b.binary(BinaryOp::Mul, exp_avg_sq, scalar(s.beta2)?, exp_avg_sq)?;
     let value = Scalar::Float(s.one_minus_beta2);
     b.ternary(TernaryOp::Addcmul(value), exp_avg_sq, g, g, exp_avg_sq)?;
@@ -202,9 +224,20 @@ pub(crate) fn composed_adam<B: Backend + ?Sized>(
         scalar(s.bias_correction2_sqrt)?,
         on(&denom, &dense, dtype),
     )?;
-    b.binary(BinaryOp::Add, on(&denom, &dense, dtype), scalar(s.eps)?, on(&denom, &dense, dtype))?;
+    b.binary(
+        BinaryOp::Add,
+        on(&denom, &dense, dtype),
+        scalar(s.eps)?,
+        on(&denom, &dense, dtype),
+    )?;
     let value = Scalar::Float(s.neg_step_size);
-    b.ternary(TernaryOp::Addcdiv(value), param, exp_avg, on(&denom, &dense, dtype), param)
+    b.ternary(
+        TernaryOp::Addcdiv(value),
+        param,
+        exp_avg,
+        on(&denom, &dense, dtype),
+        param,
+    )
 }
 
 /// Refuses operands the update cannot take: different devices, shapes or dtypes, a non-float

@@ -136,7 +136,8 @@ extern "C" __global__ void k_sort_rows(const __grid_constant__ Geo go, const __g
 // bucket holds at most CAND keys (typical: k = 64 of 24,576 N(0,1) values leaves ~600), one
 // more ordered pass moves the keys below that digit (winners) to sel and the bucket's keys
 // (candidates, in position order) to shared memory, and the other digits and the collection
-// run on those: two reads of the row instead of one per key byte plus one.
+// run on those: two reads of the row instead of one per key byte plus one. Both reads keep
+// RS_UNROLL loads per thread in flight (two blocks of 512 threads fit an SM: 54 registers).
 #define KSEL 1024
 #define CAND 2048
 #define RS_UNROLL 4
@@ -236,7 +237,57 @@ __device__ __forceinline__ void ballot_ranks(const bool isl, const bool ise, uns
     }
 }
 
-extern "C" __global__ void __launch_bounds__(SORT_THREADS)
+// ballot_ranks for RS_UNROLL consecutive sub-blocks of blockDim positions at once (position
+// jb + u·blockDim + thread for sub-block u), with two barriers instead of two per sub-block:
+// the per-(sub-block, warp) counts of both flags go to cl/cc, warp 0 turns them into exclusive
+// prefixes in position order (sub-block, then warp) and the totals into tot[0..2]. After it,
+// a flagged lane's rank is cl[u·nwarps + warp] + its rank in the warp's ballot.
+__device__ __forceinline__ void ballot_ranks_unrolled(const bool (&isl)[RS_UNROLL],
+                                                      const bool (&isc)[RS_UNROLL],
+                                                      unsigned int (&bl)[RS_UNROLL],
+                                                      unsigned int (&bc)[RS_UNROLL],
+                                                      unsigned int* cl, unsigned int* cc,
+                                                      unsigned int* tot) {
+    const unsigned int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const unsigned int nwarps = blockDim.x >> 5, e_all = RS_UNROLL * nwarps;
+#pragma unroll
+    for (int u = 0; u < RS_UNROLL; ++u) {
+        bl[u] = __ballot_sync(0xffffffffu, isl[u]);
+        bc[u] = __ballot_sync(0xffffffffu, isc[u]);
+        if (lane == 0) { cl[u * nwarps + warp] = __popc(bl[u]); cc[u * nwarps + warp] = __popc(bc[u]); }
+    }
+    __syncthreads();
+    if (warp == 0) {
+        // lane owns entries [lane·per, lane·per + per) (e_all ≤ 32·per)
+        const unsigned int per = (e_all + 31) / 32;
+        unsigned int sl = 0, sc = 0;
+        for (unsigned int q = 0; q < per; ++q) {
+            const unsigned int e = lane * per + q;
+            if (e < e_all) { sl += cl[e]; sc += cc[e]; }
+        }
+        unsigned int il = sl, ic = sc;
+#pragma unroll
+        for (int o = 1; o < 32; o <<= 1) {
+            const unsigned int vl = __shfl_up_sync(0xffffffffu, il, o);
+            const unsigned int vc = __shfl_up_sync(0xffffffffu, ic, o);
+            if (lane >= (unsigned int)o) { il += vl; ic += vc; }
+        }
+        unsigned int xl = il - sl, xc = ic - sc;
+        for (unsigned int q = 0; q < per; ++q) {
+            const unsigned int e = lane * per + q;
+            if (e < e_all) {
+                const unsigned int a = cl[e], b = cc[e];
+                cl[e] = xl; cc[e] = xc;
+                xl += a; xc += b;
+            }
+        }
+        if (lane == 31) { tot[0] = il; tot[1] = ic; }
+    }
+    __syncthreads();
+}
+
+// two blocks per SM (at most 64 registers): one block's barriers overlap the other's loads
+extern "C" __global__ void __launch_bounds__(SORT_THREADS, 2)
 k_topk_select(const __grid_constant__ Geo go, const __grid_constant__ Str si,
               const __grid_constant__ Str sv, const __grid_constant__ Str sx, const i64 n_rows,
               const i64 n, const i64 ss, const i64 vs, const i64 xs, const unsigned int P,
@@ -247,6 +298,7 @@ k_topk_select(const __grid_constant__ Geo go, const __grid_constant__ Str si,
     __shared__ unsigned int cp[CAND];
     __shared__ unsigned int wl[SORT_THREADS / 32], we[SORT_THREADS / 32];
     __shared__ unsigned int s3[3];
+    __shared__ unsigned int cl[RS_UNROLL * SORT_THREADS / 32], cc[RS_UNROLL * SORT_THREADS / 32], tot[2];
     const u64 kmask = (u64)(KMASK);
     const int bits = 64 - __clzll((long long)kmask);
     const unsigned int lane = threadIdx.x & 31;
@@ -263,31 +315,43 @@ k_topk_select(const __grid_constant__ Geo go, const __grid_constant__ Str si,
         if (cnt <= CAND) {
             // keys below the top digit (all winners) to sel[0, nl1), in any order (the sort
             // below orders them); the digit's keys to ck/cp, in position order
+            // RS_UNROLL sub-blocks per step, all loaded before any is ranked (the loads of a
+            // step are in flight together; two barriers per step)
             const i64 nl1 = k - krem;
+            const unsigned int nwarps = blockDim.x >> 5, warp = threadIdx.x >> 5;
             i64 got_l = 0, got_c = 0;
-            for (i64 jb = 0; jb < n && (got_l < nl1 || got_c < (i64)cnt); jb += blockDim.x) {
-                const i64 j = jb + threadIdx.x;
-                u64 kk = 0;
-                bool isl = false, isc = false;
-                if (j < n) {
-                    kk = rk(j);
-                    isl = kk < prefix;
-                    isc = (kk & hmask) == prefix;
+            for (i64 jb = 0; jb < n && (got_l < nl1 || got_c < (i64)cnt);
+                 jb += RS_UNROLL * blockDim.x) {
+                u64 kk[RS_UNROLL];
+                bool isl[RS_UNROLL], isc[RS_UNROLL];
+#pragma unroll
+                for (int u = 0; u < RS_UNROLL; ++u) {
+                    const i64 j = jb + u * blockDim.x + threadIdx.x;
+                    kk[u] = j < n ? rk(j) : 0;
                 }
-                unsigned int bl, bc;
-                i64 bl_before, bc_before, tl, tc;
-                ballot_ranks(isl, isc, wl, we, bl, bc, bl_before, bc_before, tl, tc);
-                if (isl) {
-                    const i64 slot = got_l + bl_before + __popc(bl & lt);
-                    sel[slot].key = kk; sel[slot].pos = (unsigned int)j; sel[slot].pad = 0;
+#pragma unroll
+                for (int u = 0; u < RS_UNROLL; ++u) {
+                    const i64 j = jb + u * blockDim.x + threadIdx.x;
+                    isl[u] = j < n && kk[u] < prefix;
+                    isc[u] = j < n && (kk[u] & hmask) == prefix;
                 }
-                if (isc) {
-                    const i64 slot = got_c + bc_before + __popc(bc & lt);
-                    ck[slot] = kk;
-                    cp[slot] = (unsigned int)j;
+                unsigned int bl[RS_UNROLL], bc[RS_UNROLL];
+                ballot_ranks_unrolled(isl, isc, bl, bc, cl, cc, tot);
+#pragma unroll
+                for (int u = 0; u < RS_UNROLL; ++u) {
+                    const i64 j = jb + u * blockDim.x + threadIdx.x;
+                    if (isl[u]) {
+                        const i64 slot = got_l + cl[u * nwarps + warp] + __popc(bl[u] & lt);
+                        sel[slot].key = kk[u]; sel[slot].pos = (unsigned int)j; sel[slot].pad = 0;
+                    }
+                    if (isc[u]) {
+                        const i64 slot = got_c + cc[u * nwarps + warp] + __popc(bc[u] & lt);
+                        ck[slot] = kk[u];
+                        cp[slot] = (unsigned int)j;
+                    }
                 }
-                got_l += tl;
-                got_c += tc;
+                got_l += tot[0];
+                got_c += tot[1];
                 __syncthreads();
             }
             // the other digits, among the candidates
