@@ -13,6 +13,7 @@ use crate::{DType, Device, Error, Layout, Result, Scalar, Storage};
 pub(crate) mod common; // code every backend shares (backend/common/)
 pub(crate) mod contract; // the Backend trait and the device → backend map
 pub mod index; // index primitives: gather, scatter, masked scans (backend/index.rs)
+pub(crate) mod op_table; // every elementwise op and reduction, declared once
 pub mod optim; // fused optimizer updates (backend/optim.rs)
 pub mod sort; // sorting and selection primitives (backend/sort.rs)
 
@@ -25,7 +26,7 @@ pub struct View<'a> {
 }
 
 /// Elementwise unary ops. Input and output dtype are decided by the frontend
-/// (see [`UnaryOp::result_dtype`]).
+/// (see [`UnaryOp::dtypes`]). Each op's name, policy and kernels: `backend/op_table.rs`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum UnaryOp {
     Neg,
@@ -76,92 +77,6 @@ pub enum IntPolicy {
     ToBool,
 }
 
-impl UnaryOp {
-    pub const ALL: [UnaryOp; 32] = {
-        use UnaryOp::*;
-        [
-            Neg, Abs, Sign, Exp, Exp2, Log, Log2, Log1p, Expm1, Sqrt, Rsqrt, Reciprocal, Square,
-            Sin, Cos, Tan, Tanh, Sigmoid, Relu, GeluErf, GeluTanh, Silu, Softplus, Floor, Ceil,
-            Round, Trunc, Erf, IsNan, IsInf, IsFinite, LogicalNot,
-        ]
-    };
-    pub fn name(self) -> &'static str {
-        use UnaryOp::*;
-        match self {
-            Neg => "neg",
-            Abs => "abs",
-            Sign => "sign",
-            Exp => "exp",
-            Exp2 => "exp2",
-            Log => "log",
-            Log2 => "log2",
-            Log1p => "log1p",
-            Expm1 => "expm1",
-            Sqrt => "sqrt",
-            Rsqrt => "rsqrt",
-            Reciprocal => "reciprocal",
-            Square => "square",
-            Sin => "sin",
-            Cos => "cos",
-            Tan => "tan",
-            Tanh => "tanh",
-            Sigmoid => "sigmoid",
-            Relu => "relu",
-            GeluErf => "gelu",
-            GeluTanh => "gelu_tanh",
-            Silu => "silu",
-            Softplus => "softplus",
-            Floor => "floor",
-            Ceil => "ceil",
-            Round => "round",
-            Trunc => "trunc",
-            Erf => "erf",
-            IsNan => "isnan",
-            IsInf => "isinf",
-            IsFinite => "isfinite",
-            LogicalNot => "logical_not",
-        }
-    }
-    pub fn int_policy(self) -> IntPolicy {
-        use UnaryOp::*;
-        match self {
-            Neg | Abs | Sign | Square | Relu | Floor | Ceil | Round | Trunc => IntPolicy::Keep,
-            GeluErf | GeluTanh | Silu | Softplus => IntPolicy::FloatOnly,
-            IsNan | IsInf | IsFinite | LogicalNot => IntPolicy::ToBool,
-            _ => IntPolicy::ToFloat,
-        }
-    }
-    /// (compute dtype, result dtype) for an input dtype, or an error naming the op.
-    pub fn dtypes(self, input: DType) -> Result<(DType, DType)> {
-        if input == DType::Bool
-            && matches!(
-                self,
-                UnaryOp::Neg | UnaryOp::Abs | UnaryOp::Sign | UnaryOp::Square
-            )
-        {
-            return Err(Error::UnsupportedDType {
-                op: self.name(),
-                dtype: input,
-                hint: "; use logical_not for bool tensors, or to_dtype first".into(),
-            });
-        }
-        Ok(match self.int_policy() {
-            IntPolicy::Keep => (input, input),
-            IntPolicy::ToBool => (input, DType::Bool),
-            IntPolicy::ToFloat if input.is_float() => (input, input),
-            IntPolicy::ToFloat => (DType::F32, DType::F32),
-            IntPolicy::FloatOnly if input.is_float() => (input, input),
-            IntPolicy::FloatOnly => {
-                return Err(Error::UnsupportedDType {
-                    op: self.name(),
-                    dtype: input,
-                    hint: "; it takes float tensors (convert with to_dtype)".into(),
-                })
-            }
-        })
-    }
-}
-
 /// Elementwise binary ops (both inputs in the compute dtype).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum BinaryOp {
@@ -194,102 +109,9 @@ pub enum BinaryOp {
 }
 
 impl BinaryOp {
-    pub const ALL: [BinaryOp; 26] = {
-        use BinaryOp::*;
-        [
-            Add,
-            Sub,
-            Mul,
-            Div,
-            FloorDivide,
-            Remainder,
-            Pow,
-            Maximum,
-            Minimum,
-            Atan2,
-            Eq,
-            Ne,
-            Lt,
-            Le,
-            Gt,
-            Ge,
-            LogicalAnd,
-            LogicalOr,
-            LogicalXor,
-            BitwiseAnd,
-            BitwiseOr,
-            BitwiseXor,
-            ShiftLeft,
-            ShiftRight,
-            ClampMin,
-            ClampMax,
-        ]
-    };
-    pub fn name(self) -> &'static str {
-        use BinaryOp::*;
-        match self {
-            Add => "add",
-            Sub => "sub",
-            Mul => "mul",
-            Div => "div",
-            FloorDivide => "floor_divide",
-            Remainder => "remainder",
-            Pow => "pow",
-            Maximum => "maximum",
-            Minimum => "minimum",
-            Atan2 => "atan2",
-            Eq => "eq",
-            Ne => "ne",
-            Lt => "lt",
-            Le => "le",
-            Gt => "gt",
-            Ge => "ge",
-            LogicalAnd => "logical_and",
-            LogicalOr => "logical_or",
-            LogicalXor => "logical_xor",
-            BitwiseAnd => "bitwise_and",
-            BitwiseOr => "bitwise_or",
-            BitwiseXor => "bitwise_xor",
-            ShiftLeft => "bitwise_left_shift",
-            ShiftRight => "bitwise_right_shift",
-            ClampMin => "clamp_min",
-            ClampMax => "clamp_max",
-        }
-    }
+    /// Whether the result is bool (comparisons and logical ops).
     pub fn is_comparison(self) -> bool {
-        use BinaryOp::*;
-        matches!(
-            self,
-            Eq | Ne | Lt | Le | Gt | Ge | LogicalAnd | LogicalOr | LogicalXor
-        )
-    }
-    /// (compute dtype, result dtype) for the promoted dtype of the operands.
-    pub fn dtypes(self, common: DType) -> Result<(DType, DType)> {
-        use BinaryOp::*;
-        let unsupported = |hint: &str| Error::UnsupportedDType {
-            op: self.name(),
-            dtype: common,
-            hint: hint.into(),
-        };
-        Ok(match self {
-            _ if self.is_comparison() => (common, DType::Bool),
-            Div | Atan2 if !common.is_float() => (DType::F32, DType::F32),
-            BitwiseAnd | BitwiseOr | BitwiseXor if common.is_float() => {
-                return Err(unsupported("; bitwise ops take integer or bool tensors"))
-            }
-            ShiftLeft | ShiftRight if !common.is_int() => {
-                return Err(unsupported("; shifts take integer tensors"))
-            }
-            Sub if common == DType::Bool => {
-                return Err(unsupported(
-                    "; subtracting bool tensors is not supported, use logical_xor",
-                ))
-            }
-            FloorDivide | Remainder | Pow if common == DType::Bool => {
-                return Err(unsupported("; convert bool tensors with to_dtype first"))
-            }
-            _ => (common, common),
-        })
+        self.int_policy() == IntPolicy::ToBool
     }
 }
 
@@ -307,18 +129,6 @@ pub enum TernaryOp {
     Addcdiv(Scalar),
     /// `min(max(x, lo), hi)` with NaN propagating from any operand.
     Clamp,
-}
-
-impl TernaryOp {
-    pub fn name(self) -> &'static str {
-        match self {
-            TernaryOp::Where => "where",
-            TernaryOp::Lerp => "lerp",
-            TernaryOp::Addcmul(_) => "addcmul",
-            TernaryOp::Addcdiv(_) => "addcdiv",
-            TernaryOp::Clamp => "clamp",
-        }
-    }
 }
 
 /// Dispatches a primitive to the backend of the output's device.
@@ -466,50 +276,9 @@ pub enum ReduceOp {
 }
 
 impl ReduceOp {
-    pub const ALL: [ReduceOp; 8] = {
-        use ReduceOp::*;
-        [Sum, Prod, Mean, Max, Min, All, Any, CountNonzero]
-    };
-    pub fn name(self) -> &'static str {
-        match self {
-            ReduceOp::Sum => "sum",
-            ReduceOp::Prod => "prod",
-            ReduceOp::Mean => "mean",
-            ReduceOp::Max => "amax",
-            ReduceOp::Min => "amin",
-            ReduceOp::All => "all",
-            ReduceOp::Any => "any",
-            ReduceOp::CountNonzero => "count_nonzero",
-        }
-    }
-    /// The result dtype for an input dtype (PyTorch's rules), or an error naming the op:
-    /// - `Sum`, `Prod`: floats keep their dtype; integers and bool give i64;
-    /// - `Mean`: floats only, dtype kept;
-    /// - `Max`, `Min`: any dtype, kept (bool too);
-    /// - `All`, `Any`: any dtype, result bool (PyTorch returns uint8 for uint8 inputs;
-    ///   stride always returns bool);
-    /// - `CountNonzero`: any dtype, result i64.
-    pub fn result_dtype(self, input: DType) -> Result<DType> {
-        use ReduceOp::*;
-        Ok(match self {
-            Sum | Prod if !input.is_float() => DType::I64,
-            Sum | Prod | Max | Min => input,
-            Mean if input.is_float() => input,
-            Mean => {
-                return Err(Error::UnsupportedDType {
-                    op: self.name(),
-                    dtype: input,
-                    hint: "; it takes float tensors (convert with to_dtype(DType::F32) first)"
-                        .into(),
-                })
-            }
-            All | Any => DType::Bool,
-            CountNonzero => DType::I64,
-        })
-    }
     /// Whether reducing over zero elements is an error (the op has no identity).
     pub fn needs_nonempty(self) -> bool {
-        matches!(self, ReduceOp::Max | ReduceOp::Min)
+        self.empty() == op_table::Empty::Error
     }
 }
 

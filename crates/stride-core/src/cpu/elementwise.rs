@@ -1,15 +1,18 @@
 //! Elementwise kernels: one generic strided driver for any number of inputs ([`map`], and
 //! [`map_self`] for ops whose output may be their first input), with the contiguous (and
-//! broadcast-scalar) inner loops picked by looking at the plan's inner strides. Ops are
-//! closures over the compute type; see [`super::math`].
+//! broadcast-scalar) inner loops picked by looking at the plan's inner strides. The ops are
+//! not written here: each is a closure over the compute type in its entry of
+//! `backend/op_table.rs`, typed and walked by the per-category functions at the end of this
+//! file; see [`super::math`] for the scalar math.
 
 use super::access::Access;
 use super::math::{self, FloatElem, IntElem, Real};
 use super::strided::{stage_buf, Plan, SendPtr, TileOperand, Tiling, PREFETCH_RUNS};
+use crate::backend::op_table::{binary_table, match_arms, ternary_table, unary_table};
 use crate::backend::{BinaryOp, TernaryOp, UnaryOp, View};
 use crate::{DType, Element, Error, Result, Scalar};
 use half::{bf16, f16};
-use num_traits::{Float, One, Zero};
+use num_traits::{Float, Zero};
 use std::mem::MaybeUninit;
 
 /// The output of a tile: written in place, never staged.
@@ -309,17 +312,21 @@ unsafe fn map_self<const K: usize, const J: usize, I: Split<K, J, Head = O>, O: 
 }
 
 // ---------------------------------------------------------------------------------------------
-// unary
+// the ops: one function per (op family, dtype category), each a match on the op that
+// `match_arms!` generates from the family's table (backend/op_table.rs), and an `arm!` that
+// turns the entry's section for the category into a walk — or an error when it has none (the
+// frontend refuses those pairs first).
+
+fn no_kernel(op: &'static str, dtype: DType, hint: &str) -> Error {
+    Error::UnsupportedDType {
+        op,
+        dtype,
+        hint: hint.into(),
+    }
+}
 
 pub(crate) fn unary(op: UnaryOp, src: View, dst: View) -> Result<()> {
     let acc = Access::views(Some(&dst), &[&src]);
-    macro_rules! go {
-        ($A:ty, $O:ty, $f:expr) => {{
-            let f = $f;
-            unsafe { map(&acc, [&dst, &src], move |(x,): ($A,)| -> $O { f(x) }) };
-            Ok(())
-        }};
-    }
     match src.dtype {
         DType::F64 => float_unary::<f64>(op, &src, &dst, &acc),
         DType::F32 => float_unary::<f32>(op, &src, &dst, &acc),
@@ -330,114 +337,61 @@ pub(crate) fn unary(op: UnaryOp, src: View, dst: View) -> Result<()> {
         DType::U32 => int_unary::<u32>(op, &src, &dst, &acc),
         DType::U8 => int_unary::<u8>(op, &src, &dst, &acc),
         DType::I8 => int_unary::<i8>(op, &src, &dst, &acc),
-        DType::Bool => match op {
-            UnaryOp::LogicalNot => go!(bool, bool, |x: bool| !x),
-            UnaryOp::IsNan | UnaryOp::IsInf => go!(bool, bool, |_x: bool| false),
-            UnaryOp::IsFinite => go!(bool, bool, |_x: bool| true),
-            UnaryOp::Relu | UnaryOp::Floor | UnaryOp::Ceil | UnaryOp::Round | UnaryOp::Trunc => {
-                go!(bool, bool, |x: bool| x)
-            }
-            _ => {
-                return Err(Error::UnsupportedDType {
-                    op: op.name(),
-                    dtype: DType::Bool,
-                    hint: String::new(),
-                })
-            }
-        },
+        DType::Bool => bool_unary(op, &src, &dst, &acc),
     }
 }
 
 fn float_unary<T: FloatElem>(op: UnaryOp, src: &View, dst: &View, acc: &Access) -> Result<()> {
-    use UnaryOp::*;
-    macro_rules! f {
-        ($e:expr) => {{
-            let g = $e;
+    type C<T> = <T as FloatElem>::C;
+    macro_rules! arm {
+        (keep [$x:ident] $f:expr, $e:literal) => {{
+            let g = move |$x: C<T>| -> C<T> { $f };
             unsafe { map_self(acc, [dst, src], move |(x,): (T,)| T::store(g(x.load()))) }
         }};
-    }
-    macro_rules! b {
-        ($e:expr) => {{
-            let g = $e;
+        (to_bool [$x:ident] $f:expr, $e:literal) => {{
+            let g = move |$x: C<T>| -> bool { $f };
             unsafe { map(acc, [dst, src], move |(x,): (T,)| -> bool { g(x.load()) }) }
         }};
+        (none) => {
+            return Err(no_kernel(op.name(), T::DTYPE, ""))
+        };
     }
-    type C<T> = <T as FloatElem>::C;
-    match op {
-        Neg => f!(|x: C<T>| -x),
-        Abs => f!(|x: C<T>| x.abs()),
-        Sign => f!(math::sign::<C<T>>),
-        Exp => f!(|x: C<T>| x.exp()),
-        Exp2 => f!(|x: C<T>| x.exp2()),
-        Log => f!(|x: C<T>| x.ln()),
-        Log2 => f!(|x: C<T>| x.log2()),
-        Log1p => f!(|x: C<T>| x.ln_1p()),
-        Expm1 => f!(|x: C<T>| x.exp_m1()),
-        Sqrt => f!(|x: C<T>| x.sqrt()),
-        Rsqrt => f!(|x: C<T>| x.sqrt().recip()),
-        Reciprocal => f!(|x: C<T>| x.recip()),
-        Square => f!(|x: C<T>| x * x),
-        Sin => f!(|x: C<T>| x.sin()),
-        Cos => f!(|x: C<T>| x.cos()),
-        Tan => f!(|x: C<T>| x.tan()),
-        Tanh => f!(|x: C<T>| x.tanh()),
-        Sigmoid => f!(math::sigmoid::<C<T>>),
-        Relu => f!(math::relu::<C<T>>),
-        GeluErf => f!(math::gelu_erf::<C<T>>),
-        GeluTanh => f!(math::gelu_tanh::<C<T>>),
-        Silu => f!(|x: C<T>| x * math::sigmoid(x)),
-        Softplus => f!(math::softplus::<C<T>>),
-        Floor => f!(|x: C<T>| x.floor()),
-        Ceil => f!(|x: C<T>| x.ceil()),
-        Round => f!(|x: C<T>| x.round_even()),
-        Trunc => f!(|x: C<T>| x.trunc()),
-        Erf => f!(|x: C<T>| x.erf()),
-        IsNan => b!(|x: C<T>| x.is_nan()),
-        IsInf => b!(|x: C<T>| x.is_infinite()),
-        IsFinite => b!(|x: C<T>| x.is_finite()),
-        LogicalNot => b!(|x: C<T>| x == C::<T>::zero()),
-    }
+    unary_table!(match_arms float arm op UnaryOp);
     Ok(())
 }
 
 fn int_unary<T: IntElem>(op: UnaryOp, src: &View, dst: &View, acc: &Access) -> Result<()> {
-    use UnaryOp::*;
-    macro_rules! i {
-        ($e:expr) => {{
-            let g = $e;
+    macro_rules! arm {
+        (keep [$x:ident] $f:expr, $e:literal) => {{
+            let g = move |$x: T| -> T { $f };
             unsafe { map_self(acc, [dst, src], move |(x,): (T,)| -> T { g(x) }) }
         }};
-    }
-    macro_rules! b {
-        ($e:expr) => {{
-            let g = $e;
+        (to_bool [$x:ident] $f:expr, $e:literal) => {{
+            let g = move |$x: T| -> bool { $f };
             unsafe { map(acc, [dst, src], move |(x,): (T,)| -> bool { g(x) }) }
         }};
+        // the frontend converts integer inputs of float ops to f32 first
+        (none) => {
+            return Err(no_kernel(op.name(), T::DTYPE, " by this kernel"))
+        };
     }
-    match op {
-        Neg => i!(|x: T| x.w_neg()),
-        Abs => i!(|x: T| x.w_abs()),
-        Sign => i!(|x: T| x.signum_()),
-        Square => i!(|x: T| x.w_mul(x)),
-        Relu => i!(|x: T| if x.is_negative() { T::from_i64(0) } else { x }),
-        Floor | Ceil | Round | Trunc => i!(|x: T| x),
-        IsNan | IsInf => b!(|_x: T| false),
-        IsFinite => b!(|_x: T| true),
-        LogicalNot => b!(|x: T| x.is_zero()),
-        _ => {
-            // the frontend converts integer inputs of float ops to f32 first
-            return Err(Error::UnsupportedDType {
-                op: op.name(),
-                dtype: T::DTYPE,
-                hint: " by this kernel".into(),
-            });
-        }
-    }
+    unary_table!(match_arms int arm op UnaryOp);
     Ok(())
 }
 
-// ---------------------------------------------------------------------------------------------
-// binary
+fn bool_unary(op: UnaryOp, src: &View, dst: &View, acc: &Access) -> Result<()> {
+    macro_rules! arm {
+        (keep [$x:ident] $f:expr, $e:literal) => {
+            (|$x: bool| -> bool { $f }) as fn(bool) -> bool
+        };
+        (none) => {
+            return Err(no_kernel(op.name(), DType::Bool, ""))
+        };
+    }
+    let f = unary_table!(match_arms bool arm op UnaryOp);
+    unsafe { map(acc, [dst, src], move |(x,): (bool,)| f(x)) };
+    Ok(())
+}
 
 pub(crate) fn binary(op: BinaryOp, a: View, b: View, dst: View) -> Result<()> {
     let acc = Access::views(Some(&dst), &[&a, &b]);
@@ -462,59 +416,29 @@ fn float_binary<T: FloatElem>(
     dst: &View,
     acc: &Access,
 ) -> Result<()> {
-    use BinaryOp::*;
     type C<T> = <T as FloatElem>::C;
-    macro_rules! f {
-        ($e:expr) => {{
-            let g = $e;
+    macro_rules! arm {
+        (keep [$x:ident, $y:ident] $f:expr, $e:literal) => {{
+            let g = move |$x: C<T>, $y: C<T>| -> C<T> { $f };
             unsafe {
                 map_self(acc, [dst, a, b], move |(x, y): (T, T)| {
                     T::store(g(x.load(), y.load()))
                 })
             }
         }};
-    }
-    macro_rules! cmp {
-        ($e:expr) => {{
-            let g = $e;
+        (to_bool [$x:ident, $y:ident] $f:expr, $e:literal) => {{
+            let g = move |$x: C<T>, $y: C<T>| -> bool { $f };
             unsafe {
                 map(acc, [dst, a, b], move |(x, y): (T, T)| -> bool {
                     g(x.load(), y.load())
                 })
             }
         }};
+        (none) => {
+            return Err(no_kernel(op.name(), T::DTYPE, ""))
+        };
     }
-    let z = C::<T>::zero();
-    match op {
-        Add => f!(|x: C<T>, y: C<T>| x + y),
-        Sub => f!(|x: C<T>, y: C<T>| x - y),
-        Mul => f!(|x: C<T>, y: C<T>| x * y),
-        Div => f!(|x: C<T>, y: C<T>| x / y),
-        FloorDivide => f!(math::floor_div_real::<C<T>>),
-        Remainder => f!(math::remainder_real::<C<T>>),
-        Pow => f!(|x: C<T>, y: C<T>| x.powf(y)),
-        Maximum => f!(math::max_nan::<C<T>>),
-        Minimum => f!(math::min_nan::<C<T>>),
-        ClampMin => f!(math::max_nan::<C<T>>),
-        ClampMax => f!(math::min_nan::<C<T>>),
-        Atan2 => f!(|x: C<T>, y: C<T>| x.atan2(y)),
-        Eq => cmp!(|x: C<T>, y: C<T>| x == y),
-        Ne => cmp!(|x: C<T>, y: C<T>| x != y),
-        Lt => cmp!(|x: C<T>, y: C<T>| x < y),
-        Le => cmp!(|x: C<T>, y: C<T>| x <= y),
-        Gt => cmp!(|x: C<T>, y: C<T>| x > y),
-        Ge => cmp!(|x: C<T>, y: C<T>| x >= y),
-        LogicalAnd => cmp!(move |x: C<T>, y: C<T>| x != z && y != z),
-        LogicalOr => cmp!(move |x: C<T>, y: C<T>| x != z || y != z),
-        LogicalXor => cmp!(move |x: C<T>, y: C<T>| (x != z) != (y != z)),
-        BitwiseAnd | BitwiseOr | BitwiseXor | ShiftLeft | ShiftRight => {
-            return Err(Error::UnsupportedDType {
-                op: op.name(),
-                dtype: T::DTYPE,
-                hint: String::new(),
-            })
-        }
-    }
+    binary_table!(match_arms float arm op BinaryOp);
     Ok(())
 }
 
@@ -541,17 +465,18 @@ fn int_binary<T: IntElem>(
 ) -> Result<()> {
     use BinaryOp::*;
     let pb = acc.ptr::<T>(b.storage);
-    macro_rules! i {
-        ($e:expr) => {{
-            let g = $e;
+    macro_rules! arm {
+        (keep [$x:ident, $y:ident] $f:expr, $e:literal) => {{
+            let g = move |$x: T, $y: T| -> T { $f };
             unsafe { map_self(acc, [dst, a, b], move |(x, y): (T, T)| -> T { g(x, y) }) }
         }};
-    }
-    macro_rules! cmp {
-        ($e:expr) => {{
-            let g = $e;
+        (to_bool [$x:ident, $y:ident] $f:expr, $e:literal) => {{
+            let g = move |$x: T, $y: T| -> bool { $f };
             unsafe { map(acc, [dst, a, b], move |(x, y): (T, T)| -> bool { g(x, y) }) }
         }};
+        (none) => {
+            return Err(no_kernel(op.name(), T::DTYPE, " by this kernel"))
+        };
     }
     if matches!(op, FloorDivide | Remainder) && any_elem(b, pb, |y: T| y.is_zero()) {
         return Err(Error::ZeroDivision { op: op.name() });
@@ -562,71 +487,28 @@ fn int_binary<T: IntElem>(
             "integers to negative integer powers are not allowed",
         ));
     }
-    match op {
-        Add => i!(|x: T, y: T| x.w_add(y)),
-        Sub => i!(|x: T, y: T| x.w_sub(y)),
-        Mul => i!(|x: T, y: T| x.w_mul(y)),
-        FloorDivide => i!(|x: T, y: T| x.floor_div(y)),
-        Remainder => i!(|x: T, y: T| x.py_rem(y)),
-        Pow => i!(|x: T, y: T| x.w_pow(y)),
-        Maximum | ClampMin => i!(|x: T, y: T| if x >= y { x } else { y }),
-        Minimum | ClampMax => i!(|x: T, y: T| if x <= y { x } else { y }),
-        BitwiseAnd => i!(|x: T, y: T| x.and(y)),
-        BitwiseOr => i!(|x: T, y: T| x.or(y)),
-        BitwiseXor => i!(|x: T, y: T| x.xor(y)),
-        ShiftLeft => i!(|x: T, y: T| x.shl_(y)),
-        ShiftRight => i!(|x: T, y: T| x.shr_(y)),
-        Eq => cmp!(|x: T, y: T| x == y),
-        Ne => cmp!(|x: T, y: T| x != y),
-        Lt => cmp!(|x: T, y: T| x < y),
-        Le => cmp!(|x: T, y: T| x <= y),
-        Gt => cmp!(|x: T, y: T| x > y),
-        Ge => cmp!(|x: T, y: T| x >= y),
-        LogicalAnd => cmp!(|x: T, y: T| !x.is_zero() && !y.is_zero()),
-        LogicalOr => cmp!(|x: T, y: T| !x.is_zero() || !y.is_zero()),
-        LogicalXor => cmp!(|x: T, y: T| x.is_zero() != y.is_zero()),
-        Div | Atan2 => {
-            return Err(Error::UnsupportedDType {
-                op: op.name(),
-                dtype: T::DTYPE,
-                hint: " by this kernel".into(),
-            })
-        }
-    }
+    binary_table!(match_arms int arm op BinaryOp);
     Ok(())
 }
 
 fn bool_binary(op: BinaryOp, a: &View, b: &View, dst: &View, acc: &Access) -> Result<()> {
-    use BinaryOp::*;
-    let f: fn(bool, bool) -> bool = match op {
-        Add | LogicalOr | BitwiseOr | Maximum | ClampMin => |x, y| x | y,
-        Mul | LogicalAnd | BitwiseAnd | Minimum | ClampMax => |x, y| x & y,
-        LogicalXor | BitwiseXor | Ne => |x, y| x ^ y,
-        Eq => |x, y| x == y,
-        Lt => |x, y| !x & y,
-        Le => |x, y| x <= y,
-        Gt => |x, y| x & !y,
-        Ge => |x, y| x >= y,
-        _ => {
-            return Err(Error::UnsupportedDType {
-                op: op.name(),
-                dtype: DType::Bool,
-                hint: String::new(),
-            })
-        }
-    };
+    macro_rules! arm {
+        (keep [$x:ident, $y:ident] $f:expr, $e:literal) => {
+            (|$x: bool, $y: bool| -> bool { $f }) as fn(bool, bool) -> bool
+        };
+        (none) => {
+            return Err(no_kernel(op.name(), DType::Bool, ""))
+        };
+    }
+    let f = binary_table!(match_arms bool arm op BinaryOp);
     unsafe { map_self(acc, [dst, a, b], move |(x, y): (bool, bool)| f(x, y)) };
     Ok(())
 }
 
-// ---------------------------------------------------------------------------------------------
-// ternary
-
 pub(crate) fn ternary(op: TernaryOp, a: View, b: View, c: View, dst: View) -> Result<()> {
     let acc = Access::views(Some(&dst), &[&a, &b, &c]);
     // `where` selects in the output dtype; the others compute in it.
-    let dt = dst.dtype;
-    match dt {
+    match dst.dtype {
         DType::F64 => float_ternary::<f64>(op, &a, &b, &c, &dst, &acc),
         DType::F32 => float_ternary::<f32>(op, &a, &b, &c, &dst, &acc),
         DType::F16 => float_ternary::<f16>(op, &a, &b, &c, &dst, &acc),
@@ -636,33 +518,23 @@ pub(crate) fn ternary(op: TernaryOp, a: View, b: View, c: View, dst: View) -> Re
         DType::U32 => int_ternary::<u32>(op, &a, &b, &c, &dst, &acc),
         DType::U8 => int_ternary::<u8>(op, &a, &b, &c, &dst, &acc),
         DType::I8 => int_ternary::<i8>(op, &a, &b, &c, &dst, &acc),
-        DType::Bool => match op {
-            TernaryOp::Where => {
-                where_kernel::<bool>(&a, &b, &c, &dst, &acc);
-                Ok(())
-            }
-            _ => Err(Error::UnsupportedDType {
-                op: op.name(),
-                dtype: DType::Bool,
-                hint: String::new(),
-            }),
-        },
+        DType::Bool => bool_ternary(op, &a, &b, &c, &dst, &acc),
     }
 }
 
-fn where_kernel<T: Element>(cond: &View, a: &View, b: &View, dst: &View, acc: &Access) {
+/// `where`: `dst = f(cond, a, b)` with a bool `cond`.
+fn select<T: Element>(
+    cond: &View,
+    a: &View,
+    b: &View,
+    dst: &View,
+    acc: &Access,
+    f: impl Fn(bool, T, T) -> T + Sync,
+) {
     unsafe {
-        map(
-            acc,
-            [dst, cond, a, b],
-            |(c, x, y): (bool, T, T)| {
-                if c {
-                    x
-                } else {
-                    y
-                }
-            },
-        )
+        map(acc, [dst, cond, a, b], move |(c, x, y): (bool, T, T)| {
+            f(c, x, y)
+        })
     }
 }
 
@@ -675,38 +547,26 @@ fn float_ternary<T: FloatElem>(
     acc: &Access,
 ) -> Result<()> {
     type C<T> = <T as FloatElem>::C;
-    macro_rules! f {
-        ($e:expr) => {{
-            let g = $e;
+    macro_rules! arm {
+        (scalar $v:ident) => {
+            C::<T>::c($v.to_f64())
+        };
+        (keep [$x:ident, $y:ident, $z:ident] $f:expr, $e:literal) => {{
+            let g = move |$x: C<T>, $y: C<T>, $z: C<T>| -> C<T> { $f };
             unsafe {
                 map_self(acc, [dst, a, b, c], move |(x, y, z): (T, T, T)| {
                     T::store(g(x.load(), y.load(), z.load()))
                 })
             }
         }};
+        (select [$x:ident, $y:ident, $z:ident] $f:expr, $e:literal) => {
+            select::<T>(a, b, c, dst, acc, |$x, $y, $z| $f)
+        };
+        (none) => {
+            return Err(no_kernel(op.name(), T::DTYPE, ""))
+        };
     }
-    match op {
-        TernaryOp::Where => where_kernel::<T>(a, b, c, dst, acc),
-        TernaryOp::Lerp => f!(|s: C<T>, e: C<T>, w: C<T>| {
-            let d = e - s;
-            if w.abs() < C::<T>::c(0.5) {
-                s + w * d
-            } else {
-                e - d * (C::<T>::one() - w)
-            }
-        }),
-        TernaryOp::Addcmul(v) => {
-            let v = C::<T>::c(v.to_f64());
-            f!(move |s: C<T>, x: C<T>, y: C<T>| s + v * x * y)
-        }
-        TernaryOp::Addcdiv(v) => {
-            let v = C::<T>::c(v.to_f64());
-            f!(move |s: C<T>, x: C<T>, y: C<T>| s + v * (x / y))
-        }
-        TernaryOp::Clamp => {
-            f!(|x: C<T>, lo: C<T>, hi: C<T>| math::min_nan(math::max_nan(x, lo), hi))
-        }
-    }
+    ternary_table!(match_arms float arm op TernaryOp);
     Ok(())
 }
 
@@ -718,37 +578,49 @@ fn int_ternary<T: IntElem>(
     dst: &View,
     acc: &Access,
 ) -> Result<()> {
-    macro_rules! i {
-        ($e:expr) => {{
-            let g = $e;
+    macro_rules! arm {
+        (scalar $v:ident) => {{
+            let v: T = Scalar::Int($v.to_i64()).to_elem();
+            v
+        }};
+        (keep [$x:ident, $y:ident, $z:ident] $f:expr, $e:literal) => {{
+            let g = move |$x: T, $y: T, $z: T| -> T { $f };
             unsafe {
                 map_self(acc, [dst, a, b, c], move |(x, y, z): (T, T, T)| -> T {
                     g(x, y, z)
                 })
             }
         }};
+        (select [$x:ident, $y:ident, $z:ident] $f:expr, $e:literal) => {
+            select::<T>(a, b, c, dst, acc, |$x, $y, $z| $f)
+        };
+        (none) => {
+            return Err(no_kernel(op.name(), T::DTYPE, "; it takes float tensors"))
+        };
     }
-    match op {
-        TernaryOp::Where => where_kernel::<T>(a, b, c, dst, acc),
-        TernaryOp::Addcmul(v) => {
-            let v: T = Scalar::Int(v.to_i64()).to_elem();
-            i!(move |s: T, x: T, y: T| s.w_add(v.w_mul(x.w_mul(y))))
-        }
-        TernaryOp::Clamp => i!(|x: T, lo: T, hi: T| {
-            let m = if x >= lo { x } else { lo };
-            if m <= hi {
-                m
-            } else {
-                hi
-            }
-        }),
-        TernaryOp::Lerp | TernaryOp::Addcdiv(_) => {
-            return Err(Error::UnsupportedDType {
-                op: op.name(),
-                dtype: T::DTYPE,
-                hint: "; it takes float tensors".into(),
-            })
-        }
+    ternary_table!(match_arms int arm op TernaryOp);
+    Ok(())
+}
+
+fn bool_ternary(
+    op: TernaryOp,
+    a: &View,
+    b: &View,
+    c: &View,
+    dst: &View,
+    acc: &Access,
+) -> Result<()> {
+    macro_rules! arm {
+        (scalar $v:ident) => {{
+            let _ = $v;
+        }};
+        (select [$x:ident, $y:ident, $z:ident] $f:expr, $e:literal) => {
+            select::<bool>(a, b, c, dst, acc, |$x, $y, $z| $f)
+        };
+        (none) => {
+            return Err(no_kernel(op.name(), DType::Bool, ""))
+        };
     }
+    ternary_table!(match_arms bool arm op TernaryOp);
     Ok(())
 }

@@ -188,6 +188,17 @@ pub(crate) fn remainder_real<F: Real>(a: F, b: F) -> F {
     }
 }
 
+/// `s + w·(e − s)`, PyTorch's form: from the nearer end, exact at both.
+#[inline(always)]
+pub(crate) fn lerp<F: Real>(s: F, e: F, w: F) -> F {
+    let d = e - s;
+    if w.abs() < F::c(0.5) {
+        s + w * d
+    } else {
+        e - d * (F::one() - w)
+    }
+}
+
 /// The unary float functions, in the compute type.
 #[inline(always)]
 pub(crate) fn sigmoid<F: Real>(x: F) -> F {

@@ -187,7 +187,7 @@ pub(crate) fn fill(dst: View, value: Scalar) -> Result<()> {
 }
 
 pub(crate) fn unary(op: UnaryOp, src: View, dst: View) -> Result<()> {
-    if !source::has_unary(op, src.dtype) {
+    if op.kernel(src.dtype).is_none() {
         return Err(no_kernel(op.name(), src.dtype));
     }
     let (dev, po) = dptr(&dst)?;
@@ -233,7 +233,7 @@ pub(crate) fn unary(op: UnaryOp, src: View, dst: View) -> Result<()> {
 
 pub(crate) fn binary(op: BinaryOp, a: View, b: View, dst: View) -> Result<()> {
     let t = a.dtype;
-    if !source::has_binary(op, t) {
+    if op.kernel(t).is_none() {
         return Err(no_kernel(op.name(), t));
     }
     // integer division by zero and integer negative powers are errors that write nothing (as
@@ -370,7 +370,7 @@ fn any_bad(
 
 pub(crate) fn ternary(op: TernaryOp, a: View, b: View, c: View, dst: View) -> Result<()> {
     let t = dst.dtype;
-    if !source::has_ternary(op, t) {
+    if op.kernel(t).is_none() {
         return Err(no_kernel(op.name(), t));
     }
     let (dev, po) = dptr(&dst)?;

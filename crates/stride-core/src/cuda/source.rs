@@ -1,12 +1,14 @@
 //! The CUDA C source of each kernel module: `kernels/common.cuh` + a family's macros
-//! (`kernels/*.cu`) + one line per op, generated here from the same op enums the CPU backend
-//! dispatches on — so the set of (op, dtype) pairs a device supports is written once.
+//! (`kernels/*.cu`) + one line per op. An elementwise op's line comes from its entry in
+//! `backend/op_table.rs`, the table the CPU kernels come from too: the C expression, with the
+//! loads, stores and scalars of CUDA filled in (`cuda_expr`).
 //!
 //! A module holds one kernel (an op on a dtype: `unary_exp_f32`, `binary_add_i64`,
 //! `cast_f32_bf16`, `copy_4`) and is compiled on first use: NVRTC takes about 0.1–0.2 s per
 //! kernel, so the first op of a fresh process with a cold cache waits for its own kernel only.
 
 use crate::backend::index::ScatterOp;
+use crate::backend::op_table::{Kernel, Out};
 use crate::backend::{BinaryOp, TernaryOp, UnaryOp};
 use crate::{Category, DType};
 
@@ -62,157 +64,84 @@ fn module(t: DType, family: &str, lines: impl Iterator<Item = String>) -> String
     s
 }
 
-/// `(result C type, expression of x)` of a unary op on dtype `t`, or None if `t` has no such op.
-fn unary_expr(op: UnaryOp, t: DType) -> Option<(&'static str, String)> {
-    use UnaryOp::*;
-    let f = |e: &str| Some(("T", format!("S({e})")));
-    let b = |e: &str| Some(("bool", e.to_string()));
+/// `e` with each identifier that `var` names replaced (numbers and other names kept).
+fn substitute(e: &str, var: impl Fn(&str) -> Option<&'static str>) -> String {
+    let mut out = String::with_capacity(e.len() + 16);
+    let mut rest = e;
+    while let Some(c) = rest.chars().next() {
+        let is_name = c.is_ascii_alphabetic() || c == '_';
+        let n = if is_name || c.is_ascii_digit() {
+            // a name, or a number (`1.5f`, `0x7f`: digits first)
+            let dot = !is_name;
+            rest.find(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || (dot && c == '.')))
+                .unwrap_or(rest.len())
+        } else {
+            c.len_utf8()
+        };
+        let word = &rest[..n];
+        out.push_str(if is_name {
+            var(word).unwrap_or(word)
+        } else {
+            word
+        });
+        rest = &rest[n..];
+    }
+    out
+}
+
+/// A table expression (backend/op_table.rs) in CUDA C: a float kernel loads each input to
+/// the compute type (`L`) and stores a non-bool result (`S`); the op's scalar `v` arrives as
+/// `vf` (floats) or `vi` (integers).
+fn cuda_expr(k: Kernel, t: DType) -> String {
     match t.category() {
-        Category::Float => match op {
-            Neg => f("-L(x)"),
-            Abs => f("m_fabs(L(x))"),
-            Sign => f("sign_f(L(x))"),
-            Exp => f("m_exp(L(x))"),
-            Exp2 => f("m_exp2(L(x))"),
-            Log => f("m_log(L(x))"),
-            Log2 => f("m_log2(L(x))"),
-            Log1p => f("m_log1p(L(x))"),
-            Expm1 => f("m_expm1(L(x))"),
-            Sqrt => f("m_sqrt(L(x))"),
-            Rsqrt => f("(C)1 / m_sqrt(L(x))"),
-            Reciprocal => f("(C)1 / L(x)"),
-            Square => f("L(x) * L(x)"),
-            Sin => f("m_sin(L(x))"),
-            Cos => f("m_cos(L(x))"),
-            Tan => f("m_tan(L(x))"),
-            Tanh => f("m_tanh(L(x))"),
-            Sigmoid => f("sigmoid(L(x))"),
-            Relu => f("relu_f(L(x))"),
-            GeluErf => f("gelu_erf(L(x))"),
-            GeluTanh => f("gelu_tanh(L(x))"),
-            Silu => f("L(x) * sigmoid(L(x))"),
-            Softplus => f("softplus(L(x))"),
-            Floor => f("m_floor(L(x))"),
-            Ceil => f("m_ceil(L(x))"),
-            Round => f("m_rint(L(x))"),
-            Trunc => f("m_trunc(L(x))"),
-            Erf => f("m_erf(L(x))"),
-            IsNan => b("m_isnan(L(x))"),
-            IsInf => b("m_isinf(L(x))"),
-            IsFinite => b("!m_isnan(L(x)) && !m_isinf(L(x))"),
-            LogicalNot => b("L(x) == (C)0"),
-        },
-        Category::Integer => match op {
-            Neg => Some(("T", "w_neg(x)".into())),
-            Abs => Some(("T", "w_abs(x)".into())),
-            Sign => Some(("T", "sign_i(x)".into())),
-            Square => Some(("T", "w_mul(x, x)".into())),
-            Relu => Some(("T", "is_neg(x) ? (T)0 : x".into())),
-            Floor | Ceil | Round | Trunc => Some(("T", "x".into())),
-            IsNan | IsInf => b("false"),
-            IsFinite => b("true"),
-            LogicalNot => b("x == (T)0"),
-            _ => None,
-        },
-        Category::Bool => match op {
-            LogicalNot => b("!x"),
-            IsNan | IsInf => b("false"),
-            IsFinite => b("true"),
-            Relu | Floor | Ceil | Round | Trunc => b("x"),
-            _ => None,
-        },
+        _ if k.out == Out::Select => k.c.to_string(),
+        Category::Float => {
+            let e = substitute(k.c, |w| match w {
+                "x" => Some("L(x)"),
+                "y" => Some("L(y)"),
+                "z" => Some("L(z)"),
+                "v" => Some("(C)vf"),
+                _ => None,
+            });
+            match k.out {
+                Out::Bool => e,
+                _ => format!("S({e})"),
+            }
+        }
+        _ => substitute(k.c, |w| (w == "v").then_some("E<T>::from_i64(vi)")),
     }
 }
 
-/// Whether unary `op` has a kernel for input dtype `t`.
-pub(crate) fn has_unary(op: UnaryOp, t: DType) -> bool {
-    unary_expr(op, t).is_some()
+/// The C type of what a unary or binary kernel on dtype `t` returns.
+fn out_type(k: Kernel, t: DType) -> &'static str {
+    if k.out == Out::Bool || t == DType::Bool {
+        "bool"
+    } else {
+        "T"
+    }
 }
 
 /// The module of unary `op` on input dtype `t` (None: no such kernel).
 pub(crate) fn unary_module(op: UnaryOp, t: DType) -> Option<String> {
-    let (out, e) = unary_expr(op, t)?;
-    let line = format!("UNARY({}, {out}, {e})", op.name());
+    let k = op.kernel(t)?;
+    let line = format!(
+        "UNARY({}, {}, {})",
+        op.name(),
+        out_type(k, t),
+        cuda_expr(k, t)
+    );
     Some(module(t, "unary", std::iter::once(line)))
-}
-
-fn binary_expr(op: BinaryOp, t: DType) -> Option<(&'static str, String)> {
-    use BinaryOp::*;
-    let f = |e: &str| Some(("T", format!("S({e})")));
-    let i = |e: &str| Some(("T", e.to_string()));
-    let b = |e: &str| Some(("bool", e.to_string()));
-    let cmp = |sym: &str| b(&format!("x {sym} y"));
-    match t.category() {
-        Category::Float => match op {
-            Add => f("L(x) + L(y)"),
-            Sub => f("L(x) - L(y)"),
-            Mul => f("L(x) * L(y)"),
-            Div => f("L(x) / L(y)"),
-            FloorDivide => f("floor_div_real(L(x), L(y))"),
-            Remainder => f("remainder_real(L(x), L(y))"),
-            Pow => f("m_pow(L(x), L(y))"),
-            Maximum | ClampMin => f("max_nan(L(x), L(y))"),
-            Minimum | ClampMax => f("min_nan(L(x), L(y))"),
-            Atan2 => f("m_atan2(L(x), L(y))"),
-            Eq => b("L(x) == L(y)"),
-            Ne => b("L(x) != L(y)"),
-            Lt => b("L(x) < L(y)"),
-            Le => b("L(x) <= L(y)"),
-            Gt => b("L(x) > L(y)"),
-            Ge => b("L(x) >= L(y)"),
-            LogicalAnd => b("L(x) != (C)0 && L(y) != (C)0"),
-            LogicalOr => b("L(x) != (C)0 || L(y) != (C)0"),
-            LogicalXor => b("(L(x) != (C)0) != (L(y) != (C)0)"),
-            BitwiseAnd | BitwiseOr | BitwiseXor | ShiftLeft | ShiftRight => None,
-        },
-        Category::Integer => match op {
-            Add => i("w_add(x, y)"),
-            Sub => i("w_sub(x, y)"),
-            Mul => i("w_mul(x, y)"),
-            FloorDivide => i("floor_div_i(x, y)"),
-            Remainder => i("py_rem_i(x, y)"),
-            Pow => i("w_pow(x, y)"),
-            Maximum | ClampMin => i("x >= y ? x : y"),
-            Minimum | ClampMax => i("x <= y ? x : y"),
-            BitwiseAnd => i("x & y"),
-            BitwiseOr => i("x | y"),
-            BitwiseXor => i("x ^ y"),
-            ShiftLeft => i("shl_i(x, y)"),
-            ShiftRight => i("shr_i(x, y)"),
-            Eq => cmp("=="),
-            Ne => cmp("!="),
-            Lt => cmp("<"),
-            Le => cmp("<="),
-            Gt => cmp(">"),
-            Ge => cmp(">="),
-            LogicalAnd => b("x != (T)0 && y != (T)0"),
-            LogicalOr => b("x != (T)0 || y != (T)0"),
-            LogicalXor => b("(x != (T)0) != (y != (T)0)"),
-            Div | Atan2 => None,
-        },
-        Category::Bool => match op {
-            Add | LogicalOr | BitwiseOr | Maximum | ClampMin => b("x | y"),
-            Mul | LogicalAnd | BitwiseAnd | Minimum | ClampMax => b("x & y"),
-            LogicalXor | BitwiseXor | Ne => b("x ^ y"),
-            Eq => b("x == y"),
-            Lt => b("!x & y"),
-            Le => b("x <= y"),
-            Gt => b("x & !y"),
-            Ge => b("x >= y"),
-            _ => None,
-        },
-    }
-}
-
-/// Whether binary `op` has a kernel for dtype `t`.
-pub(crate) fn has_binary(op: BinaryOp, t: DType) -> bool {
-    binary_expr(op, t).is_some()
 }
 
 /// The module of binary `op` on dtype `t` (None: no such kernel).
 pub(crate) fn binary_module(op: BinaryOp, t: DType) -> Option<String> {
-    let (out, e) = binary_expr(op, t)?;
-    let line = format!("BINARY({}, {out}, {e})", op.name());
+    let k = op.kernel(t)?;
+    let line = format!(
+        "BINARY({}, {}, {})",
+        op.name(),
+        out_type(k, t),
+        cuda_expr(k, t)
+    );
     Some(module(t, "binary", std::iter::once(line)))
 }
 
@@ -226,40 +155,12 @@ pub(crate) fn ternary_name(op: TernaryOp) -> &'static str {
     op.name()
 }
 
-fn ternary_expr(op: TernaryOp, t: DType) -> Option<(&'static str, String)> {
-    match (op, t.category()) {
-        // the first member is the type of operand x: bool for `where`, else T
-        (TernaryOp::Where, _) => Some(("bool", "x ? y : z".into())),
-        (TernaryOp::Lerp, Category::Float) => Some(("T", "S(lerp_f(L(x), L(y), L(z)))".into())),
-        (TernaryOp::Addcmul(_), Category::Float) => {
-            Some(("T", "S(L(x) + (C)vf * L(y) * L(z))".into()))
-        }
-        (TernaryOp::Addcdiv(_), Category::Float) => {
-            Some(("T", "S(L(x) + (C)vf * (L(y) / L(z)))".into()))
-        }
-        (TernaryOp::Clamp, Category::Float) => {
-            Some(("T", "S(min_nan(max_nan(L(x), L(y)), L(z)))".into()))
-        }
-        (TernaryOp::Addcmul(_), Category::Integer) => Some((
-            "T",
-            "w_add(x, w_mul(E<T>::from_i64(vi), w_mul(y, z)))".into(),
-        )),
-        (TernaryOp::Clamp, Category::Integer) => {
-            Some(("T", "(x >= y ? x : y) <= z ? (x >= y ? x : y) : z".into()))
-        }
-        _ => None,
-    }
-}
-
-/// Whether ternary `op` has a kernel for output dtype `t`.
-pub(crate) fn has_ternary(op: TernaryOp, t: DType) -> bool {
-    ternary_expr(op, t).is_some()
-}
-
-/// The module of ternary `op` with output dtype `t` (None: no such kernel).
+/// The module of ternary `op` with output dtype `t` (None: no such kernel). Operand x has
+/// C type A: bool for `where`, else T.
 pub(crate) fn ternary_module(op: TernaryOp, t: DType) -> Option<String> {
-    let (a, e) = ternary_expr(op, t)?;
-    let line = format!("TERNARY({}, {a}, {e})", ternary_name(op));
+    let k = op.kernel(t)?;
+    let a = if k.out == Out::Select { "bool" } else { "T" };
+    let line = format!("TERNARY({}, {a}, {})", ternary_name(op), cuda_expr(k, t));
     Some(module(t, "ternary", std::iter::once(line)))
 }
 
@@ -673,13 +574,6 @@ pub(crate) fn all_modules() -> Vec<(String, String)> {
         .iter()
         .map(|&b| (format!("copy_{b}"), copy_module(b)))
         .collect();
-    let all_ternary = [
-        TernaryOp::Where,
-        TernaryOp::Lerp,
-        TernaryOp::Addcmul(crate::Scalar::Int(1)),
-        TernaryOp::Addcdiv(crate::Scalar::Int(1)),
-        TernaryOp::Clamp,
-    ];
     for t in DType::ALL {
         let n = tag(t);
         for op in UnaryOp::ALL {
@@ -688,7 +582,7 @@ pub(crate) fn all_modules() -> Vec<(String, String)> {
         for op in BinaryOp::ALL {
             v.extend(binary_module(op, t).map(|s| (format!("binary_{}_{n}", op.name()), s)));
         }
-        for op in all_ternary {
+        for op in TernaryOp::ALL {
             v.extend(ternary_module(op, t).map(|s| (format!("ternary_{}_{n}", op.name()), s)));
         }
         if t.is_int() {
