@@ -104,17 +104,20 @@ fn laid(values: &Tensor, lay: Lay, dev: &Device) -> Tensor {
     }
 }
 
+/// `torch.optim.Adam`'s defaults, first step.
+const BASE: AdamStep = AdamStep {
+    lr: 1e-3,
+    beta1: 0.9,
+    beta2: 0.999,
+    eps: 1e-8,
+    weight_decay: 0.0,
+    decoupled_weight_decay: false,
+    maximize: false,
+    step: 1,
+};
+
 fn variants() -> Vec<(&'static str, AdamStep, bool)> {
-    let base = AdamStep {
-        lr: 1e-3,
-        beta1: 0.9,
-        beta2: 0.999,
-        eps: 1e-8,
-        weight_decay: 0.0,
-        decoupled_weight_decay: false,
-        maximize: false,
-        step: 1,
-    };
+    let base = BASE;
     vec![
         ("adam", base, false),
         (
@@ -263,16 +266,7 @@ fn fused_adam_is_the_composed_update_on_cuda() {
 fn fused_adam_refuses_what_it_cannot_update() {
     let dev = Device::Cpu;
     let z = |shape: &[usize], dtype| Tensor::zeros(shape, dtype, &dev).unwrap();
-    let h = AdamStep {
-        lr: 1e-3,
-        beta1: 0.9,
-        beta2: 0.999,
-        eps: 1e-8,
-        weight_decay: 0.0,
-        decoupled_weight_decay: false,
-        maximize: false,
-        step: 1,
-    };
+    let h = BASE;
     let p = z(&[2, 3], DType::F32);
     let like = || p.zeros_like(MemoryFormat::Preserve).unwrap();
     let err = |r: stride_core::Result<()>| r.unwrap_err().to_string();
