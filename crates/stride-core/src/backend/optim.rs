@@ -116,7 +116,8 @@ pub(crate) fn adam(
     let mut outputs = vec![param, exp_avg, exp_avg_sq];
     outputs.extend(max_exp_avg_sq);
     debug::primitive(op, Replay::SameDtype, &[grad], &outputs, |i, o| {
-        let device = super::same_device(op, &[o[0], o[1], o[2], i[0]])?;
+        let views: Vec<View> = o.iter().chain(i).copied().collect();
+        let device = super::same_device(op, &views)?;
         backend_for(device).adam(h, o[0], i[0], o[1], o[2], o.get(3).copied())
     })
 }
