@@ -1,15 +1,62 @@
-//! Index ops against the plain-loop references in `idx_common/reference.rs`, over layouts of
-//! every operand (values, indices, in-place destinations), index dtypes i64/i32/u32, value
-//! dtypes, size-0/size-1 dims and expanded (stride-0) indices; error paths with operands
-//! unchanged; determinism of accumulating scatters.
+//! Index ops against the stride-check registry's references (`registry_ref`, the one
+//! reference of each op), over layouts of every operand (values, indices, in-place
+//! destinations), index dtypes i64/i32/u32, value dtypes, size-0/size-1 dims and expanded
+//! (stride-0) indices; error paths with operands unchanged; determinism of accumulating
+//! scatters (against sequential f32 sums).
 
 mod idx_common;
 
-use idx_common::reference as r;
 use idx_common::*;
-use stride_core::{DType, Device, Error, ScatterReduce, Tensor};
+use stride_check::reference::numel;
+use stride_check::registry::Params;
+use stride_core::{DType, Device, Error, Scalar, ScatterReduce, Tensor};
 
 const CPU: Device = Device::Cpu;
+
+/// Registry params: the dim argument.
+fn pd(dim: i64) -> Params {
+    Params {
+        dims: vec![dim],
+        ..Params::default()
+    }
+}
+/// Registry params: the dim and a scalar (a fill value, index_add's alpha).
+fn pds(dim: i64, s: impl Into<Scalar>) -> Params {
+    Params {
+        dims: vec![dim],
+        scalars: vec![s.into()],
+        ..Params::default()
+    }
+}
+/// Registry params: a scalar alone (masked_fill's value).
+fn ps(s: impl Into<Scalar>) -> Params {
+    Params {
+        scalars: vec![s.into()],
+        ..Params::default()
+    }
+}
+/// Registry params of scatter_reduce: the dim, `ints = [reduce, include_self]` (the reduce
+/// as the entry numbers it: sum, prod, mean, amax, amin).
+fn pred(dim: i64, red: ScatterReduce, include_self: bool) -> Params {
+    let code = match red {
+        ScatterReduce::Sum => 0,
+        ScatterReduce::Prod => 1,
+        ScatterReduce::Mean => 2,
+        ScatterReduce::Amax => 3,
+        ScatterReduce::Amin => 4,
+    };
+    Params {
+        dims: vec![dim],
+        ints: vec![code, include_self as i64],
+        ..Params::default()
+    }
+}
+/// Index values as a registry operand's values.
+fn fl(idx: &[i64]) -> Vec<f64> {
+    idx.iter().map(|&v| v as f64).collect()
+}
+const IDX: DType = DType::I64;
+const MASK: DType = DType::Bool;
 
 fn vals_for(dtype: DType, n: usize, rng: &mut Rng) -> Vec<f64> {
     match dtype {
@@ -41,9 +88,15 @@ fn index_select_over_layouts_and_index_dtypes() {
         (vec![0, 3], 1, 2),
         (vec![3, 2], 0, 0),
     ] {
-        let x = rng.small(r::numel(&xs), -9, 9);
+        let x = rng.small(numel(&xs), -9, 9);
         let idx: Vec<i64> = (0..n).map(|_| rng.below(xs[d].max(1)) as i64).collect();
-        let (want, os) = r::index_select(&x, &xs, d, &idx);
+        let want = registry_ref(
+            "index_select",
+            &[(&x, &xs, DType::F32), (&fl(&idx), &[n], IDX)],
+            pd(d as i64),
+        );
+        let mut os = xs.clone();
+        os[d] = n;
         for xl in layouts(&x, &xs, DType::F32) {
             for idt in INDEX_DTYPES {
                 for il in index_layouts(&idx, &[n], idt) {
@@ -75,7 +128,11 @@ fn index_select_every_value_dtype() {
         .chain([DType::Bool, DType::U32])
     {
         let x = vals_for(dt, 12, &mut rng);
-        let (want, _) = r::index_select(&x, &xs, 0, &idx);
+        let want = registry_ref(
+            "index_select",
+            &[(&x, &xs, dt), (&fl(&idx), &[4], IDX)],
+            pd(0),
+        );
         let out = tensor(&x, &xs, dt)
             .index_select(0, &ints(&idx, &[4], DType::U32))
             .unwrap();
@@ -99,11 +156,13 @@ fn gather_over_layouts_including_expanded_index() {
         (vec![3, 4, 2], 0, vec![1, 4, 1]),
         (vec![3, 4], 0, vec![0, 4]),
     ] {
-        let x = rng.small(r::numel(&xs), -9, 9);
-        let idx: Vec<i64> = (0..r::numel(&is))
-            .map(|_| rng.below(xs[d]) as i64)
-            .collect();
-        let want = r::gather(&x, &xs, d, &idx, &is);
+        let x = rng.small(numel(&xs), -9, 9);
+        let idx: Vec<i64> = (0..numel(&is)).map(|_| rng.below(xs[d]) as i64).collect();
+        let want = registry_ref(
+            "gather",
+            &[(&x, &xs, DType::F64), (&fl(&idx), &is, IDX)],
+            pd(d as i64),
+        );
         for xl in layouts(&x, &xs, DType::F64) {
             for idt in INDEX_DTYPES {
                 for il in index_layouts(&idx, &is, idt) {
@@ -130,7 +189,11 @@ fn gather_over_layouts_including_expanded_index() {
             .unwrap();
         assert_eq!(e.stride(), &[1, 0]);
         let full: Vec<i64> = rows.iter().flat_map(|&v| vec![v; m]).collect();
-        let want = r::gather(&x, &xs, 0, &full, &[n, m]);
+        let want = registry_ref(
+            "gather",
+            &[(&x, &xs, DType::F32), (&fl(&full), &[n, m], IDX)],
+            pd(0),
+        );
         for xl in layouts(&x, &xs, DType::F32) {
             assert_same!(
                 f64s(&xl.t.gather(0, &e).unwrap()),
@@ -148,7 +211,11 @@ fn gather_every_value_dtype_and_0d() {
     for dt in VALUE_DTYPES.iter().copied().chain([DType::Bool]) {
         let x = vals_for(dt, 6, &mut rng);
         let idx = vec![2i64, 0, 1, 1, 0, 2];
-        let want = r::gather(&x, &[2, 3], 1, &idx, &[2, 3]);
+        let want = registry_ref(
+            "gather",
+            &[(&x, &[2, 3], dt), (&fl(&idx), &[2, 3], IDX)],
+            pd(-1),
+        );
         let out = tensor(&x, &[2, 3], dt)
             .gather(-1, &ints(&idx, &[2, 3], DType::I32))
             .unwrap();
@@ -167,7 +234,11 @@ fn take_wraps_negative_indices() {
     let xs = [3usize, 4];
     let x = rng.small(12, -9, 9);
     let idx = vec![-1i64, 0, 11, -12, 5, 5];
-    let want = r::take(&x, &idx);
+    let want = registry_ref(
+        "take",
+        &[(&x, &xs, DType::I32), (&fl(&idx), &[2, 3], IDX)],
+        Params::default(),
+    );
     for xl in layouts(&x, &xs, DType::I32) {
         for idt in [DType::I64, DType::I32] {
             for il in index_layouts(&idx, &[2, 3], idt) {
@@ -185,7 +256,11 @@ fn embedding_and_advanced_index() {
     let ws = [7usize, 3];
     let w = rng.small(21, -9, 9);
     let idx = vec![6i64, 0, 3, 3, 1, 2];
-    let want = r::embedding(&w, &ws, &idx);
+    let want = registry_ref(
+        "embedding",
+        &[(&w, &ws, DType::BF16), (&fl(&idx), &[2, 3], IDX)],
+        Params::default(),
+    );
     for wl in layouts(&w, &ws, DType::BF16) {
         for idt in INDEX_DTYPES {
             for il in index_layouts(&idx, &[2, 3], idt) {
@@ -206,11 +281,15 @@ fn embedding_and_advanced_index() {
     let xs = [2usize, 5, 3];
     let x = rng.small(30, -9, 9);
     let idx = vec![-1i64, 0, 4, -5];
-    let (want, os) = r::index(&x, &xs, 1, &idx, &[2, 2]);
+    let want = registry_ref(
+        "index",
+        &[(&x, &xs, DType::F32), (&fl(&idx), &[2, 2], IDX)],
+        pd(1),
+    );
     for xl in layouts(&x, &xs, DType::F32) {
         for il in index_layouts(&idx, &[2, 2], DType::I64) {
             let out = xl.t.index(1, &il.t).unwrap();
-            assert_eq!(out.shape(), os.as_slice());
+            assert_eq!(out.shape(), &[2, 2, 2, 3]);
             assert_same!(f64s(&out), want, "index x:{} idx:{}", xl.name, il.name);
         }
     }
@@ -231,15 +310,16 @@ fn index_mask_selects_leading_dims() {
     let xs = [3usize, 4, 2];
     let x = rng.small(24, -9, 9);
     let m: Vec<f64> = rng.small(12, 0, 2);
+    let want = registry_ref(
+        "index_mask",
+        &[(&x, &xs, DType::F32), (&m, &[3, 4], MASK)],
+        Params::default(),
+    );
+    let rows = m.iter().filter(|&&v| v != 0.0).count();
     for xl in layouts(&x, &xs, DType::F32) {
         for ml in layouts(&m, &[3, 4], DType::Bool) {
             let out = xl.t.index_mask(&ml.t).unwrap();
-            let sel: Vec<usize> = (0..12).filter(|&i| m[i] != 0.0).collect();
-            assert_eq!(out.shape(), &[sel.len(), 2]);
-            let want: Vec<f64> = sel
-                .iter()
-                .flat_map(|&i| vec![x[2 * i], x[2 * i + 1]])
-                .collect();
+            assert_eq!(out.shape(), &[rows, 2]);
             assert_same!(f64s(&out), want, "index_mask x:{} m:{}", xl.name, ml.name);
         }
     }
@@ -257,13 +337,26 @@ fn index_mask_selects_leading_dims() {
 // ---------------------------------------------------------------------------------------------
 // scatters
 
-fn red_of(red: ScatterReduce) -> r::Red {
+/// The registry's reference of `scatter` (`red` None) or `scatter_reduce` for contiguous
+/// operands of dtype `dt` (`self` of shape `xs`, index of shape `is`, src of shape `ss`).
+#[allow(clippy::too_many_arguments)]
+fn scatter_want(
+    base: &[f64],
+    xs: &[usize],
+    d: i64,
+    idx: &[i64],
+    is: &[usize],
+    src: &[f64],
+    ss: &[usize],
+    red: Option<ScatterReduce>,
+    include_self: bool,
+    dt: DType,
+) -> Vec<f64> {
+    let fi = fl(idx);
+    let args = [(base, xs, dt), (&fi[..], is, IDX), (src, ss, dt)];
     match red {
-        ScatterReduce::Sum => r::Red::Sum,
-        ScatterReduce::Prod => r::Red::Prod,
-        ScatterReduce::Mean => r::Red::Mean,
-        ScatterReduce::Amax => r::Red::Amax,
-        ScatterReduce::Amin => r::Red::Amin,
+        None => registry_ref("scatter", &args, pd(d)),
+        Some(r) => registry_ref("scatter_reduce", &args, pred(d, r, include_self)),
     }
 }
 
@@ -277,26 +370,45 @@ fn scatter_family_in_place_through_every_layout() {
         (vec![4, 1], 0, vec![5, 1], vec![5, 1]),
         (vec![4, 3], 0, vec![0, 3], vec![1, 3]),
     ] {
-        let base = rng.small(r::numel(&xs), -4, 5);
-        let idx: Vec<i64> = (0..r::numel(&is))
-            .map(|_| rng.below(xs[d]) as i64)
-            .collect();
-        let src = rng.small(r::numel(&ss), -4, 5);
-        let cases: Vec<(&str, r::Red, bool)> = vec![
-            ("scatter", r::Red::Assign, true),
-            ("scatter_add", r::Red::Sum, true),
-            ("sum", r::Red::Sum, false),
-            ("prod", r::Red::Prod, true),
-            ("prod", r::Red::Prod, false),
-            ("mean", r::Red::Mean, true),
-            ("mean", r::Red::Mean, false),
-            ("amax", r::Red::Amax, true),
-            ("amin", r::Red::Amin, false),
+        let base = rng.small(numel(&xs), -4, 5);
+        let idx: Vec<i64> = (0..numel(&is)).map(|_| rng.below(xs[d]) as i64).collect();
+        let src = rng.small(numel(&ss), -4, 5);
+        let cases: Vec<(&str, Option<ScatterReduce>, bool)> = vec![
+            ("scatter", None, true),
+            ("scatter_add", None, true),
+            ("sum", Some(ScatterReduce::Sum), false),
+            ("prod", Some(ScatterReduce::Prod), true),
+            ("prod", Some(ScatterReduce::Prod), false),
+            ("mean", Some(ScatterReduce::Mean), true),
+            ("mean", Some(ScatterReduce::Mean), false),
+            ("amax", Some(ScatterReduce::Amax), true),
+            ("amin", Some(ScatterReduce::Amin), false),
         ];
         for (name, red, incl) in cases {
-            // the reference in f64, rounded once to f32 (as the kernel's f32 division)
-            let want = r::scatter(&base, &xs, d, &idx, &is, &src, &ss, red, incl, false);
-            let want = f64s(&tensor(&want, &xs, DType::F32));
+            let want = if name == "scatter_add" {
+                registry_ref(
+                    "scatter_add",
+                    &[
+                        (&base, &xs, DType::F32),
+                        (&fl(&idx), &is, IDX),
+                        (&src, &ss, DType::F32),
+                    ],
+                    pd(d as i64),
+                )
+            } else {
+                scatter_want(
+                    &base,
+                    &xs,
+                    d as i64,
+                    &idx,
+                    &is,
+                    &src,
+                    &ss,
+                    red,
+                    incl,
+                    DType::F32,
+                )
+            };
             let nl = layouts(&base, &xs, DType::F32).len();
             for li in 0..nl {
                 for idt in INDEX_DTYPES {
@@ -308,19 +420,8 @@ fn scatter_family_in_place_through_every_layout() {
                             let res = match (name, red) {
                                 ("scatter", _) => t.scatter_(d as i64, i, s),
                                 ("scatter_add", _) => t.scatter_add_(d as i64, i, s),
-                                (_, r::Red::Sum) => {
-                                    t.scatter_reduce_(d as i64, i, s, ScatterReduce::Sum, incl)
-                                }
-                                (_, r::Red::Prod) => {
-                                    t.scatter_reduce_(d as i64, i, s, ScatterReduce::Prod, incl)
-                                }
-                                (_, r::Red::Mean) => {
-                                    t.scatter_reduce_(d as i64, i, s, ScatterReduce::Mean, incl)
-                                }
-                                (_, r::Red::Amax) => {
-                                    t.scatter_reduce_(d as i64, i, s, ScatterReduce::Amax, incl)
-                                }
-                                _ => t.scatter_reduce_(d as i64, i, s, ScatterReduce::Amin, incl),
+                                (_, Some(rd)) => t.scatter_reduce_(d as i64, i, s, rd, incl),
+                                (_, None) => unreachable!(),
                             }
                             .unwrap();
                             assert!(res.shares_storage_with(&dl.t));
@@ -330,7 +431,7 @@ fn scatter_family_in_place_through_every_layout() {
                             );
                             assert_same!(f64s(&dl.t), want, "{ctx}");
                             assert!(
-                                dl.t.version() > v0 || r::numel(&is) == 0,
+                                dl.t.version() > v0 || numel(&is) == 0,
                                 "{ctx}: version bumped"
                             );
                             dl.guards_intact();
@@ -352,14 +453,24 @@ fn scatter_with_an_expanded_index_through_every_self_layout() {
     let full: Vec<i64> = rows.iter().flat_map(|&v| vec![v; m]).collect();
     let src = rng.small(k * m, -4, 5);
     let is = [k, m];
-    for (red, reduce) in [
-        (r::Red::Assign, None),
-        (r::Red::Sum, Some(ScatterReduce::Sum)),
-        (r::Red::Amax, Some(ScatterReduce::Amax)),
-        (r::Red::Mean, Some(ScatterReduce::Mean)),
+    for reduce in [
+        None,
+        Some(ScatterReduce::Sum),
+        Some(ScatterReduce::Amax),
+        Some(ScatterReduce::Mean),
     ] {
-        let want = r::scatter(&base, &xs, 0, &full, &is, &src, &is, red, true, false);
-        let want = f64s(&tensor(&want, &xs, DType::F32));
+        let want = scatter_want(
+            &base,
+            &xs,
+            0,
+            &full,
+            &is,
+            &src,
+            &is,
+            reduce,
+            true,
+            DType::F32,
+        );
         for idt in INDEX_DTYPES {
             let e = ints(&rows, &[k, 1], idt)
                 .expand(&[k as i64, m as i64])
@@ -373,7 +484,7 @@ fn scatter_with_an_expanded_index_through_every_self_layout() {
                     Some(rd) => dl.t.scatter_reduce_(0, &e, &srct, rd, true),
                 }
                 .unwrap();
-                assert_same!(f64s(&dl.t), want, "{red:?} {idt} self:{}", dl.name);
+                assert_same!(f64s(&dl.t), want, "{reduce:?} {idt} self:{}", dl.name);
                 dl.guards_intact();
             }
         }
@@ -419,30 +530,26 @@ fn scatter_out_of_place_and_scalar_value() {
             .unwrap();
         assert_eq!(out.dtype(), dt);
         assert_same!(f64s(&bt), b, "out-of-place leaves self");
-        let want = r::scatter(&b, &xs, 0, &idx, &is, &s, &is, r::Red::Assign, true, false);
+        let want = scatter_want(&b, &xs, 0, &idx, &is, &s, &is, None, true, dt);
         assert_same!(f64s(&out), want, "scatter {dt}");
         let out = bt
             .scatter_value(0, &ints(&idx, &is, DType::I64), 1i64)
             .unwrap();
-        let ones = vec![1.0; 8];
-        let want = r::scatter(
-            &b,
-            &xs,
-            0,
-            &idx,
-            &is,
-            &ones,
-            &is,
-            r::Red::Assign,
-            true,
-            false,
+        let want = registry_ref(
+            "scatter_value",
+            &[(&b, &xs, dt), (&fl(&idx), &is, IDX)],
+            pds(0, 1i64),
         );
         assert_same!(f64s(&out), want, "scatter value {dt}");
         if dt != DType::Bool {
             let out = bt
                 .scatter_add(0, &ints(&idx, &is, DType::I32), &tensor(&s, &is, dt))
                 .unwrap();
-            let want = r::scatter(&b, &xs, 0, &idx, &is, &s, &is, r::Red::Sum, true, false);
+            let want = registry_ref(
+                "scatter_add",
+                &[(&b, &xs, dt), (&fl(&idx), &is, IDX), (&s, &is, dt)],
+                pd(0),
+            );
             assert_same!(f64s(&out), want, "scatter_add {dt}");
             let reds: &[ScatterReduce] = if matches!(dt, DType::U8 | DType::I8) {
                 &[
@@ -469,20 +576,7 @@ fn scatter_out_of_place_and_scalar_value() {
                             incl,
                         )
                         .unwrap();
-                    let want2 = r::scatter(
-                        &b,
-                        &xs,
-                        1,
-                        &idx,
-                        &is,
-                        &s,
-                        &is,
-                        red_of(red),
-                        incl,
-                        dt.is_int(),
-                    );
-                    // wrapping/rounding: compare through the dtype
-                    let want2 = f64s(&tensor(&want2, &xs, dt));
+                    let want2 = scatter_want(&b, &xs, 1, &idx, &is, &s, &is, Some(red), incl, dt);
                     assert_same!(f64s(&out), want2, "scatter_reduce {red:?} incl={incl} {dt}");
                 }
             }
@@ -543,11 +637,20 @@ fn index_add_copy_fill_through_every_layout() {
         (vec![2, 3, 4], 0, vec![]),
         (vec![1, 3], 0, vec![0, 0]),
     ] {
-        let base = rng.small(r::numel(&xs), -4, 5);
+        let base = rng.small(numel(&xs), -4, 5);
         let mut ss = xs.clone();
         ss[d] = idx.len();
-        let src = rng.small(r::numel(&ss), -4, 5);
-        let add = r::index_add(&base, &xs, d, &idx, &src, Some(2.0));
+        let src = rng.small(numel(&ss), -4, 5);
+        let n = idx.len();
+        let (fi, is) = (fl(&idx), [n]);
+        let args = [
+            (&base[..], &xs[..], DType::F64),
+            (&fi[..], &is[..], IDX),
+            (&src[..], &ss[..], DType::F64),
+        ];
+        let add = registry_ref("index_add", &args, pds(d as i64, 2i64));
+        let copy = registry_ref("index_copy", &args, pd(d as i64));
+        let fill = registry_ref("index_fill", &args[..2], pds(d as i64, -7.5));
         for dl in layouts(&base, &xs, DType::F64) {
             for idt in INDEX_DTYPES {
                 for il in index_layouts(&idx, &[idx.len()], idt) {
@@ -581,10 +684,9 @@ fn index_add_copy_fill_through_every_layout() {
                     );
                     let srct = tensor(&src, &ss, DType::F64);
                     t.t.index_copy_(d as i64, &il.t, &srct).unwrap();
-                    let want = r::index_add(&base, &xs, d, &idx, &src, None);
                     assert_same!(
                         f64s(&t.t),
-                        want,
+                        copy,
                         "index_copy self:{} idx:{} {idt}",
                         dl.name,
                         il.name
@@ -601,7 +703,7 @@ fn index_add_copy_fill_through_every_layout() {
                     t.t.index_fill_(d as i64, &il.t, -7.5).unwrap();
                     assert_same!(
                         f64s(&t.t),
-                        r::index_fill(&base, &xs, d, &idx, -7.5),
+                        fill,
                         "index_fill self:{} idx:{}",
                         dl.name,
                         il.name
@@ -628,11 +730,13 @@ fn index_ops_dtypes_duplicates_and_negative_fill() {
                 1i64,
             )
             .unwrap();
-        let want = f64s(&tensor(
-            &r::index_add(&base, &[4, 3], 0, &idx, &src, Some(1.0)),
-            &[4, 3],
-            dt,
-        ));
+        let fi = fl(&idx);
+        let args = [
+            (&base[..], &[4usize, 3][..], dt),
+            (&fi[..], &[3usize][..], IDX),
+            (&src[..], &[3usize, 3][..], dt),
+        ];
+        let want = registry_ref("index_add", &args, pds(0, 1i64));
         assert_same!(f64s(&out), want, "index_add {dt}");
         // duplicates in index_copy: the last wins
         let out = tensor(&base, &[4, 3], dt)
@@ -640,7 +744,7 @@ fn index_ops_dtypes_duplicates_and_negative_fill() {
             .unwrap();
         assert_same!(
             f64s(&out),
-            r::index_add(&base, &[4, 3], 0, &idx, &src, None),
+            registry_ref("index_copy", &args, pd(0)),
             "index_copy {dt}"
         );
     }
@@ -696,28 +800,25 @@ fn masked_fill_select_scatter_over_layouts() {
     let xs = [3usize, 4];
     let x = rng.small(12, -9, 9);
     let m = rng.small(12, 0, 2);
-    let mb: Vec<bool> = m.iter().map(|&v| v != 0.0).collect();
-    let n_true = mb.iter().filter(|&&b| b).count();
+    let n_true = m.iter().filter(|&&v| v != 0.0).count();
     let src = rng.small(n_true + 2, -9, 9);
+    let (xa, ma) = ((&x[..], &xs[..], DType::F16), (&m[..], &xs[..], MASK));
+    let src_shape = [src.len()];
+    let sa = (&src[..], &src_shape[..], DType::F16);
+    let fill = |v: f64| registry_ref("masked_fill", &[xa, ma], ps(v));
+    let select = registry_ref("masked_select", &[xa, ma], Params::default());
+    let scattered = registry_ref("masked_scatter", &[xa, ma, sa], Params::default());
     for xl in layouts(&x, &xs, DType::F16) {
         for ml in layouts(&m, &xs, DType::Bool) {
             let ctx = format!("x:{} m:{}", xl.name, ml.name);
             let out = xl.t.masked_fill(&ml.t, 2.5).unwrap();
-            assert_same!(
-                f64s(&out),
-                r::masked_fill(&x, &mb, 2.5),
-                "masked_fill {ctx}"
-            );
+            assert_same!(f64s(&out), fill(2.5), "masked_fill {ctx}");
             let out = xl.t.masked_select(&ml.t).unwrap();
-            assert_same!(f64s(&out), r::masked_select(&x, &mb), "masked_select {ctx}");
+            assert_same!(f64s(&out), select, "masked_select {ctx}");
             let out =
                 xl.t.masked_scatter(&ml.t, &tensor(&src, &[src.len()], DType::F16))
                     .unwrap();
-            assert_same!(
-                f64s(&out),
-                r::masked_scatter(&x, &mb, &src),
-                "masked_scatter {ctx}"
-            );
+            assert_same!(f64s(&out), scattered, "masked_scatter {ctx}");
             // in place, through the layout
             let t = lay(
                 xl.name,
@@ -728,11 +829,7 @@ fn masked_fill_select_scatter_over_layouts() {
                 DType::F16,
             );
             t.t.masked_fill_(&ml.t, -3.0).unwrap();
-            assert_same!(
-                f64s(&t.t),
-                r::masked_fill(&x, &mb, -3.0),
-                "masked_fill_ {ctx}"
-            );
+            assert_same!(f64s(&t.t), fill(-3.0), "masked_fill_ {ctx}");
             t.guards_intact();
             let t = lay(
                 xl.name,
@@ -745,36 +842,33 @@ fn masked_fill_select_scatter_over_layouts() {
             // the source in a transposed layout: read in its logical order
             let sl = layouts(&src[..12.min(src.len())], &[12.min(src.len())], DType::F16);
             t.t.masked_scatter_(&ml.t, &sl[2].t).unwrap();
-            assert_same!(
-                f64s(&t.t),
-                r::masked_scatter(&x, &mb, &src),
-                "masked_scatter_ {ctx}"
-            );
+            assert_same!(f64s(&t.t), scattered, "masked_scatter_ {ctx}");
             t.guards_intact();
         }
     }
     // broadcast masks: a row mask and a column mask
     let row = tensor(&[1., 0., 0., 1.], &[4], DType::Bool);
     let xt = tensor(&x, &xs, DType::F32);
-    let mrow: Vec<bool> = (0..12).map(|i| i % 4 == 0 || i % 4 == 3).collect();
+    let xa = (&x[..], &xs[..], DType::F32);
+    let row_a = (&[1., 0., 0., 1.][..], &[4usize][..], MASK);
     assert_same!(
         f64s(&xt.masked_fill(&row, 0.0).unwrap()),
-        r::masked_fill(&x, &mrow, 0.0),
+        registry_ref("masked_fill", &[xa, row_a], ps(0.0)),
         "row mask"
     );
     assert_same!(
         f64s(&xt.masked_select(&row).unwrap()),
-        r::masked_select(&x, &mrow),
+        registry_ref("masked_select", &[xa, row_a], Params::default()),
         "row mask select"
     );
     let col = tensor(&[0., 1., 0.], &[3, 1], DType::Bool);
     let t = xt.clone_tensor().unwrap();
     t.masked_fill_(&col, &Tensor::scalar(5i64, DType::I64, &CPU).unwrap())
         .unwrap();
-    let mcol: Vec<bool> = (0..12).map(|i| i / 4 == 1).collect();
+    let col_a = (&[0., 1., 0.][..], &[3usize, 1][..], MASK);
     assert_same!(
         f64s(&t),
-        r::masked_fill(&x, &mcol, 5.0),
+        registry_ref("masked_fill", &[xa, col_a], ps(5i64)),
         "column mask, 0-d tensor value"
     );
     // out of place masked_fill broadcasts self against the mask
@@ -796,15 +890,26 @@ fn masked_ops_every_dtype() {
     {
         let x = vals_for(dt, 10, &mut rng);
         let m = rng.small(10, 0, 2);
-        let mb: Vec<bool> = m.iter().map(|&v| v != 0.0).collect();
+        let args = [
+            (&x[..], &[2usize, 5][..], dt),
+            (&m[..], &[2usize, 5][..], MASK),
+        ];
         let xt = tensor(&x, &[2, 5], dt);
         let mt = tensor(&m, &[2, 5], DType::Bool);
         let out = xt.masked_select(&mt).unwrap();
         assert_eq!(out.dtype(), dt);
-        assert_same!(f64s(&out), r::masked_select(&x, &mb), "{dt}");
+        assert_same!(
+            f64s(&out),
+            registry_ref("masked_select", &args, Params::default()),
+            "{dt}"
+        );
         let out = xt.masked_fill(&mt, 1i64).unwrap();
         assert_eq!(out.dtype(), dt, "masked_fill keeps self's dtype");
-        assert_same!(f64s(&out), r::masked_fill(&x, &mb, 1.0), "{dt}");
+        assert_same!(
+            f64s(&out),
+            registry_ref("masked_fill", &args, ps(1i64)),
+            "{dt}"
+        );
     }
 }
 
@@ -818,9 +923,9 @@ fn nonzero_over_layouts_and_shapes() {
         vec![0, 3],
         vec![4, 1],
     ] {
-        let x = rng.small(r::numel(&xs), -1, 2);
-        let want = r::nonzero(&x, &xs);
+        let x = rng.small(numel(&xs), -1, 2);
         for dt in [DType::F32, DType::Bool, DType::I8] {
+            let want = registry_ref_i64("nonzero", &[(&x, &xs, dt)], Params::default());
             for xl in layouts(&x, &xs, dt) {
                 let out = xl.t.nonzero().unwrap();
                 assert_eq!(out.shape(), &[want.len() / xs.len(), xs.len()]);
@@ -985,7 +1090,12 @@ fn large_gathers_and_scatters_match_the_reference() {
     let x = rng.small(n * m, -50, 50);
     let idx: Vec<i64> = (0..k).map(|_| rng.below(n) as i64).collect();
     let xt = tensor(&x, &[n, m], DType::F32);
-    let (want, _) = r::index_select(&x, &[n, m], 0, &idx);
+    let fi = fl(&idx);
+    let want = registry_ref(
+        "index_select",
+        &[(&x, &[n, m], DType::F32), (&fi, &[k], IDX)],
+        pd(0),
+    );
     assert_same!(
         f64s(&xt.index_select(0, &ints(&idx, &[k], DType::U32)).unwrap()),
         want,
@@ -993,7 +1103,11 @@ fn large_gathers_and_scatters_match_the_reference() {
     );
     let xtt = tensor(&x, &[m, n], DType::F32).t().unwrap(); // [n, m] transposed
     let xv: Vec<f64> = f64s(&xtt);
-    let (want, _) = r::index_select(&xv, &[n, m], 0, &idx);
+    let want = registry_ref(
+        "index_select",
+        &[(&xv, &[n, m], DType::F32), (&fi, &[k], IDX)],
+        pd(0),
+    );
     assert_same!(
         f64s(&xtt.index_select(0, &ints(&idx, &[k], DType::I64)).unwrap()),
         want,
@@ -1003,17 +1117,14 @@ fn large_gathers_and_scatters_match_the_reference() {
     let full: Vec<i64> = (0..n * m).map(|_| rng.below(7) as i64).collect();
     let src = rng.small(n * m, -5, 5);
     let base = rng.small(n * 7, -5, 5);
-    let want = r::scatter(
-        &base,
-        &[n, 7],
-        1,
-        &full,
-        &[n, m],
-        &src,
-        &[n, m],
-        r::Red::Sum,
-        true,
-        false,
+    let want = registry_ref(
+        "scatter_add",
+        &[
+            (&base, &[n, 7], DType::F64),
+            (&fl(&full), &[n, m], IDX),
+            (&src, &[n, m], DType::F64),
+        ],
+        pd(1),
     );
     let out = tensor(&base, &[n, 7], DType::F64)
         .scatter_add(
@@ -1026,7 +1137,7 @@ fn large_gathers_and_scatters_match_the_reference() {
     // amax with include_self=false along dim 0 (rows split)
     let full0: Vec<i64> = (0..n * m).map(|_| rng.below(50) as i64).collect();
     let base0 = rng.small(50 * m, -5, 5);
-    let want = r::scatter(
+    let want = scatter_want(
         &base0,
         &[50, m],
         0,
@@ -1034,9 +1145,9 @@ fn large_gathers_and_scatters_match_the_reference() {
         &[n, m],
         &src,
         &[n, m],
-        r::Red::Amax,
+        Some(ScatterReduce::Amax),
         false,
-        false,
+        DType::F32,
     );
     let out = tensor(&base0, &[50, m], DType::F32)
         .scatter_reduce(
@@ -1050,16 +1161,17 @@ fn large_gathers_and_scatters_match_the_reference() {
     assert_same!(f64s(&out), want, "scatter_reduce amax");
     // masked_select / nonzero over many chunks
     let mask = rng.small(n * m, 0, 2);
-    let mb: Vec<bool> = mask.iter().map(|&v| v != 0.0).collect();
     let mt = tensor(&mask, &[n, m], DType::Bool);
+    let nm = [n, m];
+    let (xa, ma) = ((&x[..], &nm[..], DType::F32), (&mask[..], &nm[..], MASK));
     assert_same!(
         f64s(&xt.masked_select(&mt).unwrap()),
-        r::masked_select(&x, &mb),
+        registry_ref("masked_select", &[xa, ma], Params::default()),
         "masked_select"
     );
     assert_eq!(
         i64s(&mt.nonzero().unwrap()),
-        r::nonzero(&mask, &[n, m]),
+        registry_ref_i64("nonzero", &[ma], Params::default()),
         "nonzero"
     );
     let srcs = rng.small(n * m, -5, 5);
@@ -1068,7 +1180,11 @@ fn large_gathers_and_scatters_match_the_reference() {
         .unwrap();
     assert_same!(
         f64s(&out),
-        r::masked_scatter(&x, &mb, &srcs),
+        registry_ref(
+            "masked_scatter",
+            &[xa, ma, (&srcs, &[n * m], DType::F32)],
+            Params::default()
+        ),
         "masked_scatter"
     );
 }

@@ -3,9 +3,7 @@
 //! registry's reference of an op ([`registry_ref`]) — the one reference implementation.
 #![allow(dead_code)]
 
-pub mod reference;
-
-use stride_check::reference::{contiguous_strides, RefArg, RefCtx, RefTensor};
+use stride_check::reference::{contiguous_strides, unravel, RefArg, RefCtx, RefTensor};
 use stride_check::registry::{Params, Sample};
 use stride_core::{DType, Error, Tensor};
 
@@ -132,8 +130,9 @@ pub fn lay(
     let len = offset + extent + 2;
     let mut buf = vec![GUARD; len];
     let mut covered = vec![];
+    let mut c = vec![0; shape.len()];
     for (i, &v) in vals.iter().enumerate() {
-        let c = reference::unravel(i, shape);
+        unravel(i, shape, &mut c);
         let p = offset + c.iter().zip(strides).map(|(&a, &s)| a * s).sum::<usize>();
         buf[p] = v;
         covered.push(p);
