@@ -1,6 +1,7 @@
 //! The README's troubleshooting story, end to end: PyTorch's Apple-GPU bug (addcmul_/addcdiv_
 //! dropping their writes into non-contiguous outputs) reproduced with stride's fault
-//! injector freezes the SAE's transposed encoder without an error or a NaN; one training step
+//! injector on the Adam update (the fused `adam_step` primitive) freezes the SAE's transposed
+//! encoder without an error or a NaN; one training step
 //! under `debug::cross_check` names the op, its layouts and the line that called it.
 
 use stride_core::debug;
@@ -32,8 +33,7 @@ fn a_dropped_strided_write_freezes_the_encoder_and_cross_check_names_it() {
     let (enc0, dec0) = (enc(&tr), dec(&tr));
 
     // the broken backend: no error, no NaN, a loss that still moves (the decoder learns)
-    let fault_m = debug::inject_fault("addcmul");
-    let fault_p = debug::inject_fault("addcdiv");
+    let fault = debug::inject_fault("adam_step");
     let mut losses = vec![];
     for _ in 0..20 {
         losses.push(tr.step().unwrap().loss.unwrap());
@@ -46,22 +46,22 @@ fn a_dropped_strided_write_freezes_the_encoder_and_cross_check_names_it() {
     let check = debug::cross_check();
     tr.step().unwrap();
     let first = check.first().expect("the dropped writes must be caught");
-    assert_eq!(first.op, "addcmul", "{first}");
-    assert_eq!(first.api.as_deref(), Some("Tensor::addcmul_"), "{first}");
+    assert_eq!(first.op, "adam_step", "{first}");
+    assert_eq!(first.api.as_deref(), Some("Tensor::adam_step_"), "{first}");
     assert!(first.operands.contains("strides [1, 64]"), "{first}");
     assert!(first.operands.contains("non-contiguous"), "{first}");
     assert!(first.site.contains("adam.rs:"), "{first}");
     assert!(first.site.contains("frozen_encoder.rs:"), "{first}");
     let ops: Vec<String> = check.disagreements().into_iter().map(|d| d.op).collect();
     assert!(
-        ops.iter().all(|o| o == "addcmul" || o == "addcdiv"),
+        ops.iter().all(|o| o == "adam_step"),
         "only the faulty ops disagree: {ops:?}"
     );
     assert!(check.skipped().is_empty(), "{:?}", check.skipped());
     drop(check);
 
     // with a correct backend, a whole cross-checked training step is clean
-    drop((fault_m, fault_p));
+    drop(fault);
     let check = debug::cross_check();
     tr.step().unwrap();
     assert!(

@@ -5,8 +5,9 @@
 //! ```
 //!
 //! A TopK sparse autoencoder whose encoder weight is a transposed clone of its decoder's
-//! (non-contiguous) trains under Adam on a deliberately broken backend: `addcmul`/`addcdiv`
-//! drop their writes into non-contiguous outputs, as PyTorch's Apple-GPU kernels once did.
+//! (non-contiguous) trains under Adam on a deliberately broken backend: the Adam update
+//! (`adam_step`, one fused primitive) drops its writes into non-contiguous outputs, as
+//! PyTorch's Apple-GPU `addcmul_`/`addcdiv_` once did.
 //! Nothing fails; the encoder just never moves. Then the debug tools find out why.
 
 use stride::debug;
@@ -40,8 +41,7 @@ fn main() -> Result<()> {
     let start = encoder(&trainer)?;
 
     // 1. The symptom: the broken backend trains without an error or a NaN…
-    let _bug_m = debug::inject_fault("addcmul");
-    let _bug_p = debug::inject_fault("addcdiv");
+    let _bug = debug::inject_fault("adam_step");
     for _ in 0..50 {
         trainer.step()?;
     }
