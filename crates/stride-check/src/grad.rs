@@ -48,9 +48,6 @@ pub const MAX_CASE_NUMEL: usize = 64;
 /// that passes is a failure too — so the list shrinks as they are fixed and never hides a
 /// new failure of another entry.
 pub const EXPECTED_FAILURES: &[(&str, &str)] = &[
-    ("maximum.scalar", "autograd refuses a host-scalar operand: `internal: scalar operand`"),
-    ("minimum.scalar", "autograd refuses a host-scalar operand: `internal: scalar operand`"),
-    ("atan2.scalar", "autograd refuses a host-scalar operand: `internal: scalar operand`"),
     (
         "scatter",
         "duplicate indices: the forward keeps one write, the backward gives every duplicate the gradient (as PyTorch's; its gradcheck samples unique indices)",

@@ -33,6 +33,15 @@ impl Arg {
             Arg::S(_) => None,
         }
     }
+    /// The operand as a tensor: a host scalar becomes a 0-d tensor of `like`'s dtype and
+    /// device — the compute dtype the forward converted it to (`like` is the gradient, whose
+    /// dtype is the result's).
+    fn as_tensor_like(&self, like: &Tensor) -> Result<Tensor> {
+        match self {
+            Arg::T(t) => Ok(t.clone()),
+            Arg::S(s) => Tensor::scalar(*s, like.dtype(), &like.device()),
+        }
+    }
 }
 
 /// `a < b` for two captured operands (at least one a tensor).
@@ -172,9 +181,8 @@ fn binary_grads(
             (Some(ga), gb)
         }
         Maximum | Minimum => {
-            let t = b
-                .tensor()
-                .ok_or_else(|| Error::invalid(op.name(), "internal: scalar operand"))?;
+            let held = b.as_tensor_like(g)?;
+            let t = &held;
             let (wins_a, wins_b) = if op == Maximum {
                 (a.gt(t)?, t.gt(a)?)
             } else {
@@ -191,9 +199,8 @@ fn binary_grads(
             (Some(ga), gb)
         }
         Atan2 => {
-            let bt = b
-                .tensor()
-                .ok_or_else(|| Error::invalid(op.name(), "internal: scalar operand"))?;
+            let held = b.as_tensor_like(g)?;
+            let bt = &held;
             let denom = a.square()?.add(&bt.square()?)?;
             let ga = g.mul(bt)?.div(&denom)?;
             let gb = if need_b {
