@@ -57,14 +57,6 @@ pub const EXPECTED_FAILURES: &[(&str, &str)] = &[
         "duplicate indices: the forward keeps one write, the backward gives every duplicate the gradient (as PyTorch's)",
     ),
     (
-        "nn.layer_norm",
-        "the entry copies weight and bias into the layer's parameters: no gradient reaches the operands",
-    ),
-    (
-        "nn.rms_norm",
-        "the entry copies the weight into the layer's parameter: no gradient reaches the operand",
-    ),
-    (
         "nn.embedding",
         "the entry copies the weight (operand 0) into the layer's parameter: no gradient reaches it",
     ),
