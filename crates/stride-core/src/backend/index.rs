@@ -13,6 +13,7 @@
 //! CPU, at the next read of the device on a GPU (`cuda/deferred.rs`), where the failing op
 //! writes nothing either.
 
+use super::common::check::{bad_index_dtype, check_extent, internal};
 use super::View;
 use crate::debug::{self, Replay};
 use crate::{DType, Error, Layout, Result, Scalar};
@@ -246,4 +247,51 @@ pub(crate) fn extrema(src: View) -> Result<Option<(Scalar, Scalar)>> {
     debug::primitive_value("extrema", &[src], || {
         super::contract::backend_for(super::device_of(&[src])).extrema(src)
     })
+}
+
+// ---------------------------------------------------------------------------------------------
+// operand checks every backend's kernels run (the backends call them: the CPU's and CUDA's
+// index kernels validate the same things the same way)
+
+/// An index operand: an index dtype, the positions' shape, inside its storage.
+pub(crate) fn check_index_operand(at: &IndexDim, index: &View, shape: &[usize]) -> Result<()> {
+    if !INDEX_DTYPES.contains(&index.dtype) {
+        return Err(bad_index_dtype(at.op, index.dtype));
+    }
+    if index.layout.shape() != shape {
+        return Err(internal(
+            at.op,
+            format!(
+                "index shape {:?} differs from {shape:?}",
+                index.layout.shape()
+            ),
+        ));
+    }
+    check_extent(at.op, index, 0)
+}
+
+/// A scatter's operands as a backend receives them: the index's shape for all three, `dst`
+/// seen with stride 0 along the scattered dim (its region), no operand inside `dst`, every
+/// position inside its storage.
+pub(crate) fn check_scatter_operands(
+    dst: &View,
+    index: &View,
+    at: &IndexDim,
+    src: &View,
+) -> Result<()> {
+    let shape = index.layout.shape();
+    check_index_operand(at, index, shape)?;
+    if src.dtype != dst.dtype
+        || src.layout.shape() != shape
+        || dst.layout.shape() != shape
+        || (!shape.is_empty() && at.dim >= shape.len())
+        || (shape.get(at.dim).is_some_and(|&n| n > 1) && dst.layout.strides()[at.dim] != 0)
+    {
+        return Err(internal(at.op, "scatter operands disagree"));
+    }
+    if index.storage.same(dst.storage) || src.storage.same(dst.storage) {
+        return Err(internal(at.op, "scatter from its own destination"));
+    }
+    check_extent(at.op, dst, at.size.saturating_sub(1) * at.stride)?;
+    check_extent(at.op, src, 0)
 }

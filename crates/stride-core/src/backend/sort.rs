@@ -215,3 +215,37 @@ pub(crate) fn histc(input: View, lo: f64, hi: f64, out: View) -> Result<()> {
         super::contract::backend_for(super::device_of(&[o[0]])).histc(i[0], lo, hi, o[0])
     })
 }
+
+/// A 1-D operand inside its storage (the unique/searchsorted/bincount/histc kernels of every
+/// backend take 1-D views).
+pub(crate) fn check_1d(op: &'static str, v: &View) -> Result<()> {
+    if v.layout.ndim() != 1 {
+        return Err(internal(op, "expected a 1-D operand"));
+    }
+    check_extent(op, v, 0)
+}
+
+/// `unique_consecutive`'s operands as every backend receives them: four 1-D views, values of
+/// the input's dtype, i64 group ids (one per input element) and counts (one per value).
+pub(crate) fn check_unique_operands(
+    sorted: &View,
+    values: &View,
+    group: &View,
+    counts: &View,
+) -> Result<()> {
+    let op = "unique";
+    for v in [sorted, values, group, counts] {
+        check_1d(op, v)?;
+    }
+    let n = sorted.layout.shape()[0];
+    let g = values.layout.shape()[0];
+    if values.dtype != sorted.dtype
+        || group.dtype != DType::I64
+        || counts.dtype != DType::I64
+        || group.layout.shape()[0] != n
+        || counts.layout.shape()[0] != g
+    {
+        return Err(internal(op, "operands disagree"));
+    }
+    Ok(())
+}

@@ -25,7 +25,7 @@ use super::parallel::{par_map, split_ranges};
 use super::strided::{Plan, SendPtr, PAR_GRAIN};
 use crate::backend::common::check::{bad_index_dtype, check_extent, internal};
 use crate::backend::common::float::{max_nan, min_nan, Accum};
-use crate::backend::index::{IndexDim, ScatterOp, INDEX_DTYPES};
+use crate::backend::index::{check_index_operand, check_scatter_operands, IndexDim, ScatterOp};
 use crate::backend::View;
 use crate::layout::contiguous_strides;
 use crate::{with_dtype, DType, Element, Error, Layout, Result, Scalar};
@@ -162,22 +162,6 @@ unsafe fn first_outside<I: Element>(
     (0..n as isize)
         .map(|i| (*x.offset(i * st)).to_i64())
         .find(|&v| v < lo || v >= hi)
-}
-
-fn check_index_operand(at: &IndexDim, index: &View, shape: &[usize]) -> Result<()> {
-    if !INDEX_DTYPES.contains(&index.dtype) {
-        return Err(bad_index_dtype(at.op, index.dtype));
-    }
-    if index.layout.shape() != shape {
-        return Err(internal(
-            at.op,
-            format!(
-                "index shape {:?} differs from {shape:?}",
-                index.layout.shape()
-            ),
-        ));
-    }
-    check_extent(at.op, index, 0)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -620,21 +604,7 @@ pub(crate) fn scatter(
     op: ScatterOp,
     include_self: bool,
 ) -> Result<()> {
-    let shape = index.layout.shape();
-    check_index_operand(&at, &index, shape)?;
-    if src.dtype != dst.dtype
-        || src.layout.shape() != shape
-        || dst.layout.shape() != shape
-        || (!shape.is_empty() && at.dim >= shape.len())
-        || (shape.get(at.dim).is_some_and(|&n| n > 1) && dst.layout.strides()[at.dim] != 0)
-    {
-        return Err(internal(at.op, "scatter operands disagree"));
-    }
-    if index.storage.same(dst.storage) || src.storage.same(dst.storage) {
-        return Err(internal(at.op, "scatter from its own destination"));
-    }
-    check_extent(at.op, &dst, at.size.saturating_sub(1) * at.stride)?;
-    check_extent(at.op, &src, 0)?;
+    check_scatter_operands(&dst, &index, &at, &src)?;
     let acc = Access::views(Some(&dst), &[&index, &src]);
     with_index_type!(index.dtype, I => unsafe {
         let pi = SendPtr(acc.ptr::<I>(index.storage));

@@ -13,7 +13,7 @@ use super::math::{FloatElem, Real};
 use super::parallel::{par_map, split_ranges};
 use super::strided::{Plan, SendPtr, PAR_GRAIN};
 use crate::backend::common::check::{check_extent, internal};
-use crate::backend::sort::{dim_len, SortedRows};
+use crate::backend::sort::{check_1d, check_unique_operands, dim_len, SortedRows};
 use crate::backend::View;
 use crate::{with_dtype, DType, Element, Error, Layout, Result};
 use half::{bf16, f16};
@@ -551,13 +551,6 @@ pub(crate) fn kth(
 // ---------------------------------------------------------------------------------------------
 // unique
 
-fn check_1d(op: &'static str, v: &View) -> Result<()> {
-    if v.layout.ndim() != 1 {
-        return Err(internal(op, "expected a 1-D operand"));
-    }
-    check_extent(op, v, 0)
-}
-
 pub(crate) fn count_unique_consecutive(sorted: View) -> Result<usize> {
     check_1d("unique", &sorted)?;
     let acc = Access::views(None, &[&sorted]);
@@ -579,19 +572,8 @@ pub(crate) fn unique_consecutive(
     counts: View,
 ) -> Result<()> {
     let op = "unique";
-    for v in [&sorted, &values, &group, &counts] {
-        check_1d(op, v)?;
-    }
-    let n = sorted.layout.shape()[0];
-    let g = values.layout.shape()[0];
-    if values.dtype != sorted.dtype
-        || group.dtype != DType::I64
-        || counts.dtype != DType::I64
-        || group.layout.shape()[0] != n
-        || counts.layout.shape()[0] != g
-    {
-        return Err(internal(op, "operands disagree"));
-    }
+    check_unique_operands(&sorted, &values, &group, &counts)?;
+    let (n, g) = (sorted.layout.shape()[0], values.layout.shape()[0]);
     let acc = Access::new_outs(
         &[values.storage, group.storage, counts.storage],
         &[sorted.storage],

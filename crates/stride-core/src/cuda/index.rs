@@ -24,10 +24,10 @@ use super::launch::{
     arg, dptr, geo_from, launch, launch_cfg, str_from, too_many, walk, Geo, Str, BLOCK, MAXD,
 };
 use super::source::{self, tag, Compact};
-use crate::backend::common::check::{bad_index_dtype, check_extent, internal};
+use crate::backend::common::check::{check_extent, internal};
 use crate::backend::common::float::Accum;
 use crate::backend::common::plan::Plan;
-use crate::backend::index::{IndexDim, ScatterOp, INDEX_DTYPES};
+use crate::backend::index::{check_index_operand, check_scatter_operands, IndexDim, ScatterOp};
 use crate::backend::View;
 use crate::{DType, Error, Result, Scalar};
 use half::{bf16, f16};
@@ -231,19 +231,6 @@ fn check_index_dim(
     )
 }
 
-fn check_index_operand(at: &IndexDim, index: &View, shape: &[usize]) -> Result<()> {
-    if !INDEX_DTYPES.contains(&index.dtype) {
-        return Err(bad_index_dtype(at.op, index.dtype));
-    }
-    if index.layout.shape() != shape {
-        return Err(internal(
-            at.op,
-            "the index's shape differs from the positions'",
-        ));
-    }
-    check_extent(at.op, index, 0)
-}
-
 // ---------------------------------------------------------------------------------------------
 // gather
 
@@ -378,21 +365,8 @@ pub(crate) fn scatter(
     op: ScatterOp,
     include_self: bool,
 ) -> Result<()> {
+    check_scatter_operands(&dst, &index, &at, &src)?;
     let shape = index.layout.shape();
-    check_index_operand(&at, &index, shape)?;
-    if src.dtype != dst.dtype
-        || src.layout.shape() != shape
-        || dst.layout.shape() != shape
-        || (!shape.is_empty() && at.dim >= shape.len())
-        || (shape.get(at.dim).is_some_and(|&n| n > 1) && dst.layout.strides()[at.dim] != 0)
-    {
-        return Err(internal(at.op, "scatter operands disagree"));
-    }
-    if index.storage.same(dst.storage) || src.storage.same(dst.storage) {
-        return Err(internal(at.op, "scatter from its own destination"));
-    }
-    check_extent(at.op, &dst, at.size.saturating_sub(1) * at.stride)?;
-    check_extent(at.op, &src, 0)?;
     if op != ScatterOp::Assign && dst.dtype == DType::Bool {
         return Err(Error::UnsupportedDType {
             op: at.op,

@@ -23,7 +23,7 @@ use super::launch::{arg, dptr, launch, launch_cfg, walk};
 use super::source::{self, tag, Compact};
 use crate::backend::common::check::{check_extent, internal};
 use crate::backend::common::float::FloatElem;
-use crate::backend::sort::{dim_len, SortedRows};
+use crate::backend::sort::{check_1d, check_unique_operands, dim_len, SortedRows};
 use crate::backend::View;
 use crate::{DType, Element, Error, Layout, Result};
 use half::{bf16, f16};
@@ -327,13 +327,6 @@ pub(crate) fn kth(
 // ---------------------------------------------------------------------------------------------
 // unique
 
-fn check_1d(op: &'static str, v: &View) -> Result<()> {
-    if v.layout.ndim() != 1 {
-        return Err(internal(op, "expected a 1-D operand"));
-    }
-    check_extent(op, v, 0)
-}
-
 fn at1(v: &View) -> (i64, i64) {
     (v.layout.offset() as i64, v.layout.strides()[0] as i64)
 }
@@ -373,19 +366,8 @@ pub(crate) fn unique_consecutive(
     counts: View,
 ) -> Result<()> {
     let op = "unique";
-    for v in [&sorted, &values, &group, &counts] {
-        check_1d(op, v)?;
-    }
-    let n = sorted.layout.shape()[0];
-    let g = values.layout.shape()[0];
-    if values.dtype != sorted.dtype
-        || group.dtype != DType::I64
-        || counts.dtype != DType::I64
-        || group.layout.shape()[0] != n
-        || counts.layout.shape()[0] != g
-    {
-        return Err(internal(op, "operands disagree"));
-    }
+    check_unique_operands(&sorted, &values, &group, &counts)?;
+    let (n, g) = (sorted.layout.shape()[0], values.layout.shape()[0]);
     if n == 0 {
         return Ok(());
     }
