@@ -131,9 +131,10 @@ def main():
                       "first_call": first}))
 
 
-def sae_step_time(torch, dev, latents, quick, dims=64, k=16, batch=256):
-    """stride's TopK SAE (stride-models/src/sae.rs): the encoder weight a transposed clone of
-    the decoder's (non-contiguous), Adam lr 1e-3; one fixed batch; wall time per step."""
+def sae_step(torch, dev, latents, dims=64, k=16, batch=256):
+    """One training step of stride's TopK SAE (stride-models/src/sae.rs) in PyTorch: the
+    encoder weight a transposed clone of the decoder's (non-contiguous), Adam lr 1e-3, one
+    fixed batch. Returns the step as a function (also used by scripts/sae_torch_profile.py)."""
     g = torch.Generator(device=dev).manual_seed(0)
     dec = torch.nn.Linear(latents, dims, device=dev)
     with torch.no_grad():
@@ -154,6 +155,12 @@ def sae_step_time(torch, dev, latents, quick, dims=64, k=16, batch=256):
         loss.backward()
         opt.step()
 
+    return step
+
+
+def sae_step_time(torch, dev, latents, quick, dims=64, k=16, batch=256):
+    """Wall time per step of [`sae_step`]: median of runs after a warm-up."""
+    step = sae_step(torch, dev, latents, dims=dims, k=k, batch=batch)
     for _ in range(5):
         step()
     torch.cuda.synchronize()

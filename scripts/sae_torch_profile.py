@@ -1,37 +1,22 @@
-"""PyTorch's side of the SAE step profile: the same step as `scripts/bench_torch.py`'s
-`sae_step_time` (stride-models/src/sae.rs in PyTorch), under torch.profiler, printing the
+"""PyTorch's side of the SAE step profile: the step of `scripts/bench_torch.py`
+(`sae_step`) (stride-models/src/sae.rs in PyTorch), under torch.profiler, printing the
 device time per kernel so that it can be read beside `sae_step_profile` (stride's example).
 
     python3 scripts/sae_torch_profile.py 384 1536 32 4096
 """
+import os
 import sys
 
 import torch
 from torch.profiler import ProfilerActivity, profile
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_torch import sae_step  # noqa: E402
+
 
 def main():
     dims, latents, k, batch = (int(a) for a in sys.argv[1:5])
-    dev = "cuda"
-    g = torch.Generator(device=dev).manual_seed(0)
-    dec = torch.nn.Linear(latents, dims, device=dev)
-    with torch.no_grad():
-        dec.weight /= dec.weight.norm(dim=0, keepdim=True)
-    w_enc = torch.nn.Parameter(dec.weight.detach().t().clone())
-    b_enc = torch.nn.Parameter(torch.zeros(latents, device=dev))
-    opt = torch.optim.Adam([w_enc, b_enc, dec.weight, dec.bias], lr=1e-3)
-    x = torch.randn(batch, dims, device=dev, generator=g)
-
-    def step():
-        opt.zero_grad()
-        pre = torch.nn.functional.linear(x - dec.bias, w_enc, b_enc)
-        with torch.no_grad():
-            idx = pre.topk(k, dim=-1).indices
-            mask = torch.zeros_like(pre).scatter_(-1, idx, 1.0)
-        acts = pre.relu() * mask
-        loss = torch.nn.functional.mse_loss(dec(acts), x)
-        loss.backward()
-        opt.step()
+    step = sae_step(torch, "cuda", latents, dims=dims, k=k, batch=batch)
 
     for _ in range(5):
         step()
