@@ -163,42 +163,26 @@ pub(crate) fn composed_adam<B: Backend + ?Sized>(
         b.fill(v, Scalar::Float(x))?;
         Ok(v)
     };
-    // the gradient the moments see: `grad`, or −grad and/or grad + wd·p in scratch
-    let g_store = if h.maximize || h.l2() {
-        Some(scratch()?)
-    } else {
-        None
-    };
+    // the gradient the moments see: `grad`, or −grad (`neg`) and/or grad + wd·p (`sum`)
+    let neg = if h.maximize { Some(scratch()?) } else { None };
+    let sum = if h.l2() { Some(scratch()?) } else { None };
     let mut g = grad;
-    if let Some(gs) = &g_store {
-        if h.maximize {
-            b.unary(UnaryOp::Neg, grad, on(gs, &dense, dtype))?;
-            g = on(gs, &dense, dtype);
-        }
+    if let Some(ns) = &neg {
+        b.unary(UnaryOp::Neg, grad, on(ns, &dense, dtype))?;
+        g = on(ns, &dense, dtype);
     }
     if h.decoupled() {
         b.binary(BinaryOp::Mul, param, scalar(s.decay)?, param)?;
-    } else if let (true, Some(gs)) = (h.l2(), &g_store) {
-        let sum = scratch()?;
+    } else if let Some(ss) = &sum {
         if h.weight_decay == 1.0 {
-            b.binary(BinaryOp::Add, g, param, on(&sum, &dense, dtype))?;
+            b.binary(BinaryOp::Add, g, param, on(ss, &dense, dtype))?;
         } else {
             let pw = scratch()?;
-            b.binary(
-                BinaryOp::Mul,
-                param,
-                scalar(s.weight_decay)?,
-                on(&pw, &dense, dtype),
-            )?;
-            b.binary(
-                BinaryOp::Add,
-                g,
-                on(&pw, &dense, dtype),
-                on(&sum, &dense, dtype),
-            )?;
+            let pwv = on(&pw, &dense, dtype);
+            b.binary(BinaryOp::Mul, param, scalar(s.weight_decay)?, pwv)?;
+            b.binary(BinaryOp::Add, g, pwv, on(ss, &dense, dtype))?;
         }
-        b.copy_cast(on(&sum, &dense, dtype), on(gs, &dense, dtype))?;
-        g = on(gs, &dense, dtype);
+        g = on(ss, &dense, dtype);
     }
     b.ternary(
         TernaryOp::Lerp,
