@@ -295,3 +295,63 @@ pub(crate) fn check_scatter_operands(
     check_extent(at.op, dst, at.size.saturating_sub(1) * at.stride)?;
     check_extent(at.op, src, 0)
 }
+
+/// `nonzero`'s output as a backend receives it: i64 `[count, src.ndim]`; both operands inside
+/// their storage.
+pub(crate) fn check_nonzero_operands(src: &View, dst: &View) -> Result<()> {
+    let op = "nonzero";
+    let nd = src.layout.ndim();
+    if dst.dtype != DType::I64 || dst.layout.ndim() != 2 || dst.layout.shape()[1] != nd {
+        return Err(internal(op, "bad output"));
+    }
+    check_extent(op, src, 0)?;
+    check_extent(op, dst, 0)
+}
+
+/// `masked_select`'s operands: a bool mask of `src`'s shape, a 1-D `dst` of `src`'s dtype,
+/// all inside their storage.
+pub(crate) fn check_masked_select_operands(src: &View, mask: &View, dst: &View) -> Result<()> {
+    let op = "masked_select";
+    if mask.dtype != DType::Bool
+        || mask.layout.shape() != src.layout.shape()
+        || dst.dtype != src.dtype
+        || dst.layout.ndim() != 1
+    {
+        return Err(internal(op, "operands disagree"));
+    }
+    for v in [src, mask, dst] {
+        check_extent(op, v, 0)?;
+    }
+    Ok(())
+}
+
+/// `masked_scatter`'s operands: a bool mask of `dst`'s shape, a 1-D `src` of `dst`'s dtype
+/// in another storage, all inside their storage.
+pub(crate) fn check_masked_scatter_operands(dst: &View, mask: &View, src: &View) -> Result<()> {
+    let op = "masked_scatter";
+    if mask.dtype != DType::Bool
+        || mask.layout.shape() != dst.layout.shape()
+        || dst.dtype != src.dtype
+        || src.layout.ndim() != 1
+    {
+        return Err(internal(op, "operands disagree"));
+    }
+    if src.storage.same(dst.storage) {
+        return Err(internal(op, "source shares the destination"));
+    }
+    for v in [src, mask, dst] {
+        check_extent(op, v, 0)?;
+    }
+    Ok(())
+}
+
+/// The error of a `masked_scatter` whose mask selects more elements (`need`) than its source
+/// has (`available`).
+pub(crate) fn masked_scatter_short(need: usize, available: usize) -> Error {
+    Error::invalid(
+        "masked_scatter",
+        format!(
+            "the mask selects {need} elements but the source has only {available}; the source needs at least as many elements as the mask has true values"
+        ),
+    )
+}

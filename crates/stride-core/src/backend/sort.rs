@@ -225,6 +225,68 @@ pub(crate) fn check_1d(op: &'static str, v: &View) -> Result<()> {
     check_extent(op, v, 0)
 }
 
+/// `searchsorted`'s operands as every backend receives them: `seq` (rows of `rows.len`
+/// elements `rows.stride` apart) and `values` of one dtype and shape, i64 `out` of that shape,
+/// all inside their storage.
+pub(crate) fn check_searchsorted_operands(
+    seq: &View,
+    rows: SortedRows,
+    values: &View,
+    out: &View,
+) -> Result<()> {
+    let op = "searchsorted";
+    let shape = values.layout.shape();
+    if seq.dtype != values.dtype
+        || out.dtype != DType::I64
+        || seq.layout.shape() != shape
+        || out.layout.shape() != shape
+    {
+        return Err(internal(op, "operands disagree"));
+    }
+    check_extent(op, seq, rows.len.saturating_sub(1) * rows.stride)?;
+    check_extent(op, values, 0)?;
+    check_extent(op, out, 0)
+}
+
+/// `bincount`'s operands: a 1-D integer `input`, 1-D f32/f64 `weights` of its length and of
+/// `out`'s dtype (or none, and then i64 counts), a 1-D `out`.
+pub(crate) fn check_bincount_operands(
+    input: &View,
+    weights: Option<&View>,
+    out: &View,
+) -> Result<()> {
+    let op = "bincount";
+    check_1d(op, input)?;
+    check_1d(op, out)?;
+    if let Some(w) = weights {
+        check_1d(op, w)?;
+        if w.layout.shape()[0] != input.layout.shape()[0] || w.dtype != out.dtype {
+            return Err(internal(op, "weights disagree"));
+        }
+        if !matches!(w.dtype, DType::F32 | DType::F64) {
+            return Err(internal(op, "weights are f32 or f64"));
+        }
+    } else if out.dtype != DType::I64 {
+        return Err(internal(op, "counts are i64"));
+    }
+    if !input.dtype.is_int() {
+        return Err(internal(op, "the input is an integer tensor"));
+    }
+    Ok(())
+}
+
+/// `histc`'s operands: a float `input` inside its storage and a non-empty 1-D `out` of its
+/// dtype.
+pub(crate) fn check_histc_operands(input: &View, out: &View) -> Result<()> {
+    let op = "histc";
+    check_1d(op, out)?;
+    check_extent(op, input, 0)?;
+    if out.dtype != input.dtype || !input.dtype.is_float() || out.layout.shape()[0] == 0 {
+        return Err(internal(op, "operands disagree"));
+    }
+    Ok(())
+}
+
 /// `unique_consecutive`'s operands as every backend receives them: four 1-D views, values of
 /// the input's dtype, i64 group ids (one per input element) and counts (one per value).
 pub(crate) fn check_unique_operands(

@@ -25,7 +25,10 @@ use super::parallel::{par_map, split_ranges};
 use super::strided::{Plan, SendPtr, PAR_GRAIN};
 use crate::backend::common::check::{bad_index_dtype, check_extent, internal};
 use crate::backend::common::float::{max_nan, min_nan, Accum};
-use crate::backend::index::{check_index_operand, check_scatter_operands, IndexDim, ScatterOp};
+use crate::backend::index::{
+    check_index_operand, check_masked_scatter_operands, check_masked_select_operands,
+    check_nonzero_operands, check_scatter_operands, masked_scatter_short, IndexDim, ScatterOp,
+};
 use crate::backend::View;
 use crate::layout::contiguous_strides;
 use crate::{with_dtype, DType, Element, Error, Layout, Result, Scalar};
@@ -918,11 +921,7 @@ pub(crate) fn nonzero(src: View, dst: View) -> Result<()> {
     let op = "nonzero";
     let shape = src.layout.shape();
     let nd = shape.len();
-    if dst.dtype != DType::I64 || dst.layout.ndim() != 2 || dst.layout.shape()[1] != nd {
-        return Err(internal(op, "bad output"));
-    }
-    check_extent(op, &src, 0)?;
-    check_extent(op, &dst, 0)?;
+    check_nonzero_operands(&src, &dst)?;
     let acc = Access::views(Some(&dst), &[&src]);
     let plan = logical_plan2(src.layout);
     let ranges = split_ranges(plan.numel(), PAR_GRAIN);
@@ -967,16 +966,7 @@ pub(crate) fn nonzero(src: View, dst: View) -> Result<()> {
 pub(crate) fn masked_select(src: View, mask: View, dst: View) -> Result<()> {
     let op = "masked_select";
     let shape = src.layout.shape();
-    if mask.dtype != DType::Bool
-        || mask.layout.shape() != shape
-        || dst.dtype != src.dtype
-        || dst.layout.ndim() != 1
-    {
-        return Err(internal(op, "operands disagree"));
-    }
-    for v in [&src, &mask, &dst] {
-        check_extent(op, v, 0)?;
-    }
+    check_masked_select_operands(&src, &mask, &dst)?;
     let acc = Access::views(Some(&dst), &[&src, &mask]);
     let plan = logical_plan3(shape, src.layout, mask.layout);
     let ranges = split_ranges(plan.numel(), PAR_GRAIN);
@@ -1012,21 +1002,8 @@ pub(crate) fn masked_select(src: View, mask: View, dst: View) -> Result<()> {
 }
 
 pub(crate) fn masked_scatter(dst: View, mask: View, src: View) -> Result<()> {
-    let op = "masked_scatter";
     let shape = dst.layout.shape();
-    if mask.dtype != DType::Bool
-        || mask.layout.shape() != shape
-        || dst.dtype != src.dtype
-        || src.layout.ndim() != 1
-    {
-        return Err(internal(op, "operands disagree"));
-    }
-    if src.storage.same(dst.storage) {
-        return Err(internal(op, "source shares the destination"));
-    }
-    for v in [&src, &mask, &dst] {
-        check_extent(op, v, 0)?;
-    }
+    check_masked_scatter_operands(&dst, &mask, &src)?;
     let acc = Access::views(Some(&dst), &[&src, &mask]);
     let plan = logical_plan3(shape, dst.layout, mask.layout);
     let ranges = split_ranges(plan.numel(), PAR_GRAIN);
@@ -1036,12 +1013,7 @@ pub(crate) fn masked_scatter(dst: View, mask: View, src: View) -> Result<()> {
     let (starts, total) = prefix(&counts);
     let available = src.layout.shape()[0];
     if total > available {
-        return Err(Error::invalid(
-            op,
-            format!(
-                "the mask selects {total} elements but the source has only {available}; the source needs at least as many elements as the mask has true values"
-            ),
-        ));
+        return Err(masked_scatter_short(total, available));
     }
     let (o0, r0) = (
         src.layout.offset() as isize,

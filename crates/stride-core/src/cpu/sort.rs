@@ -12,8 +12,11 @@ use super::access::Access;
 use super::math::{FloatElem, Real};
 use super::parallel::{par_map, split_ranges};
 use super::strided::{Plan, SendPtr, PAR_GRAIN};
-use crate::backend::common::check::{check_extent, internal};
-use crate::backend::sort::{check_1d, check_unique_operands, dim_len, SortedRows};
+use crate::backend::common::check::internal;
+use crate::backend::sort::{
+    check_1d, check_bincount_operands, check_histc_operands, check_searchsorted_operands,
+    check_unique_operands, dim_len, SortedRows,
+};
 use crate::backend::View;
 use crate::{with_dtype, DType, Element, Error, Layout, Result};
 use half::{bf16, f16};
@@ -623,18 +626,8 @@ pub(crate) fn searchsorted(
     right: bool,
     out: View,
 ) -> Result<()> {
-    let op = "searchsorted";
     let shape = values.layout.shape();
-    if seq.dtype != values.dtype
-        || out.dtype != DType::I64
-        || seq.layout.shape() != shape
-        || out.layout.shape() != shape
-    {
-        return Err(internal(op, "operands disagree"));
-    }
-    check_extent(op, &seq, rows.len.saturating_sub(1) * rows.stride)?;
-    check_extent(op, &values, 0)?;
-    check_extent(op, &out, 0)?;
+    check_searchsorted_operands(&seq, rows, &values, &out)?;
     let acc = Access::views(Some(&out), &[&seq, &values]);
     let plan = Plan::new(
         shape,
@@ -677,18 +670,9 @@ pub(crate) fn searchsorted(
 
 pub(crate) fn bincount(input: View, weights: Option<View>, out: View) -> Result<()> {
     let op = "bincount";
-    check_1d(op, &input)?;
-    check_1d(op, &out)?;
+    check_bincount_operands(&input, weights.as_ref(), &out)?;
     let n = input.layout.shape()[0];
     let bins = out.layout.shape()[0];
-    if let Some(w) = &weights {
-        check_1d(op, w)?;
-        if w.layout.shape()[0] != n || w.dtype != out.dtype {
-            return Err(internal(op, "weights disagree"));
-        }
-    } else if out.dtype != DType::I64 {
-        return Err(internal(op, "counts are i64"));
-    }
     let ins: Vec<&View> = std::iter::once(&input).chain(weights.as_ref()).collect();
     let acc = Access::views(Some(&out), &ins);
     let at = |v: &View| (v.layout.offset() as isize, v.layout.strides()[0] as isize);
@@ -730,13 +714,8 @@ pub(crate) fn bincount(input: View, weights: Option<View>, out: View) -> Result<
 }
 
 pub(crate) fn histc(input: View, lo: f64, hi: f64, out: View) -> Result<()> {
-    let op = "histc";
-    check_1d(op, &out)?;
-    check_extent(op, &input, 0)?;
+    check_histc_operands(&input, &out)?;
     let bins = out.layout.shape()[0];
-    if out.dtype != input.dtype || !input.dtype.is_float() || bins == 0 {
-        return Err(internal(op, "operands disagree"));
-    }
     let acc = Access::views(Some(&out), &[&input]);
     let plan = Plan::new(
         input.layout.shape(),

@@ -27,7 +27,10 @@ use super::source::{self, tag, Compact};
 use crate::backend::common::check::{check_extent, internal};
 use crate::backend::common::float::Accum;
 use crate::backend::common::plan::Plan;
-use crate::backend::index::{check_index_operand, check_scatter_operands, IndexDim, ScatterOp};
+use crate::backend::index::{
+    check_index_operand, check_masked_scatter_operands, check_masked_select_operands,
+    check_nonzero_operands, check_scatter_operands, masked_scatter_short, IndexDim, ScatterOp,
+};
 use crate::backend::View;
 use crate::{DType, Error, Result, Scalar};
 use half::{bf16, f16};
@@ -592,17 +595,13 @@ pub(crate) fn nonzero(src: View, dst: View) -> Result<()> {
     let op = "nonzero";
     let shape = src.layout.shape();
     let nd = shape.len();
-    if dst.dtype != DType::I64 || dst.layout.ndim() != 2 || dst.layout.shape()[1] != nd {
-        return Err(internal(op, "bad output"));
-    }
+    check_nonzero_operands(&src, &dst)?;
     if nd > MAXD {
         return Err(Error::invalid(
             op,
             format!("CUDA kernels take at most {MAXD} dims; this tensor has {nd}"),
         ));
     }
-    check_extent(op, &src, 0)?;
-    check_extent(op, &dst, 0)?;
     let (dev, po) = dptr(&dst)?;
     let (_, px) = dptr(&src)?;
     let (g, [sx], n) = logical_geo(op, shape, [src.layout.strides()], [src.layout.offset()])?;
@@ -636,16 +635,7 @@ pub(crate) fn nonzero(src: View, dst: View) -> Result<()> {
 pub(crate) fn masked_select(src: View, mask: View, dst: View) -> Result<()> {
     let op = "masked_select";
     let shape = src.layout.shape();
-    if mask.dtype != DType::Bool
-        || mask.layout.shape() != shape
-        || dst.dtype != src.dtype
-        || dst.layout.ndim() != 1
-    {
-        return Err(internal(op, "operands disagree"));
-    }
-    for v in [&src, &mask, &dst] {
-        check_extent(op, v, 0)?;
-    }
+    check_masked_select_operands(&src, &mask, &dst)?;
     let rows = dst.layout.shape()[0] as i64;
     if rows == 0 {
         return Ok(());
@@ -679,19 +669,7 @@ pub(crate) fn masked_select(src: View, mask: View, dst: View) -> Result<()> {
 pub(crate) fn masked_scatter(dst: View, mask: View, src: View) -> Result<()> {
     let op = "masked_scatter";
     let shape = dst.layout.shape();
-    if mask.dtype != DType::Bool
-        || mask.layout.shape() != shape
-        || dst.dtype != src.dtype
-        || src.layout.ndim() != 1
-    {
-        return Err(internal(op, "operands disagree"));
-    }
-    if src.storage.same(dst.storage) {
-        return Err(internal(op, "source shares the destination"));
-    }
-    for v in [&src, &mask, &dst] {
-        check_extent(op, v, 0)?;
-    }
+    check_masked_scatter_operands(&dst, &mask, &src)?;
     let (dev, pd) = dptr(&dst)?;
     let (_, ps) = dptr(&src)?;
     let (_, pm) = dptr(&mask)?;
@@ -719,12 +697,7 @@ pub(crate) fn masked_scatter(dst: View, mask: View, src: View) -> Result<()> {
     let (starts, nc) = compact_scan(&dev, op, c, &params, n)?;
     let total = compact_total(&dev, &starts, nc, "masked_scatter count")?;
     if total > available {
-        return Err(Error::invalid(
-            op,
-            format!(
-                "the mask selects {total} elements but the source has only {available}; the source needs at least as many elements as the mask has true values"
-            ),
-        ));
+        return Err(masked_scatter_short(total, available));
     }
     compact_emit(&dev, op, c, &params, n, &starts, nc)
 }

@@ -21,9 +21,11 @@ use super::device::CudaDevice;
 use super::index::{check_indices, compact_emit, compact_scan, compact_total, plan_geo};
 use super::launch::{arg, dptr, launch, launch_cfg, walk};
 use super::source::{self, tag, Compact};
-use crate::backend::common::check::{check_extent, internal};
 use crate::backend::common::float::FloatElem;
-use crate::backend::sort::{check_1d, check_unique_operands, dim_len, SortedRows};
+use crate::backend::sort::{
+    check_1d, check_bincount_operands, check_histc_operands, check_searchsorted_operands,
+    check_unique_operands, dim_len, SortedRows,
+};
 use crate::backend::View;
 use crate::{DType, Element, Error, Layout, Result};
 use half::{bf16, f16};
@@ -420,16 +422,7 @@ pub(crate) fn searchsorted(
 ) -> Result<()> {
     let op = "searchsorted";
     let shape = values.layout.shape();
-    if seq.dtype != values.dtype
-        || out.dtype != DType::I64
-        || seq.layout.shape() != shape
-        || out.layout.shape() != shape
-    {
-        return Err(internal(op, "operands disagree"));
-    }
-    check_extent(op, &seq, rows.len.saturating_sub(1) * rows.stride)?;
-    check_extent(op, &values, 0)?;
-    check_extent(op, &out, 0)?;
+    check_searchsorted_operands(&seq, rows, &values, &out)?;
     let (dev, po) = dptr(&out)?;
     let (_, pv) = dptr(&values)?;
     let (_, pq) = dptr(&seq)?;
@@ -472,24 +465,9 @@ pub(crate) fn searchsorted(
 
 pub(crate) fn bincount(input: View, weights: Option<View>, out: View) -> Result<()> {
     let op = "bincount";
-    check_1d(op, &input)?;
-    check_1d(op, &out)?;
+    check_bincount_operands(&input, weights.as_ref(), &out)?;
     let n = input.layout.shape()[0];
     let bins = out.layout.shape()[0];
-    if let Some(w) = &weights {
-        check_1d(op, w)?;
-        if w.layout.shape()[0] != n || w.dtype != out.dtype {
-            return Err(internal(op, "weights disagree"));
-        }
-        if !matches!(w.dtype, DType::F32 | DType::F64) {
-            return Err(internal(op, "weights are f32 or f64"));
-        }
-    } else if out.dtype != DType::I64 {
-        return Err(internal(op, "counts are i64"));
-    }
-    if !input.dtype.is_int() {
-        return Err(internal(op, "the input is an integer tensor"));
-    }
     if n == 0 {
         return Ok(());
     }
@@ -564,12 +542,8 @@ pub(crate) fn bincount(input: View, weights: Option<View>, out: View) -> Result<
 
 pub(crate) fn histc(input: View, lo: f64, hi: f64, out: View) -> Result<()> {
     let op = "histc";
-    check_1d(op, &out)?;
-    check_extent(op, &input, 0)?;
+    check_histc_operands(&input, &out)?;
     let bins = out.layout.shape()[0];
-    if out.dtype != input.dtype || !input.dtype.is_float() || bins == 0 {
-        return Err(internal(op, "operands disagree"));
-    }
     let (dev, po) = dptr(&out)?;
     let (_, px) = dptr(&input)?;
     let w = walk(op, [&input])?;

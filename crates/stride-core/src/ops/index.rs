@@ -1570,13 +1570,7 @@ impl Tensor {
             // of `base` comes first: check it here
             let need = prim::count_nonzero(view(&mask, &ml))?;
             if need > src.numel() {
-                return Err(Error::invalid(
-                    op,
-                    format!(
-                        "the mask selects {need} elements but the source has only {}; the source needs at least as many elements as the mask has true values",
-                        src.numel()
-                    ),
-                ));
+                return Err(crate::backend::index::masked_scatter_short(need, src.numel()));
             }
             copy_base(op, b, self)?;
         }
