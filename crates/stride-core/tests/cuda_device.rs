@@ -384,3 +384,94 @@ fn second_use_of_a_kernel_compiles_nothing() {
     assert_eq!(cuda::kernel_cache_stats(), (compiled, loaded));
     assert!(compiled + loaded > 0);
 }
+
+/// The dense kernels' row walk (kernels/elementwise.cu `Rows`): a walk of two dims whose
+/// inner dim is dense (a bias add `[B, n] + [n]`, a per-row scalar `[B, n] - [B, 1]`, writes
+/// into a column slice) runs row by row with vector accesses when rows hold whole aligned
+/// vectors, and through the strided kernel otherwise; both must equal the CPU bit for bit,
+/// in every family (unary, binary, ternary, cast, copy, fill).
+#[test]
+fn row_broadcasts_match_the_cpu_bit_for_bit() {
+    let Some((g, _turn)) = gpu("row_broadcasts_match_the_cpu_bit_for_bit") else {
+        return;
+    };
+    let same = |c: &Tensor, d: &Tensor, ctx: &str| {
+        let (c, d) = (c.to_f64_vec().unwrap(), d.to_f64_vec().unwrap());
+        assert_eq!(c.len(), d.len(), "{ctx}");
+        for (i, (x, y)) in c.iter().zip(&d).enumerate() {
+            assert!(
+                x.to_bits() == y.to_bits() || (x.is_nan() && y.is_nan()),
+                "{ctx} at {i}: cpu {x} gpu {y}"
+            );
+        }
+    };
+    let on = |t: &Tensor| t.to_device(&g).unwrap();
+    // 96 columns: rows of whole vectors (the row walk); 98: not (the strided kernel)
+    for (rows, cols) in [(64usize, 96usize), (64, 98), (7, 4), (129, 1024)] {
+        for dt in [DType::F32, DType::F16, DType::F64, DType::I32, DType::U8] {
+            let a = Tensor::from_vec(seq(rows * cols), [rows, cols])
+                .unwrap()
+                .to_dtype(dt)
+                .unwrap();
+            let bias = Tensor::from_vec(seq(cols).into_iter().rev().collect(), [cols])
+                .unwrap()
+                .to_dtype(dt)
+                .unwrap();
+            let per_row = Tensor::from_vec(seq(rows), [rows, 1])
+                .unwrap()
+                .to_dtype(dt)
+                .unwrap();
+            let ctx = format!("{dt} [{rows}, {cols}]");
+            let (ga, gb, gr) = (on(&a), on(&bias), on(&per_row));
+            same(
+                &a.add(&bias).unwrap(),
+                &ga.add(&gb).unwrap(),
+                &format!("bias add {ctx}"),
+            );
+            same(
+                &bias.sub(&a).unwrap(),
+                &gb.sub(&ga).unwrap(),
+                &format!("bias sub {ctx}"),
+            );
+            same(
+                &a.mul(&per_row).unwrap(),
+                &ga.mul(&gr).unwrap(),
+                &format!("per-row mul {ctx}"),
+            );
+            same(&a.neg().unwrap(), &ga.neg().unwrap(), &format!("neg {ctx}"));
+            let mask = per_row.gt(0.0).unwrap();
+            same(
+                &mask.where_cond(&a, &bias).unwrap(),
+                &on(&mask).where_cond(&ga, &gb).unwrap(),
+                &format!("where {ctx}"),
+            );
+            // outputs that are column slices of a wider buffer: aligned (from column 4 of a
+            // row of cols + 8) and not (from column 1)
+            for start in [4usize, 1] {
+                let wide = cols + 8;
+                let base = Tensor::from_vec(seq(rows * wide), [rows, wide])
+                    .unwrap()
+                    .to_dtype(dt)
+                    .unwrap();
+                let gbase = on(&base);
+                let (c, d) = (
+                    base.narrow(1, start as i64, cols).unwrap(),
+                    gbase.narrow(1, start as i64, cols).unwrap(),
+                );
+                let ctx = format!("{ctx} into columns {start}..");
+                c.copy_(&a).unwrap();
+                d.copy_(&ga).unwrap();
+                same(&base, &gbase, &format!("copy {ctx}"));
+                c.copy_(&a.to_dtype(DType::F32).unwrap()).unwrap();
+                d.copy_(&ga.to_dtype(DType::F32).unwrap()).unwrap();
+                same(&base, &gbase, &format!("cast {ctx}"));
+                c.fill_(3).unwrap();
+                d.fill_(3).unwrap();
+                same(&base, &gbase, &format!("fill {ctx}"));
+                c.add_(&bias).unwrap();
+                d.add_(&gb).unwrap();
+                same(&base, &gbase, &format!("add_ {ctx}"));
+            }
+        }
+    }
+}

@@ -24,7 +24,8 @@ fn dense_name(name: &'static str) -> &'static str {
         .or_insert_with(|| Box::leak(format!("{name}_dense").into_boxed_str()))
 }
 
-/// Launches dense kernel `f` with `(n, bc, ptrs..., extra...)`.
+/// Launches dense kernel `f` with `(row length, bc, rows, ptrs..., extra...)` over `n`
+/// elements in all.
 fn run_dense<const N: usize>(
     dev: &CudaDevice,
     f: &cudarc::driver::CudaFunction,
@@ -33,7 +34,7 @@ fn run_dense<const N: usize>(
     d: &super::launch::Dense<N>,
     extra: &[*mut c_void],
 ) -> Result<()> {
-    let mut args: Vec<*mut c_void> = vec![arg(&n), arg(&d.bc)];
+    let mut args: Vec<*mut c_void> = vec![arg(&d.n), arg(&d.bc), arg(&d.rows)];
     args.extend(d.ptrs.iter().map(arg));
     args.extend_from_slice(extra);
     unsafe { launch_dense(dev, f, op, n, &mut args) }
@@ -72,7 +73,7 @@ pub(crate) fn copy_walk(
         if let Some(d) = &dn {
             let [o, a] = d.ptrs;
             let bytes = w.n as u64 * db as u64;
-            if d.bc == 0 && (o + bytes <= a || a + bytes <= o) {
+            if d.bc == 0 && d.rows.rows == 1 && (o + bytes <= a || a + bytes <= o) {
                 dev.bind()?;
                 let r = unsafe {
                     cudarc::driver::result::memcpy_dtod_async(
@@ -147,7 +148,7 @@ pub(crate) fn fill(dst: View, value: Scalar) -> Result<()> {
     });
     let b = dst.dtype.size_in_bytes();
     let dn = dense(&w, [(po, b)]);
-    if let Some(d) = &dn {
+    if let Some(d) = dn.as_ref().filter(|d| d.rows.rows == 1) {
         // dense fills of 1, 2 and 4 bytes are driver memsets (full write bandwidth)
         let (o, n) = (d.ptrs[0], w.n as usize);
         let s = dev.stream.cu_stream();

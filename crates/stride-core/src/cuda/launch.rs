@@ -253,34 +253,63 @@ pub(crate) fn arg<T>(v: &T) -> *mut c_void {
 /// at once, so the grid-stride loop has no second wave.
 pub(crate) const DENSE_BLOCKS_PER_SM: u64 = 4;
 
-/// The dense form of a planned walk: every operand's first element (address) and the
-/// broadcast bits (bit k - 1 for input k: one element read for all), when the walk is one dim,
-/// the output and the other inputs dense (stride 1) and each of those aligned to 4 of its
-/// elements, as the dense kernels' 4-element vector accesses need.
+/// Rows of a dense walk (`Rows` in kernels/elementwise.cu): how many, and each operand's
+/// row stride in elements (operand 0 is the output; unused slots 0).
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Rows {
+    pub rows: i64,
+    pub st: [i64; 4],
+}
+
+/// The dense form of a planned walk: `rows` rows of `n` elements, every operand's first element
+/// (address), each operand's row stride, and the broadcast bits (bit k - 1 for input k: one
+/// element per row read for the whole row). Dense when the walk is one dim, the output and the
+/// other inputs dense (stride 1) and each of those aligned to 4 of its elements, as the dense
+/// kernels' 4-element vector accesses need; or two dims whose inner one is dense in that sense
+/// (a broadcast along the rows, as a bias add), with rows of a multiple of 4 elements starting
+/// aligned.
 pub(crate) struct Dense<const N: usize> {
     pub ptrs: [u64; N],
     pub bc: i32,
+    pub n: i64,
+    pub rows: Rows,
 }
 
 /// [`Dense`] of `w`, whose operand k has base address `ops[k].0` and element size `ops[k].1`.
 pub(crate) fn dense<const N: usize>(w: &Walk<N>, ops: [(u64, usize); N]) -> Option<Dense<N>> {
-    if w.geo.ndim != 1 || w.n <= 0 {
+    if w.n <= 0 || N > 4 {
         return None;
     }
+    let nd = w.geo.ndim as usize;
+    let (rows, n) = match nd {
+        1 => (1, w.geo.size[0]),
+        // rows of whole vectors, and the vector index in 32 bits (dense_at in the kernels)
+        2 if w.geo.size[1] % 4 == 0 && w.n / 4 < i32::MAX as i64 => (w.geo.size[0], w.geo.size[1]),
+        _ => return None,
+    };
     let mut bc = 0;
     let mut ptrs = [0u64; N];
+    let mut st = [0i64; 4];
     for k in 0..N {
         let (p, size) = ops[k];
         let s = &w.strs[k];
         let addr = p.wrapping_add((s.off as u64).wrapping_mul(size as u64));
-        match s.st[0] {
+        let row = if nd == 2 { s.st[0] } else { 0 };
+        match s.st[nd - 1] {
             0 if k > 0 => bc |= 1 << (k - 1),
-            1 if addr % (4 * size as u64) == 0 => {}
+            1 if addr % (4 * size as u64) == 0 && row % 4 == 0 => {}
             _ => return None,
         }
         ptrs[k] = addr;
+        st[k] = row;
     }
-    Some(Dense { ptrs, bc })
+    Some(Dense {
+        ptrs,
+        bc,
+        n,
+        rows: Rows { rows, st },
+    })
 }
 
 /// Launches a `k_*_dense` kernel over `n` elements (see kernels/elementwise.cu).

@@ -9,8 +9,8 @@
                                         const __grid_constant__ Str sa) { \
         GRID_LOOP(i, n) { W x = LOAD(a, sa, i); STORE(o, so, i, x); } \
     } \
-    DENSE_KERNEL k_copy_dense_##B(const i64 n, const int bc, W* o, const W* a) { \
-        DUOF(W) DENSE_LOOP(n) { DLOAD(W, xa_, a, bc & 1); DSTORE(W, o, { r_.v[j_] = xa_[u_].v[j_]; }); } \
+    DENSE_KERNEL k_copy_dense_##B(const i64 n, const int bc, const __grid_constant__ Rows rw, W* o, const W* a) { \
+        DUOF(W) DENSE_LOOP(n) { DLOAD(W, xa_, a, 1); DSTORE(W, o, { r_.v[j_] = xa_[u_].v[j_]; }); } \
         DENSE_TAIL { o[i] = DIN(a, 1, i); } \
     } \
     extern "C" __global__ void k_fill_##B(const __grid_constant__ Geo g, const i64 n, const int contig, \
@@ -18,7 +18,7 @@
         const W v = (W)bits; \
         GRID_LOOP(i, n) { STORE(o, so, i, v); } \
     } \
-    DENSE_KERNEL k_fill_dense_##B(const i64 n, const int bc, W* o, const u64 bits) { \
+    DENSE_KERNEL k_fill_dense_##B(const i64 n, const int bc, const __grid_constant__ Rows rw, W* o, const u64 bits) { \
         const W v = (W)bits; \
         DUOF(W) DENSE_LOOP(n) { DSTORE(W, o, { r_.v[j_] = v; }); } \
         DENSE_TAIL { o[i] = v; } \

@@ -10,29 +10,50 @@
 #define LOAD(p, s, i) (contig ? (p)[(s).off + (i)] : (p)[at(g, (s), (i))])
 
 // ---- the dense kernels (k_<name>_dense) ------------------------------------------------------
-// The host launches these instead of the strided kernel when the walk is one dim, the output
-// and every input dense (stride 1) with its first element aligned to 4 elements — or an input
-// is one element broadcast to all (stride 0: bit k of `bc` for input k, read as a scalar).
+// The host launches these instead of the strided kernel when the walk is dense row by row:
+// `rw.rows` rows of n elements, the output and every input dense (stride 1) within a row, each
+// row's first element aligned to 4 elements — or an input one element per row broadcast to the
+// whole row (inner stride 0: bit k-1 of `bc` for input k, read as a scalar). Row r of operand
+// k starts rw.st[k] · r elements after its pointer (rw.st[k] = 0: the same row for all, a bias).
+// A single row (rows = 1) is a plain dense run; several rows (a broadcast along the rows, as a
+// bias add [B, n] + [n]) come with n a multiple of 4, so every vector lies in one row.
 // No geometry: pointers arrive at the first element. Each thread moves DU 4-element vectors
 // per operand per step (16-byte accesses for f32), every load issued before any store, in a
-// grid-stride loop over steps of DU x blockDim vectors (vector u of a thread's step is
-// b_ + u * blockDim, so a warp's accesses stay contiguous). The n mod 4 tail goes one by one.
-// Each position is computed exactly as by the strided kernel: only the walk differs.
+// grid-stride loop over steps of DU x blockDim vectors of all rows (vector u of a thread's step
+// is b_ + u * blockDim, so a warp's accesses stay contiguous). The n mod 4 tail of a single row
+// goes one by one. Each position is computed exactly as by the strided kernel: only the walk
+// differs.
 template <class X> struct alignas(4 * sizeof(X)) V4 { X v[4]; };
+// rows of a dense walk and each operand's row stride (elements; operand 0 is the output)
+struct Rows { i64 rows; i64 st[4]; };
+// element offset of the row holding vector v (vectors of nv per row) in operand k, and of the
+// vector's first element; 32-bit division (the host keeps rows · nv below 2^31)
+__device__ __forceinline__ i64 dense_row(const Rows& rw, int k, i64 v, i64 nv) {
+    return rw.rows == 1 ? 0 : (i64)((unsigned)v / (unsigned)nv) * rw.st[k];
+}
+__device__ __forceinline__ i64 dense_at(const Rows& rw, int k, i64 v, i64 nv) {
+    if (rw.rows == 1) return v * 4;
+    const i64 q = (unsigned)v / (unsigned)nv;
+    return q * rw.st[k] + (v - q * nv) * 4;
+}
 // DU: vectors per operand per thread per step, set by each kernel (2 for 8-byte elements)
 #define DENSE_LOOP(N) \
-    const i64 n_ = (N), nv_ = n_ >> 2, gs_ = (i64)gridDim.x * blockDim.x; \
-    for (i64 b_ = (i64)blockIdx.x * blockDim.x * DU + threadIdx.x; b_ < nv_; b_ += gs_ * DU)
+    const i64 n_ = (N), nv_ = n_ >> 2, tv_ = nv_ * rw.rows, gs_ = (i64)gridDim.x * blockDim.x; \
+    for (i64 b_ = (i64)blockIdx.x * blockDim.x * DU + threadIdx.x; b_ < tv_; b_ += gs_ * DU)
 #define DK(u) (b_ + (i64)(u) * blockDim.x)
-// R_[u] = vector DK(u) of input P (elements X), or P[0] splatted when BC
-#define DLOAD(X, R_, P, BC) V4<X> R_[DU]; \
-    _Pragma("unroll") for (int u_ = 0; u_ < DU; ++u_) { \
-        if (BC) { const X s_ = (P)[0]; R_[u_].v[0] = s_; R_[u_].v[1] = s_; R_[u_].v[2] = s_; R_[u_].v[3] = s_; } \
-        else if (DK(u_) < nv_) R_[u_] = ((const V4<X>*)(P))[DK(u_)]; }
-// for each loaded vector u_ and lane j_: BODY, then store vector r_ (elements X) to P
+// R_[u] = vector DK(u) of input K at P (elements X), or its row's element splatted when bit K-1
+// of bc is set
+#define DLOAD(X, R_, P, K) V4<X> R_[DU]; \
+    _Pragma("unroll") for (int u_ = 0; u_ < DU; ++u_) if (DK(u_) < tv_) { \
+        if (bc & (1 << ((K) - 1))) { const X s_ = (P)[dense_row(rw, (K), DK(u_), nv_)]; \
+            R_[u_].v[0] = s_; R_[u_].v[1] = s_; R_[u_].v[2] = s_; R_[u_].v[3] = s_; } \
+        else R_[u_] = *(const V4<X>*)((P) + dense_at(rw, (K), DK(u_), nv_)); }
+// for each loaded vector u_ and lane j_: BODY, then store vector r_ (elements X) to output P
 #define DSTORE(X, P, BODY) \
-    _Pragma("unroll") for (int u_ = 0; u_ < DU; ++u_) if (DK(u_) < nv_) { V4<X> r_; \
-        _Pragma("unroll") for (int j_ = 0; j_ < 4; ++j_) { BODY; } ((V4<X>*)(P))[DK(u_)] = r_; }
+    _Pragma("unroll") for (int u_ = 0; u_ < DU; ++u_) if (DK(u_) < tv_) { V4<X> r_; \
+        _Pragma("unroll") for (int j_ = 0; j_ < 4; ++j_) { BODY; } \
+        *(V4<X>*)((P) + dense_at(rw, 0, DK(u_), nv_)) = r_; }
+// the n mod 4 tail of a single row (empty when rows > 1: n is then a multiple of 4)
 #define DENSE_TAIL for (i64 i = (nv_ << 2) + (i64)blockIdx.x * blockDim.x + threadIdx.x; i < n_; i += gs_)
 #define DIN(P, BIT, I) ((bc & (BIT)) ? (P)[0] : (P)[I])
 // The host launches DENSE_BLOCKS_PER_SM blocks of 256 threads per SM (a grid-stride loop with
@@ -109,8 +130,8 @@ __device__ __forceinline__ i64 tile_base(const Geo& g, const Str& s, i64 bt, i64
                                     OUT* o, const __grid_constant__ Str so, const T* a, const __grid_constant__ Str sa) { \
         GRID_LOOP(i, n) { T x = LOAD(a, sa, i); STORE(o, so, i, (OUT)(EXPR)); } \
     } \
-    DENSE_KERNEL k_##NAME##_dense(const i64 n, const int bc, OUT* o, const T* a) { \
-        DUOF(T) DENSE_LOOP(n) { DLOAD(T, xa_, a, bc & 1); \
+    DENSE_KERNEL k_##NAME##_dense(const i64 n, const int bc, const __grid_constant__ Rows rw, OUT* o, const T* a) { \
+        DUOF(T) DENSE_LOOP(n) { DLOAD(T, xa_, a, 1); \
             DSTORE(OUT, o, { T x = xa_[u_].v[j_]; r_.v[j_] = (OUT)(EXPR); }); } \
         DENSE_TAIL { T x = DIN(a, 1, i); o[i] = (OUT)(EXPR); } \
     } \
@@ -129,9 +150,9 @@ __device__ __forceinline__ i64 tile_base(const Geo& g, const Str& s, i64 bt, i64
                                     const T* b, const __grid_constant__ Str sb) { \
         GRID_LOOP(i, n) { T x = LOAD(a, sa, i); T y = LOAD(b, sb, i); STORE(o, so, i, (OUT)(EXPR)); } \
     } \
-    DENSE_KERNEL k_##NAME##_dense(const i64 n, const int bc, OUT* o, const T* a, \
+    DENSE_KERNEL k_##NAME##_dense(const i64 n, const int bc, const __grid_constant__ Rows rw, OUT* o, const T* a, \
                                                 const T* b) { \
-        DUOF(T) DENSE_LOOP(n) { DLOAD(T, xa_, a, bc & 1); DLOAD(T, yb_, b, bc & 2); \
+        DUOF(T) DENSE_LOOP(n) { DLOAD(T, xa_, a, 1); DLOAD(T, yb_, b, 2); \
             DSTORE(OUT, o, { T x = xa_[u_].v[j_]; T y = yb_[u_].v[j_]; r_.v[j_] = (OUT)(EXPR); }); } \
         DENSE_TAIL { T x = DIN(a, 1, i); T y = DIN(b, 2, i); o[i] = (OUT)(EXPR); } \
     } \
@@ -155,10 +176,10 @@ __device__ __forceinline__ i64 tile_base(const Geo& g, const Str& s, i64 bt, i64
         GRID_LOOP(i, n) { A x = LOAD(a, sa, i); T y = LOAD(b, sb, i); T z = LOAD(c, sc, i); \
                           STORE(o, so, i, (T)(EXPR)); } \
     } \
-    DENSE_KERNEL k_##NAME##_dense(const i64 n, const int bc, T* o, const A* a, \
+    DENSE_KERNEL k_##NAME##_dense(const i64 n, const int bc, const __grid_constant__ Rows rw, T* o, const A* a, \
                                                 const T* b, const T* c, const double vf, \
                                                 const i64 vi) { \
-        DUOF(T) DENSE_LOOP(n) { DLOAD(A, xa_, a, bc & 1); DLOAD(T, yb_, b, bc & 2); DLOAD(T, zc_, c, bc & 4); \
+        DUOF(T) DENSE_LOOP(n) { DLOAD(A, xa_, a, 1); DLOAD(T, yb_, b, 2); DLOAD(T, zc_, c, 3); \
             DSTORE(T, o, { A x = xa_[u_].v[j_]; T y = yb_[u_].v[j_]; T z = zc_[u_].v[j_]; \
                            r_.v[j_] = (T)(EXPR); }); } \
         DENSE_TAIL { A x = DIN(a, 1, i); T y = DIN(b, 2, i); T z = DIN(c, 4, i); o[i] = (T)(EXPR); } \
@@ -179,8 +200,8 @@ __device__ __forceinline__ i64 tile_base(const Geo& g, const Str& s, i64 bt, i64
                                     D* o, const __grid_constant__ Str so, const T* a, const __grid_constant__ Str sa) { \
         GRID_LOOP(i, n) { T x = LOAD(a, sa, i); STORE(o, so, i, (HOW)); } \
     } \
-    DENSE_KERNEL k_##NAME##_dense(const i64 n, const int bc, D* o, const T* a) { \
-        DUOF2(T, D) DENSE_LOOP(n) { DLOAD(T, xa_, a, bc & 1); \
+    DENSE_KERNEL k_##NAME##_dense(const i64 n, const int bc, const __grid_constant__ Rows rw, D* o, const T* a) { \
+        DUOF2(T, D) DENSE_LOOP(n) { DLOAD(T, xa_, a, 1); \
             DSTORE(D, o, { T x = xa_[u_].v[j_]; r_.v[j_] = (HOW); }); } \
         DENSE_TAIL { T x = DIN(a, 1, i); o[i] = (HOW); } \
     } \
