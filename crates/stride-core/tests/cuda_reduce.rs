@@ -118,3 +118,86 @@ fn split_reductions_match_the_cpu() {
         }
     }
 }
+
+/// Reductions over outer dims with few outputs take the column split (cuda/reduce.rs
+/// `cols_plan`: 32 neighbouring outputs per block, the reduced range cut into parts, the last
+/// block of a group folding its parts): integer sums and selections bit for bit, float sums to
+/// within the final rounding to f32 (both devices accumulate f32 in f64), reproducible run to
+/// run; also a 3-D input reduced over two outer dims, and a transposed input (not split).
+#[test]
+fn column_split_reductions_match_the_cpu() {
+    let Some(g) = gpu("column_split_reductions_match_the_cpu") else {
+        return;
+    };
+    for (shape, dims) in [
+        (vec![4096usize, 1536usize], vec![0i64]),
+        (vec![4096, 384], vec![0]),
+        (vec![300, 70], vec![0]),
+        (vec![1000, 33], vec![0]),
+        (vec![257, 4, 40], vec![0, 1]),
+    ] {
+        let n: usize = shape.iter().product();
+        let cols = *shape.last().unwrap();
+        let rows = n / cols;
+        for dt in [DType::I64, DType::I32, DType::F32] {
+            let x = Tensor::from_vec(values(n, None), shape.clone())
+                .unwrap()
+                .to_dtype(dt)
+                .unwrap();
+            let xg = x.to_device(&g).unwrap();
+            let ctx = format!("{dt} {shape:?} over {dims:?}");
+            let (s, sg) = (
+                f64s(&x.sum_dims(&dims, false).unwrap()),
+                f64s(&xg.sum_dims(&dims, false).unwrap()),
+            );
+            assert_eq!(s.len(), cols, "{ctx}");
+            if dt.is_float() {
+                // |sum| of up to `rows` terms of |x| <= 100: the f64 sums differ by far less
+                // than an f32 ulp of the result, so the results differ by at most one ulp
+                for (j, (a, b)) in s.iter().zip(&sg).enumerate() {
+                    let ulp = (a.abs() as f32).max(f32::MIN_POSITIVE);
+                    let ulp = (f32::from_bits(ulp.to_bits() + 1) - ulp) as f64;
+                    let bound = ulp + rows as f64 * 100.0 * 1e-15;
+                    assert!(
+                        (a - b).abs() <= bound,
+                        "sum {ctx} column {j}: cpu {a} cuda {b}"
+                    );
+                }
+                let again = f64s(&xg.sum_dims(&dims, false).unwrap());
+                assert!(
+                    sg.iter()
+                        .zip(&again)
+                        .all(|(a, b)| a.to_bits() == b.to_bits()),
+                    "sum {ctx} twice"
+                );
+            } else {
+                assert_eq!(s, sg, "sum {ctx}");
+            }
+            for (name, c, gg) in [
+                (
+                    "amax",
+                    x.amax(&dims, false).unwrap(),
+                    xg.amax(&dims, false).unwrap(),
+                ),
+                (
+                    "amin",
+                    x.amin(&dims, false).unwrap(),
+                    xg.amin(&dims, false).unwrap(),
+                ),
+            ] {
+                assert_eq!(f64s(&c), f64s(&gg), "{name} {ctx}");
+            }
+        }
+        // the same values seen transposed: the reduced dim is the fast one, no column split
+        if shape.len() == 2 {
+            let x = Tensor::from_vec(values(n, None), [cols, rows]).unwrap();
+            let xt = x.t().unwrap();
+            let xgt = x.to_device(&g).unwrap().t().unwrap();
+            assert_eq!(
+                f64s(&xt.amax(&[0], false).unwrap()),
+                f64s(&xgt.amax(&[0], false).unwrap()),
+                "amax of a transposed {shape:?}"
+            );
+        }
+    }
+}

@@ -31,7 +31,13 @@ pub(crate) struct CudaDevice {
     pub launches: AtomicU64,
     /// Device-side checks whose verdict the host has not seen (see `deferred.rs`).
     pub deferred: super::deferred::Deferred,
+    /// [`TICKETS`] zeroed u32 counters for kernels whose last block to finish does the final
+    /// step (the split reductions, kernels/reduce.cu); each launch leaves them at zero again.
+    tickets: OnceLock<u64>,
 }
+
+/// How many ticket counters a device keeps (see [`CudaDevice::tickets`]).
+pub(crate) const TICKETS: usize = 4096;
 
 // SAFETY: the raw CUDA handles inside are used only through the driver API, which is thread
 // safe; all mutable state is behind mutexes or atomics.
@@ -139,6 +145,7 @@ fn create(ordinal: usize) -> Result<CudaDevice> {
         syncs: AtomicU64::new(0),
         launches: AtomicU64::new(0),
         deferred,
+        tickets: OnceLock::new(),
     })
 }
 
@@ -159,6 +166,28 @@ impl CudaDevice {
             device: self.device(),
             msg: format!("{what}: {e}"),
         }
+    }
+    /// The device pointer of the [`TICKETS`] ticket counters, allocated and zeroed (on the
+    /// stream, before any kernel that uses them) on first use; they live as long as the device.
+    pub fn tickets(&self) -> Result<u64> {
+        if let Some(&p) = self.tickets.get() {
+            return Ok(p);
+        }
+        static INIT: Mutex<()> = Mutex::new(());
+        let _guard = INIT.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(&p) = self.tickets.get() {
+            return Ok(p);
+        }
+        // stream-ordered and outside the caching allocator (never freed, never counted)
+        let bytes = TICKETS * 4;
+        self.bind()?;
+        let s = self.stream.cu_stream();
+        let p = unsafe { cudarc::driver::result::malloc_async(s, bytes) }
+            .map_err(|e| self.err("allocating the ticket counters", e))?;
+        unsafe { cudarc::driver::result::memset_d8_async(p, 0, bytes, s) }
+            .map_err(|e| self.err("zeroing the ticket counters", e))?;
+        let _ = self.tickets.set(p);
+        Ok(p)
     }
     pub fn allocator(&self) -> MutexGuard<'_, Allocator> {
         self.alloc.lock().unwrap_or_else(|e| e.into_inner())

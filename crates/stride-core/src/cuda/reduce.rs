@@ -4,11 +4,12 @@
 //!
 //! Schedules (kernels/reduce.cu): one thread per output for short or outer-dim reductions,
 //! one block per output, or, for few outputs over long ranges (a full `sum`/`mean`), the
-//! split schedule: many blocks per output write partial accumulators that a second kernel
-//! folds in a fixed order (deterministic; see [`SPLIT_MIN`]).
+//! split schedule: many blocks per output write partial accumulators that the last of them
+//! folds in a fixed order (deterministic; see [`SPLIT_MIN`]); and for reductions over outer
+//! dims with few outputs (a bias gradient), the column split ([`COLS_MIN`]).
 
 use super::buffer::CudaBuffer;
-use super::device::CudaDevice;
+use super::device::{CudaDevice, TICKETS};
 use super::launch::{arg, dptr, geo_from, launch_cfg, str_from, too_many, Geo, Str, BLOCK, MAXD};
 use super::source::{ctype, tag};
 use crate::backend::common::plan::Plan;
@@ -22,21 +23,30 @@ const REDUCE: &str = include_str!("kernels/reduce.cu");
 /// Threads per block of the block-per-output schedule (`RBLOCK` in reduce.cu).
 const RBLOCK: u32 = 256;
 
-/// The split schedule (kernels/reduce.cu, `k_reduce_part` + `k_reduce_fin`) for few outputs
+/// The split schedule (kernels/reduce.cu, `k_reduce_split`) for few outputs
 /// over long reduced ranges. A full reduction of 25 MB f32 under the block-per-output
 /// schedule is ONE block: one SM's worth of loads in flight, ~13 GB/s. Reading 25 MB at an
 /// H100's ~3 TB/s takes ~8.4 µs, and that needs every SM streaming: so each output's range
 /// is cut into parts of at least [`SPLIT_MIN`] elements, enough parts that the grid has
 /// [`SPLIT_BLOCKS_PER_SM`] blocks per SM (all resident at once with `__launch_bounds__(256,
-/// 4)`: one wave). The second pass reads n_out × parts accumulators (a few KB) and folds each
-/// output's parts in a fixed order: deterministic, no atomics; the expected time of the
-/// 25 MB sum is the read at ≥ 80% of copy bandwidth plus one small launch, ~10–12 µs.
+/// 4)`: one wave). The block that finishes an output's parts last (a per-device ticket counter)
+/// reads its n_out × parts accumulators (a few KB) and folds them in a fixed order:
+/// deterministic, and one launch (see docs/PERFORMANCE.md for the measurements).
 const SPLIT_BLOCKS_PER_SM: u64 = 4;
 /// The fewest elements of one part (8 strided loads per thread of a 256-thread block, twice),
 /// so that a part amortises its block's tree merge and write.
 const SPLIT_MIN: u64 = 4096;
 /// Bytes of one part's accumulator, the largest ACC (an arg reduction's `KeyIdx`: key + i64).
 const PART_BYTES: usize = 16;
+/// The column split (kernels/reduce.cu, `k_reduce_cols`) for reductions over outer dims whose
+/// input's kept innermost dim is contiguous (a bias gradient, `[B, n] -> [n]`): the per-thread
+/// schedule reads 32 neighbouring outputs per warp (coalesced), but with few outputs it has
+/// few blocks, or a last partial wave; so the reduced range is cut into parts of at least
+/// `COLS_MIN` elements (16 per thread of a 32 x 8 block: two rounds of 8 loads in flight), for
+/// [`COLS_WAVES`] waves of [`SPLIT_BLOCKS_PER_SM`] blocks per SM.
+const COLS_MIN: u64 = 128;
+/// Waves of the column split's grid: a last partial wave idles less of the GPU among four.
+const COLS_WAVES: u64 = 4;
 
 /// Kept dims (merged, ordered by the input's strides) for the input and `N` outputs, and
 /// reduced dims in logical order (adjacent ones merged where contiguous), so that `r` in a
@@ -125,35 +135,35 @@ impl<const N: usize> Split<N> {
         }
         split_plan(self.n_out, self.n_red, dev.sm_count as u64)
     }
-    /// Pass 1 of the split schedule: kernel `fp` (`k_reduce_part` or `k_arg_part`) folds
-    /// each of `parts` parts of `chunk` elements of every output of the input at `ps` into a
-    /// buffer of partials, returned for pass 2.
-    fn launch_parts(
+    /// The column split's (parts, elements per part), for a reduction over outer dims whose
+    /// 32-output groups are fewer than [`COLS_WAVES`] full waves; see [`COLS_MIN`].
+    fn cols_parts(&self, dev: &CudaDevice) -> Option<(i64, i64)> {
+        if !self.kept_inner_unit || self.n_red <= 32 {
+            return None;
+        }
+        cols_plan(self.n_out, self.n_red, dev.sm_count as u64)
+    }
+    /// The first `args` of a split kernel (geometry, chunk, parts, input), then a fresh
+    /// buffer of `n_part` partial accumulators and the device's tickets (see reduce.cu), then
+    /// `outs`: launched on `grid` x `block`.
+    #[allow(clippy::too_many_arguments)]
+    fn launch_split(
         &self,
         dev: &Arc<CudaDevice>,
-        fp: &cudarc::driver::CudaFunction,
+        f: &cudarc::driver::CudaFunction,
         op: &'static str,
-        ps: u64,
-        parts: i64,
-        chunk: i64,
-    ) -> Result<CudaBuffer> {
-        let n_part = self.n_out * parts;
+        mut args: Vec<*mut std::ffi::c_void>,
+        n_part: i64,
+        grid: (u32, u32, u32),
+        block: (u32, u32, u32),
+        outs: &[*mut std::ffi::c_void],
+    ) -> Result<()> {
         let part = CudaBuffer::new(dev, n_part as usize * PART_BYTES, false)?;
-        let mut args = [
-            arg(&self.gk),
-            arg(&self.ik),
-            arg(&self.n_out),
-            arg(&self.gr),
-            arg(&self.ir),
-            arg(&self.n_red),
-            arg(&chunk),
-            arg(&parts),
-            arg(&ps),
-            arg(&part.ptr),
-        ];
-        let grid = (n_part.min(u32::MAX as i64) as u32, 1, 1);
-        unsafe { launch_cfg(dev, fp, op, grid, (RBLOCK, 1, 1), 0, &mut args)? };
-        Ok(part)
+        let tickets = dev.tickets()?;
+        args.push(arg(&part.ptr));
+        args.push(arg(&tickets));
+        args.extend_from_slice(outs);
+        unsafe { launch_cfg(dev, f, op, grid, block, 0, &mut args) }
     }
     fn grid(&self, dev: &CudaDevice) -> (u32, u32, u32) {
         let cap = dev.sm_count as u64 * 32;
@@ -177,11 +187,33 @@ fn split_plan(n_out: i64, n_red: i64, sms: u64) -> Option<(i64, i64)> {
     let parts = (sms * SPLIT_BLOCKS_PER_SM)
         .div_ceil(n_out)
         .min(n_red / SPLIT_MIN);
-    if parts < 2 {
+    // one ticket per output
+    if parts < 2 || n_out > TICKETS as u64 {
         return None;
     }
     // parts start on multiples of RBLOCK elements (a warp's loads stay aligned)
     let chunk = n_red.div_ceil(parts).next_multiple_of(RBLOCK as u64);
+    Some((n_red.div_ceil(chunk) as i64, chunk as i64))
+}
+
+/// [`Split::cols_parts`] for `n_out` outputs of `n_red` elements on `sms` SMs: parts of at
+/// least [`COLS_MIN`] elements, every part non-empty, enough of them for [`COLS_WAVES`] waves
+/// of [`SPLIT_BLOCKS_PER_SM`] blocks per SM; None when fewer than two parts.
+fn cols_plan(n_out: i64, n_red: i64, sms: u64) -> Option<(i64, i64)> {
+    if n_out <= 0 || n_red <= 0 {
+        return None;
+    }
+    let groups = (n_out as u64).div_ceil(32);
+    let n_red = n_red as u64;
+    let parts = (sms * SPLIT_BLOCKS_PER_SM * COLS_WAVES)
+        .div_ceil(groups)
+        .min(n_red / COLS_MIN)
+        .min(65_535); // grid.y
+                      // one ticket per group
+    if parts < 2 || groups > TICKETS as u64 {
+        return None;
+    }
+    let chunk = n_red.div_ceil(parts);
     Some((n_red.div_ceil(chunk) as i64, chunk as i64))
 }
 
@@ -385,21 +417,61 @@ pub(crate) fn reduce(op: ReduceOp, src: View, dims: &[usize], dst: View) -> Resu
     };
     let module = format!("reduce_{}_{}", op.name(), tag(t));
     let [ok] = sp.ok;
-    if let Some((parts, chunk)) = sp.split_parts(&dev) {
-        let fp = dev.function(&module, "reduce_part", || source(t, "WANT_REDUCE", &defs))?;
-        let ff = dev.function(&module, "reduce_fin", || source(t, "WANT_REDUCE", &defs))?;
-        let part = sp.launch_parts(&dev, &fp, op.name(), ps, parts, chunk)?;
-        let mut args = [
+    let src_fn = || source(t, "WANT_REDUCE", &defs);
+    if let Some((parts, chunk)) = sp.cols_parts(&dev) {
+        let f = dev.function(&module, "reduce_cols", src_fn)?;
+        let args = vec![
             arg(&sp.gk),
+            arg(&sp.ik),
             arg(&ok),
             arg(&sp.n_out),
+            arg(&sp.gr),
+            arg(&sp.ir),
             arg(&sp.n_red),
+            arg(&chunk),
             arg(&parts),
-            arg(&part.ptr),
-            arg(&pd),
+            arg(&ps),
         ];
-        let grid = (sp.n_out.min(u32::MAX as i64) as u32, 1, 1);
-        return unsafe { launch_cfg(&dev, &ff, op.name(), grid, (RBLOCK, 1, 1), 0, &mut args) };
+        let groups = (sp.n_out as u64).div_ceil(32) as u32;
+        let grid = (groups, parts as u32, 1);
+        let n_part = sp.n_out * parts;
+        return sp.launch_split(
+            &dev,
+            &f,
+            op.name(),
+            args,
+            n_part,
+            grid,
+            (32, 8, 1),
+            &[arg(&pd)],
+        );
+    }
+    if let Some((parts, chunk)) = sp.split_parts(&dev) {
+        let f = dev.function(&module, "reduce_split", src_fn)?;
+        let args = vec![
+            arg(&sp.gk),
+            arg(&sp.ik),
+            arg(&ok),
+            arg(&sp.n_out),
+            arg(&sp.gr),
+            arg(&sp.ir),
+            arg(&sp.n_red),
+            arg(&chunk),
+            arg(&parts),
+            arg(&ps),
+        ];
+        let n_part = sp.n_out * parts;
+        let grid = (n_part.min(u32::MAX as i64) as u32, 1, 1);
+        return sp.launch_split(
+            &dev,
+            &f,
+            op.name(),
+            args,
+            n_part,
+            grid,
+            (RBLOCK, 1, 1),
+            &[arg(&pd)],
+        );
     }
     let f = dev.function(&module, "reduce", || source(t, "WANT_REDUCE", &defs))?;
     let per_thread = sp.per_thread();
@@ -476,10 +548,8 @@ pub(crate) fn arg_reduce(
     let module = format!("arg_{}_{}", op.name(), tag(t));
     let [ov, oi] = sp.ok;
     if let Some((parts, chunk)) = sp.split_parts(&dev) {
-        let fp = dev.function(&module, "arg_part", || source(t, "WANT_ARG", &defs))?;
-        let ff = dev.function(&module, "arg_fin", || source(t, "WANT_ARG", &defs))?;
-        let part = sp.launch_parts(&dev, &fp, op.name(), ps, parts, chunk)?;
-        let mut args = [
+        let f = dev.function(&module, "arg_split", || source(t, "WANT_ARG", &defs))?;
+        let args = vec![
             arg(&sp.gk),
             arg(&sp.ik),
             arg(&ov),
@@ -487,14 +557,24 @@ pub(crate) fn arg_reduce(
             arg(&sp.n_out),
             arg(&sp.gr),
             arg(&sp.ir),
+            arg(&sp.n_red),
+            arg(&chunk),
             arg(&parts),
-            arg(&part.ptr),
             arg(&ps),
-            arg(&pv),
-            arg(&pi),
         ];
-        let grid = (sp.n_out.min(u32::MAX as i64) as u32, 1, 1);
-        return unsafe { launch_cfg(&dev, &ff, op.name(), grid, (RBLOCK, 1, 1), 0, &mut args) };
+        let n_part = sp.n_out * parts;
+        let grid = (n_part.min(u32::MAX as i64) as u32, 1, 1);
+        let outs = [arg(&pv), arg(&pi)];
+        return sp.launch_split(
+            &dev,
+            &f,
+            op.name(),
+            args,
+            n_part,
+            grid,
+            (RBLOCK, 1, 1),
+            &outs,
+        );
     }
     let f = dev.function(&module, "arg_reduce", || source(t, "WANT_ARG", &defs))?;
     let per_thread = sp.per_thread();
@@ -658,5 +738,39 @@ mod tests {
         }
         // the bench's 25 MiB sum on an H100 (132 SMs): 523 parts of 12,544 elements
         assert_eq!(split_plan(1, 6_553_600, 132), Some((523, 12_544)));
+        // one ticket per output
+        assert_eq!(split_plan(TICKETS as i64 + 1, 1 << 30, 1 << 20), None);
+    }
+
+    #[test]
+    fn cols_plan_covers_the_range_with_nonempty_parts() {
+        for sms in [1u64, 16, 132] {
+            for n_out in [1i64, 2, 31, 32, 33, 384, 1536, 8448, 100_000] {
+                for n_red in [0i64, 1, 33, 255, 256, 257, 4096, 40_961, 1_000_003] {
+                    let groups = (n_out as u64).div_ceil(32);
+                    let Some((parts, chunk)) = cols_plan(n_out, n_red, sms) else {
+                        // no split: short ranges, or enough groups to fill the GPU
+                        assert!(
+                            n_red < 2 * COLS_MIN as i64
+                                || groups >= sms * SPLIT_BLOCKS_PER_SM * COLS_WAVES
+                                || groups > TICKETS as u64,
+                            "{n_out} {n_red} {sms}"
+                        );
+                        continue;
+                    };
+                    assert!(parts >= 2 && parts <= 65_535, "{n_out} {n_red} {sms}");
+                    assert!(chunk >= COLS_MIN as i64);
+                    assert!((parts - 1) * chunk < n_red && parts * chunk >= n_red);
+                    assert!(
+                        groups * parts as u64 <= sms * SPLIT_BLOCKS_PER_SM * COLS_WAVES + groups
+                    );
+                }
+            }
+        }
+        // the SAE's bias gradients on an H100: [4096, 1536] -> 1536 and [4096, 384] -> 384 in
+        // 32 parts of 128 rows, [4096, 24576] -> 24576 in 3 parts of 1,366
+        assert_eq!(cols_plan(1536, 4096, 132), Some((32, 128)));
+        assert_eq!(cols_plan(384, 4096, 132), Some((32, 128)));
+        assert_eq!(cols_plan(24576, 4096, 132), Some((3, 1366)));
     }
 }

@@ -13,9 +13,15 @@
 // - split (few outputs, long reduced ranges; the block-per-output schedule would leave most
 //   SMs idle: one output is one block): block b folds part c = b % parts of output
 //   o = b / parts, the reduced indices [c·chunk, (c+1)·chunk) strided by RBLOCK as above, and
-//   writes its tree-merged ACC to part[b]; k_reduce_fin (k_arg_fin) then folds output o's
-//   parts in a fixed order (thread t: parts t, t+RBLOCK, ..., then the same tree) and writes
-//   FIN. No atomics: the same bits every run.
+//   writes its tree-merged ACC to part[b]; the block that finishes output o's parts last (a
+//   ticket: tickets[o] counts arrivals and wraps back to 0) folds them in a fixed order
+//   (thread t: parts t, t+RBLOCK, ..., then the same tree) and writes FIN. One launch, no
+//   atomics on data: the same bits every run, whichever block arrives last.
+// - column split (a reduction over outer dims, the input's kept innermost dim contiguous, too
+//   few outputs for the per-thread schedule to fill the GPU, as a bias gradient [B, n] -> [n]):
+//   the per-thread schedule's 32 x 8 blocks, blockIdx.x one group of 32 neighbouring outputs,
+//   blockIdx.y one part of the reduced range; the last block of a group (tickets[group]) folds
+//   the group's parts in a fixed order.
 // Loops load U_THREAD / U_BLOCK elements before folding them (in order), to keep enough loads
 // in flight.
 // Either way the grouping depends only on shapes and strides, so results are reproducible.
@@ -54,6 +60,31 @@
         } \
     } while (0)
 
+// a partial written by another block of this launch, read from L2 (never a stale L1 line)
+template <class X> __device__ __forceinline__ X load_cg(const X* p) {
+    X x;
+    if (sizeof(X) % 4 == 0) {
+        _Pragma("unroll") for (int i = 0; i < (int)(sizeof(X) / 4); ++i)
+            ((unsigned*)&x)[i] = __ldcg((const unsigned*)p + i);
+    } else {
+        _Pragma("unroll") for (int i = 0; i < (int)sizeof(X); ++i)
+            ((unsigned char*)&x)[i] = ((const volatile unsigned char*)p)[i];
+    }
+    return x;
+}
+// After this block wrote its partial: true in every thread of the block that arrived last of
+// the `parts` blocks of ticket T (the ticket is back at 0 afterwards, ready for the next launch).
+__device__ __forceinline__ bool last_arrival(unsigned* tickets, i64 t, i64 parts) {
+    __shared__ bool last_;
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0 && threadIdx.y == 0)
+        last_ = atomicInc(tickets + t, (unsigned)(parts - 1)) == (unsigned)(parts - 1);
+    __syncthreads();
+    if (last_) __threadfence();
+    return last_;
+}
+
 #ifdef WANT_REDUCE
 extern "C" __global__ void __launch_bounds__(RBLOCK, 4) k_reduce(const __grid_constant__ Geo gk, const __grid_constant__ Str ik, const __grid_constant__ Str ok, const i64 n_out,
                                     const __grid_constant__ Geo gr, const __grid_constant__ Str ir, const i64 n_red,
@@ -90,12 +121,13 @@ extern "C" __global__ void __launch_bounds__(RBLOCK, 4) k_reduce(const __grid_co
     }
 }
 
-// The split schedule's first pass: part[b] = the fold of part c = b % parts of output
-// o = b / parts (reduced indices [c·chunk, min((c+1)·chunk, n_red))).
-extern "C" __global__ void __launch_bounds__(RBLOCK, 4) k_reduce_part(const __grid_constant__ Geo gk, const __grid_constant__ Str ik, const i64 n_out,
+// The split schedule: part[b] = the fold of part c = b % parts of output o = b / parts
+// (reduced indices [c·chunk, min((c+1)·chunk, n_red))); the last block of output o folds
+// part[o·parts .. (o+1)·parts) in a fixed order and writes FIN.
+extern "C" __global__ void __launch_bounds__(RBLOCK, 4) k_reduce_split(const __grid_constant__ Geo gk, const __grid_constant__ Str ik, const __grid_constant__ Str ok, const i64 n_out,
                                          const __grid_constant__ Geo gr, const __grid_constant__ Str ir, const i64 n_red,
                                          const i64 chunk, const i64 parts,
-                                         const T* __restrict__ in, ACC* part) {
+                                         const T* __restrict__ in, ACC* part, unsigned* tickets, OUT* out) {
     __shared__ ACC sh[RBLOCK];
     for (i64 b = blockIdx.x; b < n_out * parts; b += gridDim.x) {
         const i64 o = b / parts, c = b - o * parts;
@@ -106,23 +138,48 @@ extern "C" __global__ void __launch_bounds__(RBLOCK, 4) k_reduce_part(const __gr
         sh[threadIdx.x] = a;
         TREE_MERGE(sh);
         if (threadIdx.x == 0) part[b] = sh[0];
+        if (last_arrival(tickets, o, parts)) {
+            ACC m = INIT;
+            for (i64 q = threadIdx.x; q < parts; q += RBLOCK) m = MERGE(m, load_cg(part + o * parts + q));
+            sh[threadIdx.x] = m;
+            TREE_MERGE(sh);
+            if (threadIdx.x == 0) out[at(gk, ok, o)] = FIN(sh[0]);
+        }
         __syncthreads();
     }
 }
 
-// The split schedule's second pass: output o = FIN(the fold of part[o·parts .. (o+1)·parts)),
-// one block per output, in a fixed order.
-extern "C" __global__ void __launch_bounds__(RBLOCK) k_reduce_fin(const __grid_constant__ Geo gk, const __grid_constant__ Str ok, const i64 n_out,
-                                        const i64 n_red, const i64 parts, const ACC* part,
-                                        OUT* out) {
+// The column split: blocks of 32 x 8 threads; block (g, c) folds part c (reduced indices
+// [c·chunk, min((c+1)·chunk, n_red)), cut in eighths by threadIdx.y, folded in order) of
+// outputs o = 32·g + threadIdx.x into part[c·n_out + o]; the last block of group g folds each
+// of its outputs' parts in a fixed order (thread y: parts y, y+8, ...; then the eighths in
+// order) and writes FIN. The grid is exactly (groups, parts).
+extern "C" __global__ void __launch_bounds__(RBLOCK, 4) k_reduce_cols(const __grid_constant__ Geo gk, const __grid_constant__ Str ik, const __grid_constant__ Str ok, const i64 n_out,
+                                         const __grid_constant__ Geo gr, const __grid_constant__ Str ir, const i64 n_red,
+                                         const i64 chunk, const i64 parts,
+                                         const T* __restrict__ in, ACC* part, unsigned* tickets, OUT* out) {
     __shared__ ACC sh[RBLOCK];
-    for (i64 o = blockIdx.x; o < n_out; o += gridDim.x) {
-        ACC a = INIT;
-        for (i64 c = threadIdx.x; c < parts; c += RBLOCK) a = MERGE(a, part[o * parts + c]);
-        sh[threadIdx.x] = a;
-        TREE_MERGE(sh);
-        if (threadIdx.x == 0) out[at(gk, ok, o)] = FIN(sh[0]);
-        __syncthreads();
+    const i64 g = blockIdx.x, c = blockIdx.y, o = g * 32 + threadIdx.x;
+    const i64 r0 = c * chunk, r1 = r0 + chunk < n_red ? r0 + chunk : n_red;
+    const i64 e = (r1 - r0 + 7) / 8, lo = r0 + threadIdx.y * e, hi = lo + e < r1 ? lo + e : r1;
+    ACC a = INIT;
+    if (o < n_out) { const T* p = in + at(gk, ik, o); FOLD_RANGE(a, p, lo, hi, 1, U_THREAD); }
+    sh[threadIdx.y * 32 + threadIdx.x] = a;
+    __syncthreads();
+    if (threadIdx.y == 0 && o < n_out) {
+        ACC m = sh[threadIdx.x];
+        for (int y = 1; y < 8; ++y) m = MERGE(m, sh[y * 32 + threadIdx.x]);
+        part[c * n_out + o] = m;
+    }
+    if (!last_arrival(tickets, g, parts)) return;
+    ACC m = INIT;
+    if (o < n_out) for (i64 q = threadIdx.y; q < parts; q += 8) m = MERGE(m, load_cg(part + q * n_out + o));
+    sh[threadIdx.y * 32 + threadIdx.x] = m;
+    __syncthreads();
+    if (threadIdx.y == 0 && o < n_out) {
+        ACC f = sh[threadIdx.x];
+        for (int y = 1; y < 8; ++y) f = MERGE(f, sh[y * 32 + threadIdx.x]);
+        out[at(gk, ok, o)] = FIN(f);
     }
 }
 
@@ -172,12 +229,12 @@ extern "C" __global__ void __launch_bounds__(RBLOCK, 4) k_arg_reduce(const __gri
     }
 }
 
-// The split schedule of arg reductions: as k_reduce_part / k_reduce_fin, with KeyIdx parts
-// (r is the index over the whole reduced range, so a merge in any order picks the same).
-extern "C" __global__ void __launch_bounds__(RBLOCK, 4) k_arg_part(const __grid_constant__ Geo gk, const __grid_constant__ Str ik, const i64 n_out,
-                                      const __grid_constant__ Geo gr, const __grid_constant__ Str ir, const i64 n_red,
+// The split schedule of arg reductions: as k_reduce_split, with KeyIdx parts (r is the index
+// over the whole reduced range, so a merge in any order picks the same).
+extern "C" __global__ void __launch_bounds__(RBLOCK, 4) k_arg_split(const __grid_constant__ Geo gk, const __grid_constant__ Str ik, const __grid_constant__ Str ok, const __grid_constant__ Str oi,
+                                      const i64 n_out, const __grid_constant__ Geo gr, const __grid_constant__ Str ir, const i64 n_red,
                                       const i64 chunk, const i64 parts,
-                                      const T* __restrict__ in, KeyIdx* part) {
+                                      const T* __restrict__ in, KeyIdx* part, unsigned* tickets, T* vals, i64* idx) {
     __shared__ KeyIdx sh[RBLOCK];
     for (i64 b = blockIdx.x; b < n_out * parts; b += gridDim.x) {
         const i64 o = b / parts, c = b - o * parts;
@@ -188,24 +245,15 @@ extern "C" __global__ void __launch_bounds__(RBLOCK, 4) k_arg_part(const __grid_
         sh[threadIdx.x] = a;
         TREE_MERGE(sh);
         if (threadIdx.x == 0) part[b] = sh[0];
-        __syncthreads();
-    }
-}
-
-extern "C" __global__ void __launch_bounds__(RBLOCK) k_arg_fin(const __grid_constant__ Geo gk, const __grid_constant__ Str ik, const __grid_constant__ Str ok, const __grid_constant__ Str oi,
-                                     const i64 n_out, const __grid_constant__ Geo gr, const __grid_constant__ Str ir,
-                                     const i64 parts, const KeyIdx* part, const T* __restrict__ in,
-                                     T* vals, i64* idx) {
-    __shared__ KeyIdx sh[RBLOCK];
-    for (i64 o = blockIdx.x; o < n_out; o += gridDim.x) {
-        KeyIdx a = INIT;
-        for (i64 c = threadIdx.x; c < parts; c += RBLOCK) a = MERGE(a, part[o * parts + c]);
-        sh[threadIdx.x] = a;
-        TREE_MERGE(sh);
-        if (threadIdx.x == 0) {
-            const T* p = in + at(gk, ik, o);
-            if (vals) vals[at(gk, ok, o)] = p[at(gr, ir, sh[0].i)];
-            idx[at(gk, oi, o)] = sh[0].i;
+        if (last_arrival(tickets, o, parts)) {
+            KeyIdx m = INIT;
+            for (i64 q = threadIdx.x; q < parts; q += RBLOCK) m = MERGE(m, load_cg(part + o * parts + q));
+            sh[threadIdx.x] = m;
+            TREE_MERGE(sh);
+            if (threadIdx.x == 0) {
+                if (vals) vals[at(gk, ok, o)] = p[at(gr, ir, sh[0].i)];
+                idx[at(gk, oi, o)] = sh[0].i;
+            }
         }
         __syncthreads();
     }
