@@ -839,6 +839,23 @@ fn topk_by_selection_matches_the_cpu() {
             }
         }
     }
+    // values bunched within one binade: the top digit's bucket holds the whole row (more than
+    // the kernel's 2,048 candidates), so further digits come from the row until the bucket fits
+    // (1 + u: one more digit; 1 + u/128: two more)
+    for (rows, n, k, scale) in [
+        (8usize, 24576usize, 64usize, 1.0f64),
+        (8, 24576, 64, 1.0 / 128.0),
+    ] {
+        let x = Tensor::zeros([rows, n], DType::F32, &Device::Cpu).unwrap();
+        x.uniform_(1.0, 1.0 + scale, Some(&gen)).unwrap();
+        for largest in [true, false] {
+            let ctx = format!("topk of 1 + {scale} U(0, 1) [{rows}, {n}] k={k} largest={largest}");
+            let (wv, wi) = x.topk(k, 1, largest, true).unwrap();
+            let (gv, gi) = on(&x, &g).topk(k, 1, largest, true).unwrap();
+            assert_bits(&wv, &gv, &ctx);
+            assert_bits(&wi, &gi, &format!("{ctx} indices"));
+        }
+    }
     // all equal: every key ties with the threshold
     let x = Tensor::zeros([3, 4000], DType::F32, &Device::Cpu).unwrap();
     let (wv, wi) = x.topk(700, 1, true, true).unwrap();

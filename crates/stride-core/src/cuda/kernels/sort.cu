@@ -136,7 +136,9 @@ extern "C" __global__ void k_sort_rows(const __grid_constant__ Geo go, const __g
 // bucket holds at most CAND keys (typical: k = 64 of 24,576 N(0,1) values leaves ~600), one
 // more ordered pass moves the keys below that digit (winners) to sel and the bucket's keys
 // (candidates, in position order) to shared memory, and the other digits and the collection
-// run on those: two reads of the row instead of one per key byte plus one. Both reads keep
+// run on those: two reads of the row instead of one per key byte plus one. A larger bucket
+// (values bunched within one binade) takes the next digit from the row, and so on until the
+// bucket fits: one read more per digit. Both reads keep
 // RS_UNROLL loads per thread in flight (two blocks of 512 threads fit an SM: 54 registers).
 #define KSEL 1024
 #define CAND 2048
@@ -308,13 +310,19 @@ k_topk_select(const __grid_constant__ Geo go, const __grid_constant__ Str si,
         at3(go, si, sv, sx, r, oi, ov, ox);
         const T* row = src + oi;
         const RowKeys rk = {row, ss, desc};
-        // the top digit, from the whole row
+        // the top digit, from the whole row, and the next ones from the row while the chosen
+        // bucket is too large for the candidate buffer
         u64 prefix = 0, hmask = 0;
         i64 krem = k;
-        const unsigned int cnt = radix_step(rk, n, bits - 8, prefix, hmask, krem, hist, s3);
+        int shift = bits - 8;
+        unsigned int cnt = radix_step(rk, n, shift, prefix, hmask, krem, hist, s3);
+        while (cnt > CAND && shift >= 8) {
+            shift -= 8;
+            cnt = radix_step(rk, n, shift, prefix, hmask, krem, hist, s3);
+        }
         if (cnt <= CAND) {
-            // keys below the top digit (all winners) to sel[0, nl1), in any order (the sort
-            // below orders them); the digit's keys to ck/cp, in position order
+            // keys below the chosen digits (all winners) to sel[0, nl1), in any order (the
+            // sort below orders them); the bucket's keys to ck/cp, in position order
             // RS_UNROLL sub-blocks per step, all loaded before any is ranked (the loads of a
             // step are in flight together; two barriers per step)
             const i64 nl1 = k - krem;
@@ -356,8 +364,8 @@ k_topk_select(const __grid_constant__ Geo go, const __grid_constant__ Str si,
             }
             // the other digits, among the candidates
             const CandKeys cand = {ck};
-            for (int shift = bits - 16; shift >= 0; shift -= 8)
-                radix_step(cand, (i64)cnt, shift, prefix, hmask, krem, hist, s3);
+            for (int sh = shift - 8; sh >= 0; sh -= 8)
+                radix_step(cand, (i64)cnt, sh, prefix, hmask, krem, hist, s3);
             // candidates below t to sel[nl1, nless), the first krem equal to t after them
             const i64 nless = k - krem;
             got_l = 0;
@@ -390,10 +398,8 @@ k_topk_select(const __grid_constant__ Geo go, const __grid_constant__ Str si,
                 __syncthreads();
             }
         } else {
-            // the other digits from the row, then one ordered pass over it: every key < t,
-            // and the first krem keys == t
-            for (int shift = bits - 16; shift >= 0; shift -= 8)
-                radix_step(rk, n, shift, prefix, hmask, krem, hist, s3);
+            // every digit chosen from the row (t = prefix, over CAND keys equal to it): one
+            // ordered pass over the row, every key < t and the first krem keys == t
             const i64 nless = k - krem;
             i64 got_l = 0, got_e = 0;
             for (i64 jb = 0; jb < n && (got_l < nless || got_e < krem); jb += blockDim.x) {
