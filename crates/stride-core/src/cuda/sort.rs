@@ -36,6 +36,8 @@ use std::sync::Arc;
 const TILE: usize = 2048;
 /// Threads per block of the shared-memory sorts.
 const SORT_THREADS: u32 = 512;
+/// The longest rows `k_topk_select` takes with blocks of `SORT_THREADS / 2` threads.
+const SELECT_HALF_BLOCK_MAX: usize = 8192;
 /// The largest `k` of a topk by selection (`KSEL` in kernels/sort.cu).
 const KSEL: usize = 1024;
 /// Shared-memory-sized rows (n ≤ [`TILE`]) take the topk selection from this length on, when
@@ -161,6 +163,13 @@ fn sort_rows(
     if let Pick::Sorted(k) = pick {
         if select {
             let f = dev.function(&module, "topk_select", || source::sort_module(t))?;
+            // short rows: half-size blocks, so four rows instead of two are in flight per SM
+            // (the kernel's per-row barriers and scans, not its reads, bound short rows)
+            let threads = if n <= SELECT_HALF_BLOCK_MAX {
+                SORT_THREADS / 2
+            } else {
+                SORT_THREADS
+            };
             let p = (k as u32).next_power_of_two();
             let k64 = k as i64;
             let blocks = (n_rows as u64).clamp(1, dev.sm_count as u64 * 16) as u32;
@@ -182,15 +191,7 @@ fn sort_rows(
                 arg(&pi),
             ];
             return unsafe {
-                launch_cfg(
-                    &dev,
-                    &f,
-                    op,
-                    (blocks, 1, 1),
-                    (SORT_THREADS, 1, 1),
-                    0,
-                    &mut args,
-                )
+                launch_cfg(&dev, &f, op, (blocks, 1, 1), (threads, 1, 1), 0, &mut args)
             };
         }
     }

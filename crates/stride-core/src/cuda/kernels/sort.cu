@@ -123,7 +123,8 @@ extern "C" __global__ void k_sort_rows(const __grid_constant__ Geo go, const __g
     }
 }
 
-// topk of long rows by selection (one block of SORT_THREADS threads per row, k <= KSEL): the
+// topk of long rows by selection (one block of SORT_THREADS threads per row, half as many for
+// rows of at most 8,192 keys, k <= KSEL): the
 // k smallest (key, position) pairs of a row are exactly those with key < t, plus the first
 // (by position) of those with key == t, where t is the k-th smallest key. t is found by a
 // radix select on the key's bytes, most significant first (a histogram of the digit among
@@ -138,8 +139,8 @@ extern "C" __global__ void k_sort_rows(const __grid_constant__ Geo go, const __g
 // (candidates, in position order) to shared memory, and the other digits and the collection
 // run on those: two reads of the row instead of one per key byte plus one. A larger bucket
 // (values bunched within one binade) takes the next digit from the row, and so on until the
-// bucket fits: one read more per digit. Both reads keep
-// RS_UNROLL loads per thread in flight (two blocks of 512 threads fit an SM: 54 registers).
+// bucket fits: one read more per digit. Both reads keep RS_UNROLL loads per thread in flight
+// (at most 64 registers: two blocks of 512 threads, or four of 256, fit an SM).
 #define KSEL 1024
 #define CAND 2048
 #define RS_UNROLL 4
