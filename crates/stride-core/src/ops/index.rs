@@ -1570,7 +1570,10 @@ impl Tensor {
             // of `base` comes first: check it here
             let need = prim::count_nonzero(view(&mask, &ml))?;
             if need > src.numel() {
-                return Err(crate::backend::index::masked_scatter_short(need, src.numel()));
+                return Err(crate::backend::index::masked_scatter_short(
+                    need,
+                    src.numel(),
+                ));
             }
             copy_base(op, b, self)?;
         }
