@@ -417,37 +417,14 @@ pub(crate) fn reduce(op: ReduceOp, src: View, dims: &[usize], dst: View) -> Resu
     };
     let module = format!("reduce_{}_{}", op.name(), tag(t));
     let [ok] = sp.ok;
-    let src_fn = || source(t, "WANT_REDUCE", &defs);
-    if let Some((parts, chunk)) = sp.cols_parts(&dev) {
-        let f = dev.function(&module, "reduce_cols", src_fn)?;
-        let args = vec![
-            arg(&sp.gk),
-            arg(&sp.ik),
-            arg(&ok),
-            arg(&sp.n_out),
-            arg(&sp.gr),
-            arg(&sp.ir),
-            arg(&sp.n_red),
-            arg(&chunk),
-            arg(&parts),
-            arg(&ps),
-        ];
-        let groups = (sp.n_out as u64).div_ceil(32) as u32;
-        let grid = (groups, parts as u32, 1);
-        let n_part = sp.n_out * parts;
-        return sp.launch_split(
-            &dev,
-            &f,
-            op.name(),
-            args,
-            n_part,
-            grid,
-            (32, 8, 1),
-            &[arg(&pd)],
-        );
-    }
-    if let Some((parts, chunk)) = sp.split_parts(&dev) {
-        let f = dev.function(&module, "reduce_split", src_fn)?;
+    // few outputs: the column split (over outer dims) or the split schedule
+    let split = match sp.cols_parts(&dev) {
+        Some(p) => Some((true, p)),
+        None => sp.split_parts(&dev).map(|p| (false, p)),
+    };
+    if let Some((cols, (parts, chunk))) = split {
+        let kernel = if cols { "reduce_cols" } else { "reduce_split" };
+        let f = dev.function(&module, kernel, || source(t, "WANT_REDUCE", &defs))?;
         let args = vec![
             arg(&sp.gk),
             arg(&sp.ik),
@@ -461,17 +438,14 @@ pub(crate) fn reduce(op: ReduceOp, src: View, dims: &[usize], dst: View) -> Resu
             arg(&ps),
         ];
         let n_part = sp.n_out * parts;
-        let grid = (n_part.min(u32::MAX as i64) as u32, 1, 1);
-        return sp.launch_split(
-            &dev,
-            &f,
-            op.name(),
-            args,
-            n_part,
-            grid,
-            (RBLOCK, 1, 1),
-            &[arg(&pd)],
-        );
+        let (grid, block) = if cols {
+            let groups = (sp.n_out as u64).div_ceil(32) as u32;
+            ((groups, parts as u32, 1), (32, 8, 1))
+        } else {
+            ((n_part.min(u32::MAX as i64) as u32, 1, 1), (RBLOCK, 1, 1))
+        };
+        let outs = [arg(&pd)];
+        return sp.launch_split(&dev, &f, op.name(), args, n_part, grid, block, &outs);
     }
     let f = dev.function(&module, "reduce", || source(t, "WANT_REDUCE", &defs))?;
     let per_thread = sp.per_thread();

@@ -51,6 +51,13 @@
     const i64 lo = threadIdx.y * chunk_, hi = lo + chunk_ < n_red ? lo + chunk_ : n_red; \
     for (i64 ob_ = (i64)blockIdx.x * 32; ob_ < n_out; ob_ += (i64)gridDim.x * 32)
 
+// M = the merge of SH[y·32 + threadIdx.x] over the eighths y = 0..8, in order (the per-thread
+// schedules' 32 x 8 blocks)
+#define MERGE_EIGHTHS(M, SH) do { \
+        M = SH[threadIdx.x]; \
+        for (int y_ = 1; y_ < 8; ++y_) M = MERGE(M, SH[y_ * 32 + threadIdx.x]); \
+    } while (0)
+
 // merges sh[0..RBLOCK) into sh[0] by a fixed tree (every thread of the block calls it)
 #define TREE_MERGE(SH) do { \
         __syncthreads(); \
@@ -98,8 +105,8 @@ extern "C" __global__ void __launch_bounds__(RBLOCK, 4) k_reduce(const __grid_co
             sh[threadIdx.y * 32 + threadIdx.x] = a;
             __syncthreads();
             if (threadIdx.y == 0 && o < n_out) {
-                ACC m = sh[threadIdx.x];
-                for (int y = 1; y < 8; ++y) m = MERGE(m, sh[y * 32 + threadIdx.x]);
+                ACC m;
+                MERGE_EIGHTHS(m, sh);
                 out[at(gk, ok, o)] = FIN(m);
             }
             __syncthreads();
@@ -167,8 +174,8 @@ extern "C" __global__ void __launch_bounds__(RBLOCK, 4) k_reduce_cols(const __gr
     sh[threadIdx.y * 32 + threadIdx.x] = a;
     __syncthreads();
     if (threadIdx.y == 0 && o < n_out) {
-        ACC m = sh[threadIdx.x];
-        for (int y = 1; y < 8; ++y) m = MERGE(m, sh[y * 32 + threadIdx.x]);
+        ACC m;
+        MERGE_EIGHTHS(m, sh);
         part[c * n_out + o] = m;
     }
     if (!last_arrival(tickets, g, parts)) return;
@@ -177,8 +184,8 @@ extern "C" __global__ void __launch_bounds__(RBLOCK, 4) k_reduce_cols(const __gr
     sh[threadIdx.y * 32 + threadIdx.x] = m;
     __syncthreads();
     if (threadIdx.y == 0 && o < n_out) {
-        ACC f = sh[threadIdx.x];
-        for (int y = 1; y < 8; ++y) f = MERGE(f, sh[y * 32 + threadIdx.x]);
+        ACC f;
+        MERGE_EIGHTHS(f, sh);
         out[at(gk, ok, o)] = FIN(f);
     }
 }
@@ -202,8 +209,8 @@ extern "C" __global__ void __launch_bounds__(RBLOCK, 4) k_arg_reduce(const __gri
             sh[threadIdx.y * 32 + threadIdx.x] = a;
             __syncthreads();
             if (threadIdx.y == 0 && o < n_out) {
-                KeyIdx m = sh[threadIdx.x];
-                for (int y = 1; y < 8; ++y) m = MERGE(m, sh[y * 32 + threadIdx.x]);
+                KeyIdx m;
+                MERGE_EIGHTHS(m, sh);
                 if (vals) vals[at(gk, ok, o)] = p[at(gr, ir, m.i)];
                 idx[at(gk, oi, o)] = m.i;
             }
