@@ -752,6 +752,8 @@ fn clip_grad_norm_and_value() {
     let gb = grad_values(0, 12, 0.25);
     let total_ref = (25.0 + gb.iter().map(|x| x * x).sum::<f64>()).sqrt();
     let total = clip_grad_norm_(&[a.clone(), b.clone()], 1.0, 2.0, false).unwrap();
+    assert_eq!((total.dim(), total.dtype()), (0, DType::F64));
+    let total = total.item::<f64>().unwrap();
     assert!((total - total_ref).abs() < 1e-12 * total_ref);
     let coef = 1.0 / (total + 1e-6);
     close(
@@ -771,7 +773,7 @@ fn clip_grad_norm_and_value() {
         .set_grad(Some(Tensor::from_vec(vec![3.0f64, -4.0], [2]).unwrap()))
         .unwrap();
     let t = clip_grad_norm_(&[a.clone()], 100.0, f64::INFINITY, false).unwrap();
-    assert_eq!(t, 4.0);
+    assert_eq!(t.item::<f64>().unwrap(), 4.0);
     assert_eq!(a.grad().unwrap().to_f64_vec().unwrap(), vec![3.0, -4.0]);
     // non-finite: error, gradients untouched
     a.tensor()
@@ -788,8 +790,41 @@ fn clip_grad_norm_and_value() {
     assert!(clip_grad_value_(&[a], -1.0).is_err());
     // no grads: 0
     assert_eq!(
-        clip_grad_norm_(&[param(false)], 1.0, 2.0, true).unwrap(),
+        clip_grad_norm_(&[param(false)], 1.0, 2.0, true)
+            .unwrap()
+            .item::<f32>()
+            .unwrap(),
         0.0
+    );
+}
+
+/// Clipping by the norm makes no host wait (the norm stays on the device, as in PyTorch)
+/// unless `error_if_nonfinite` asks for the check, which reads it. Waits are reported on the
+/// CPU exactly where a GPU would wait.
+#[test]
+fn clip_grad_norm_waits_only_for_the_nonfinite_check() {
+    let a = param(true);
+    set_grad(&a, 0);
+    let before = a.grad().unwrap().to_f64_vec().unwrap();
+    let total = {
+        let _g = stride_core::debug::forbid_sync();
+        clip_grad_norm_(&[a.clone()], 0.5, 2.0, false).unwrap()
+    };
+    let t = total.item::<f64>().unwrap();
+    let want = before.iter().map(|x| x * x).sum::<f64>().sqrt();
+    assert!((t - want).abs() <= 1e-12 * want, "{t} {want}");
+    let coef = 0.5 / (t + 1e-6);
+    close(
+        &a.grad().unwrap().to_f64_vec().unwrap(),
+        &before.iter().map(|x| x * coef).collect::<Vec<_>>(),
+        1e-12,
+        "clipped",
+    );
+    let _g = stride_core::debug::forbid_sync();
+    let e = clip_grad_norm_(&[a], 0.5, 2.0, true).unwrap_err();
+    assert!(
+        e.to_string().contains("item") || e.to_string().contains("to_vec"),
+        "{e}"
     );
 }
 

@@ -61,8 +61,9 @@ fn main() -> stride::Result<()> {
         sched.step(&mut opt)?;
         if step % 30 == 0 || step == steps - 1 {
             println!(
-                "step {step:4}  loss {:.5}  grad norm {grad_norm:.3}  lr {:.2e}  health: {}",
+                "step {step:4}  loss {:.5}  grad norm {:.3}  lr {:.2e}  health: {}",
                 l.item::<f32>()?,
+                grad_norm.item::<f32>()?,
                 sched.last_lr()[0],
                 opt.health().map(|h| h.to_string()).unwrap_or_default()
             );
