@@ -808,7 +808,7 @@ fn clip_grad_norm_waits_only_for_the_nonfinite_check() {
     let before = a.grad().unwrap().to_f64_vec().unwrap();
     let total = {
         let _g = stride_core::debug::forbid_sync();
-        clip_grad_norm_(&[a.clone()], 0.5, 2.0, false).unwrap()
+        clip_grad_norm_(std::slice::from_ref(&a), 0.5, 2.0, false).unwrap()
     };
     let t = total.item::<f64>().unwrap();
     let want = before.iter().map(|x| x * x).sum::<f64>().sqrt();

@@ -732,7 +732,7 @@ mod tests {
                         );
                         continue;
                     };
-                    assert!(parts >= 2 && parts <= 65_535, "{n_out} {n_red} {sms}");
+                    assert!((2..=65_535).contains(&parts), "{n_out} {n_red} {sms}");
                     assert!(chunk >= COLS_MIN as i64);
                     assert!((parts - 1) * chunk < n_red && parts * chunk >= n_red);
                     assert!(
