@@ -158,9 +158,16 @@ impl<const N: usize> Split<N> {
         block: (u32, u32, u32),
         outs: &[*mut std::ffi::c_void],
     ) -> Result<()> {
-        let part = CudaBuffer::new(dev, n_part as usize * PART_BYTES, false)?;
-        let tickets = dev.tickets()?;
-        args.push(arg(&part.ptr));
+        // one part per output (n_part 0): no partials, no tickets
+        let part = match n_part {
+            0 => None,
+            _ => Some(CudaBuffer::new(dev, n_part as usize * PART_BYTES, false)?),
+        };
+        let (pp, tickets) = match &part {
+            Some(b) => (b.ptr, dev.tickets()?),
+            None => (0u64, 0u64),
+        };
+        args.push(arg(&pp));
         args.push(arg(&tickets));
         args.extend_from_slice(outs);
         unsafe { launch_cfg(dev, f, op, grid, block, 0, &mut args) }
@@ -417,8 +424,10 @@ pub(crate) fn reduce(op: ReduceOp, src: View, dims: &[usize], dst: View) -> Resu
     };
     let module = format!("reduce_{}_{}", op.name(), tag(t));
     let [ok] = sp.ok;
-    // few outputs: the column split (over outer dims) or the split schedule
-    let split = match sp.cols_parts(&dev) {
+    // the per-thread schedule (one part), its column split (few outputs over outer dims), or
+    // the split schedule; else one block per output
+    let per_thread = (sp.per_thread() == 1).then_some((1, sp.n_red));
+    let split = match sp.cols_parts(&dev).or(per_thread) {
         Some(p) => Some((true, p)),
         None => sp.split_parts(&dev).map(|p| (false, p)),
     };
@@ -437,10 +446,16 @@ pub(crate) fn reduce(op: ReduceOp, src: View, dims: &[usize], dst: View) -> Resu
             arg(&parts),
             arg(&ps),
         ];
-        let n_part = sp.n_out * parts;
+        let n_part = if parts == 1 { 0 } else { sp.n_out * parts };
         let (grid, block) = if cols {
-            let groups = (sp.n_out as u64).div_ceil(32) as u32;
-            ((groups, parts as u32, 1), (32, 8, 1))
+            // one part: a grid-stride loop over the groups, as many blocks as fill the GPU
+            let groups = (sp.n_out as u64).div_ceil(32);
+            let groups = if parts == 1 {
+                groups.min(dev.sm_count as u64 * 32)
+            } else {
+                groups
+            };
+            ((groups as u32, parts as u32, 1), (32, 8, 1))
         } else {
             ((n_part.min(u32::MAX as i64) as u32, 1, 1), (RBLOCK, 1, 1))
         };
@@ -448,7 +463,6 @@ pub(crate) fn reduce(op: ReduceOp, src: View, dims: &[usize], dst: View) -> Resu
         return sp.launch_split(&dev, &f, op.name(), args, n_part, grid, block, &outs);
     }
     let f = dev.function(&module, "reduce", || source(t, "WANT_REDUCE", &defs))?;
-    let per_thread = sp.per_thread();
     let mut args = [
         arg(&sp.gk),
         arg(&sp.ik),
@@ -459,13 +473,8 @@ pub(crate) fn reduce(op: ReduceOp, src: View, dims: &[usize], dst: View) -> Resu
         arg(&sp.n_red),
         arg(&ps),
         arg(&pd),
-        arg(&per_thread),
     ];
-    let block = if per_thread == 1 {
-        (32, 8, 1)
-    } else {
-        (RBLOCK, 1, 1)
-    };
+    let block = (RBLOCK, 1, 1);
     unsafe { launch_cfg(&dev, &f, op.name(), sp.grid(&dev), block, 0, &mut args) }
 }
 

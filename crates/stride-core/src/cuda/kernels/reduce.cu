@@ -4,24 +4,25 @@
 //
 // The host defines T, ACC, OUT and the fold: INIT, STEP(a, x, r), MERGE(a, b) (associative
 // and, for arg reductions, independent of order: ties and NaNs pick the smallest index), and
-// FIN(a) (the output value). Two schedules, chosen by the host from the layout alone:
-// - per_thread = 1: blocks of 32 x 8 threads; x picks one of 32 neighbouring outputs (so a
-//   warp reads neighbouring input columns: a reduction over outer dims), y one of 8
-//   contiguous eighths of the reduced range, folded in order; the eighths merge in order;
-// - per_thread = 0: one block of RBLOCK threads per output, each thread folding r = t, t+RBLOCK,
-//   ... then a fixed tree merge (a reduction over the input's contiguous dim).
+// FIN(a) (the output value). Schedules, chosen by the host from the layout alone:
+// - per-thread (k_reduce_cols with one part): blocks of 32 x 8 threads; x picks one of 32
+//   neighbouring outputs (so a warp reads neighbouring input columns: a reduction over outer
+//   dims), y one of 8 contiguous eighths of the reduced range, folded in order; the eighths
+//   merge in order (also k_arg_reduce with per_thread = 1);
+// - block per output (k_reduce; k_arg_reduce with per_thread = 0): one block of RBLOCK threads
+//   per output, each thread folding r = t, t+RBLOCK, ... then a fixed tree merge (a reduction
+//   over the input's contiguous dim);
 // - split (few outputs, long reduced ranges; the block-per-output schedule would leave most
 //   SMs idle: one output is one block): block b folds part c = b % parts of output
 //   o = b / parts, the reduced indices [c·chunk, (c+1)·chunk) strided by RBLOCK as above, and
 //   writes its tree-merged ACC to part[b]; the block that finishes output o's parts last (a
 //   ticket: tickets[o] counts arrivals and wraps back to 0) folds them in a fixed order
 //   (thread t: parts t, t+RBLOCK, ..., then the same tree) and writes FIN. One launch, no
-//   atomics on data: the same bits every run, whichever block arrives last.
-// - column split (a reduction over outer dims, the input's kept innermost dim contiguous, too
-//   few outputs for the per-thread schedule to fill the GPU, as a bias gradient [B, n] -> [n]):
-//   the per-thread schedule's 32 x 8 blocks, blockIdx.x one group of 32 neighbouring outputs,
-//   blockIdx.y one part of the reduced range; the last block of a group (tickets[group]) folds
-//   the group's parts in a fixed order.
+//   atomics on data: the same bits every run, whichever block arrives last;
+// - column split (k_reduce_cols with several parts: a reduction over outer dims, the input's
+//   kept innermost dim contiguous, too few outputs for the per-thread schedule to fill the
+//   GPU, as a bias gradient [B, n] -> [n]): blockIdx.y one part of the reduced range; the last
+//   block of a group (tickets[group]) folds the group's parts in a fixed order.
 // Loops load U_THREAD / U_BLOCK elements before folding them (in order), to keep enough loads
 // in flight.
 // Either way the grouping depends only on shapes and strides, so results are reproducible.
@@ -95,24 +96,8 @@ __device__ __forceinline__ bool last_arrival(unsigned* tickets, i64 t, i64 parts
 #ifdef WANT_REDUCE
 extern "C" __global__ void __launch_bounds__(RBLOCK, 4) k_reduce(const __grid_constant__ Geo gk, const __grid_constant__ Str ik, const __grid_constant__ Str ok, const i64 n_out,
                                     const __grid_constant__ Geo gr, const __grid_constant__ Str ir, const i64 n_red,
-                                    const T* __restrict__ in, OUT* out, const int per_thread) {
+                                    const T* __restrict__ in, OUT* out) {
     __shared__ ACC sh[RBLOCK];
-    if (per_thread) {
-        PER_THREAD_LOOP {
-            const i64 o = ob_ + threadIdx.x;
-            ACC a = INIT;
-            if (o < n_out) { const T* p = in + at(gk, ik, o); FOLD_RANGE(a, p, lo, hi, 1, U_THREAD); }
-            sh[threadIdx.y * 32 + threadIdx.x] = a;
-            __syncthreads();
-            if (threadIdx.y == 0 && o < n_out) {
-                ACC m;
-                MERGE_EIGHTHS(m, sh);
-                out[at(gk, ok, o)] = FIN(m);
-            }
-            __syncthreads();
-        }
-        return;
-    }
     for (i64 o = blockIdx.x; o < n_out; o += gridDim.x) {
         const T* p = in + at(gk, ik, o);
         ACC a = INIT;
@@ -156,37 +141,46 @@ extern "C" __global__ void __launch_bounds__(RBLOCK, 4) k_reduce_split(const __g
     }
 }
 
-// The column split: blocks of 32 x 8 threads; block (g, c) folds part c (reduced indices
-// [c·chunk, min((c+1)·chunk, n_red)), cut in eighths by threadIdx.y, folded in order) of
-// outputs o = 32·g + threadIdx.x into part[c·n_out + o]; the last block of group g folds each
-// of its outputs' parts in a fixed order (thread y: parts y, y+8, ...; then the eighths in
-// order) and writes FIN. The grid is exactly (groups, parts).
+// The per-thread schedule and its column split: blocks of 32 x 8 threads; block (g, c) folds
+// part c (reduced indices [c·chunk, min((c+1)·chunk, n_red)), cut in eighths by threadIdx.y,
+// folded in order) of outputs o = 32·g + threadIdx.x. With one part (chunk = n_red; part and
+// tickets unused) it writes FIN of the merged eighths; with more, it writes part[c·n_out + o]
+// and the last block of group g folds each of its outputs' parts in a fixed order (thread y:
+// parts y, y+8, ...; then the eighths in order) and writes FIN. The grid is exactly
+// (groups, parts).
 extern "C" __global__ void __launch_bounds__(RBLOCK, 4) k_reduce_cols(const __grid_constant__ Geo gk, const __grid_constant__ Str ik, const __grid_constant__ Str ok, const i64 n_out,
                                          const __grid_constant__ Geo gr, const __grid_constant__ Str ir, const i64 n_red,
                                          const i64 chunk, const i64 parts,
                                          const T* __restrict__ in, ACC* part, unsigned* tickets, OUT* out) {
     __shared__ ACC sh[RBLOCK];
-    const i64 g = blockIdx.x, c = blockIdx.y, o = g * 32 + threadIdx.x;
+    const i64 c = blockIdx.y, groups = (n_out + 31) / 32;
     const i64 r0 = c * chunk, r1 = r0 + chunk < n_red ? r0 + chunk : n_red;
     const i64 e = (r1 - r0 + 7) / 8, lo = r0 + threadIdx.y * e, hi = lo + e < r1 ? lo + e : r1;
-    ACC a = INIT;
-    if (o < n_out) { const T* p = in + at(gk, ik, o); FOLD_RANGE(a, p, lo, hi, 1, U_THREAD); }
-    sh[threadIdx.y * 32 + threadIdx.x] = a;
-    __syncthreads();
-    if (threadIdx.y == 0 && o < n_out) {
-        ACC m;
-        MERGE_EIGHTHS(m, sh);
-        part[c * n_out + o] = m;
-    }
-    if (!last_arrival(tickets, g, parts)) return;
-    ACC m = INIT;
-    if (o < n_out) for (i64 q = threadIdx.y; q < parts; q += 8) m = MERGE(m, load_cg(part + q * n_out + o));
-    sh[threadIdx.y * 32 + threadIdx.x] = m;
-    __syncthreads();
-    if (threadIdx.y == 0 && o < n_out) {
-        ACC f;
-        MERGE_EIGHTHS(f, sh);
-        out[at(gk, ok, o)] = FIN(f);
+    // a grid-stride loop over the groups (one pass with several parts: the grid has them all)
+    for (i64 g = blockIdx.x; g < groups; g += gridDim.x) {
+        const i64 o = g * 32 + threadIdx.x;
+        ACC a = INIT;
+        if (o < n_out) { const T* p = in + at(gk, ik, o); FOLD_RANGE(a, p, lo, hi, 1, U_THREAD); }
+        sh[threadIdx.y * 32 + threadIdx.x] = a;
+        __syncthreads();
+        if (threadIdx.y == 0 && o < n_out) {
+            ACC m;
+            MERGE_EIGHTHS(m, sh);
+            if (parts == 1) out[at(gk, ok, o)] = FIN(m);
+            else part[c * n_out + o] = m;
+        }
+        if (parts > 1 && last_arrival(tickets, g, parts)) {
+            ACC m = INIT;
+            if (o < n_out) for (i64 q = threadIdx.y; q < parts; q += 8) m = MERGE(m, load_cg(part + q * n_out + o));
+            sh[threadIdx.y * 32 + threadIdx.x] = m;
+            __syncthreads();
+            if (threadIdx.y == 0 && o < n_out) {
+                ACC f;
+                MERGE_EIGHTHS(f, sh);
+                out[at(gk, ok, o)] = FIN(f);
+            }
+        }
+        __syncthreads();
     }
 }
 
