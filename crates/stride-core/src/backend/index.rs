@@ -308,41 +308,41 @@ pub(crate) fn check_nonzero_operands(src: &View, dst: &View) -> Result<()> {
     check_extent(op, dst, 0)
 }
 
-/// `masked_select`'s operands: a bool mask of `src`'s shape, a 1-D `dst` of `src`'s dtype,
-/// all inside their storage.
-pub(crate) fn check_masked_select_operands(src: &View, mask: &View, dst: &View) -> Result<()> {
-    let op = "masked_select";
+/// The operands of a masked op: a bool `mask` of `full`'s shape, a 1-D `flat` of its dtype
+/// (`masked_select`: full is the input, flat the output; `masked_scatter`: full is the
+/// destination, flat the source, which must then be in another storage: `distinct`), all
+/// inside their storage.
+fn check_masked_operands(
+    op: &'static str,
+    full: &View,
+    mask: &View,
+    flat: &View,
+    distinct: bool,
+) -> Result<()> {
     if mask.dtype != DType::Bool
-        || mask.layout.shape() != src.layout.shape()
-        || dst.dtype != src.dtype
-        || dst.layout.ndim() != 1
+        || mask.layout.shape() != full.layout.shape()
+        || flat.dtype != full.dtype
+        || flat.layout.ndim() != 1
     {
         return Err(internal(op, "operands disagree"));
     }
-    for v in [src, mask, dst] {
+    if distinct && flat.storage.same(full.storage) {
+        return Err(internal(op, "source shares the destination"));
+    }
+    for v in [flat, mask, full] {
         check_extent(op, v, 0)?;
     }
     Ok(())
 }
 
-/// `masked_scatter`'s operands: a bool mask of `dst`'s shape, a 1-D `src` of `dst`'s dtype
-/// in another storage, all inside their storage.
+/// `masked_select`'s operands: see [`check_masked_operands`].
+pub(crate) fn check_masked_select_operands(src: &View, mask: &View, dst: &View) -> Result<()> {
+    check_masked_operands("masked_select", src, mask, dst, false)
+}
+
+/// `masked_scatter`'s operands: see [`check_masked_operands`].
 pub(crate) fn check_masked_scatter_operands(dst: &View, mask: &View, src: &View) -> Result<()> {
-    let op = "masked_scatter";
-    if mask.dtype != DType::Bool
-        || mask.layout.shape() != dst.layout.shape()
-        || dst.dtype != src.dtype
-        || src.layout.ndim() != 1
-    {
-        return Err(internal(op, "operands disagree"));
-    }
-    if src.storage.same(dst.storage) {
-        return Err(internal(op, "source shares the destination"));
-    }
-    for v in [src, mask, dst] {
-        check_extent(op, v, 0)?;
-    }
-    Ok(())
+    check_masked_operands("masked_scatter", dst, mask, src, true)
 }
 
 /// The error of a `masked_scatter` whose mask selects more elements (`need`) than its source
