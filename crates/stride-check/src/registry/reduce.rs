@@ -454,15 +454,20 @@ pub fn with_long(
 /// on multiples of 256): one short of two parts, two parts, ten parts (a part boundary off a
 /// multiple of 4096); with every dtype and layout.
 pub const SPLIT: [usize; 3] = [8191, 8193, 40_961];
+/// A `[33, 300]` line for the CUDA column split (cuda/reduce.rs `cols_plan`): seen transposed,
+/// 33 outputs with a contiguous kept dim over a strided reduced range of 300 — two groups of
+/// 32 outputs (the second partial), two parts of 150.
+pub const COLS: [usize; 2] = [33, 300];
 /// A full reduction of ~1e6 elements (hundreds of parts), for the all-dims forms.
 pub const SPLIT_BIG: usize = 1_000_003;
 
 /// Adds, to the core shape's samples (`ctx.variants`) of every dtype, lines long enough to
 /// take the CUDA split schedule (few outputs, long reduced ranges): `[3, L]` for L in
 /// [`SPLIT`] reduced over `dims` (three outputs; transposed layouts make the reduced dim
-/// strided), and, when `big`, one `[SPLIT_BIG]` line (a full reduction). Values: the
-/// accumulating ops' first long set for floats (a sum of 1e6 `any` values can sit at f16's
-/// overflow edge), else `domain` (NaN and ±inf for the extrema).
+/// strided, the column split's case), a [`COLS`] line, and, when `big`, one `[SPLIT_BIG]`
+/// line (a full reduction). Values: the accumulating ops' first long set for floats (a sum of
+/// 1e6 `any` values can sit at f16's overflow edge), else `domain` (NaN and ±inf for the
+/// extrema).
 pub fn with_split(
     base: impl Fn(&mut SampleCtx) -> Vec<Sample> + Send + Sync + 'static,
     name: &'static str,
@@ -483,6 +488,7 @@ pub fn with_split(
         }
         let d = if ctx.dtype.is_float() { dom } else { domain };
         let mut shapes: Vec<Vec<usize>> = SPLIT.iter().map(|&l| vec![3, l]).collect();
+        shapes.push(COLS.to_vec());
         if big {
             shapes.push(vec![SPLIT_BIG]);
         }
