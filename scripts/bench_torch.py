@@ -102,6 +102,28 @@ def main():
         if want("bias_grad"):
             secs["bias_grad"] = gpu_time(lambda: act.sum(dim=0))
         del act, bias
+    # a transformer's normalisations at a GPT's size (16,384 tokens of 2,048, bf16)
+    for name, layer in (("rms_norm", False), ("layer_norm", True)):
+        if not (want(f"{name}_fwd") or want(f"{name}_bwd")):
+            continue
+        rows, cols = (2048 if quick else 16384), 2048
+        def param(*shape):
+            return torch.randn(*shape, device=dev, generator=g).to(torch.bfloat16).requires_grad_(True)
+        nx, nw, nb = param(rows, cols), param(cols), param(cols)
+        def norm():
+            if layer:
+                return torch.nn.functional.layer_norm(nx, (cols,), nw, nb, 1e-5)
+            return torch.nn.functional.rms_norm(nx, (cols,), nw, 1e-6)
+        if want(f"{name}_fwd"):
+            with torch.no_grad():
+                secs[f"{name}_fwd"] = gpu_time(norm)
+        if want(f"{name}_bwd"):
+            ny = norm()
+            ndy = torch.randn(rows, cols, device=dev, generator=g).to(torch.bfloat16)
+            wrt = (nx, nw, nb) if layer else (nx, nw)
+            secs[f"{name}_bwd"] = gpu_time(lambda: torch.autograd.grad(ny, wrt, ndy, retain_graph=True))
+            del ny, ndy
+        del nx, nw, nb
     if want("topk_k64"):
         t_in = torch.randn(512 if quick else 4096, 24576, device=dev, generator=g)
         secs["topk_k64"] = gpu_time(lambda: t_in.topk(64, dim=-1))

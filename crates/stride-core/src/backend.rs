@@ -13,6 +13,7 @@ use crate::{DType, Device, Error, Layout, Result, Scalar, Storage};
 pub(crate) mod common; // code every backend shares (backend/common/)
 pub(crate) mod contract; // the Backend trait and the device → backend map
 pub mod index; // index primitives: gather, scatter, masked scans (backend/index.rs)
+pub mod norm; // row normalisation: rms_norm, layer_norm (backend/norm.rs)
 pub(crate) mod op_table; // every elementwise op and reduction, declared once
 pub mod optim; // fused optimizer updates (backend/optim.rs)
 pub mod sort; // sorting and selection primitives (backend/sort.rs)

@@ -2,7 +2,7 @@
 //! activation modules and the [`mlp`] helper. Parameters are created and initialised as
 //! PyTorch's layers create them, so seeded runs and state dicts carry over.
 
-use crate::functional::{layer_norm_as, rms_norm_as};
+use crate::functional::{layer_norm, rms_norm};
 use crate::module::{Mode, Module, Parameter, Visitor};
 use crate::{init, invalid};
 use stride_core::autograd::{is_grad_enabled, no_grad};
@@ -285,14 +285,7 @@ impl Module for LayerNorm {
     fn forward(&self, x: &Tensor) -> Result<Tensor> {
         let w = self.weight.as_ref().map(|p| p.tensor());
         let b = self.bias.as_ref().map(|p| p.tensor());
-        layer_norm_as(
-            "LayerNorm",
-            x,
-            &self.normalized_shape,
-            w.as_ref(),
-            b.as_ref(),
-            self.eps,
-        )
+        layer_norm(x, &self.normalized_shape, w.as_ref(), b.as_ref(), self.eps)
     }
     fn visit(&self, v: &mut dyn Visitor) {
         if let Some(w) = &self.weight {
@@ -352,7 +345,7 @@ pub fn finfo_eps(dtype: DType) -> f64 {
 impl Module for RmsNorm {
     fn forward(&self, x: &Tensor) -> Result<Tensor> {
         let w = self.weight.as_ref().map(|p| p.tensor());
-        rms_norm_as("RMSNorm", x, &self.normalized_shape, w.as_ref(), self.eps)
+        rms_norm(x, &self.normalized_shape, w.as_ref(), self.eps)
     }
     fn visit(&self, v: &mut dyn Visitor) {
         if let Some(w) = &self.weight {

@@ -295,6 +295,66 @@ pub fn run(args: CudaArgs) -> Result<(), String> {
             );
         }
     }
+    // a transformer's normalisations at a GPT's size (16,384 tokens of 2,048, bf16): forward
+    // floor = read x, write y; backward floor = read x and dy, write dx (the weight, bias and
+    // per-row statistics are a few KB)
+    for (id, layer) in [("rms_norm", false), ("layer_norm", true)] {
+        let (fwd, bwd) = (format!("{id}_fwd"), format!("{id}_bwd"));
+        if !want(&fwd) && !want(&bwd) {
+            continue;
+        }
+        let (rows, cols) = (if q { 2048 } else { 16384 }, 2048usize);
+        let param = |shape: &[usize]| -> SResult<Tensor> {
+            Tensor::randn(shape, DType::BF16, &dev, Some(&gen))?.requires_grad_(true)
+        };
+        let (x, w, b) = (
+            param(&[rows, cols]).map_err(e)?,
+            param(&[cols]).map_err(e)?,
+            param(&[cols]).map_err(e)?,
+        );
+        let norm = || match layer {
+            true => x.layer_norm(&[cols], Some(&w), Some(&b), 1e-5),
+            false => x.rms_norm(&[cols], Some(&w), 1e-6),
+        };
+        let nb = (rows * cols * 2) as f64;
+        let what = format!("{id} [{rows}, {cols}] bf16");
+        if want(&fwd) {
+            let _g = stride::autograd::no_grad();
+            let t = gpu_time(d, reps, batches, || norm().map(|_| ())).map_err(e)?;
+            add(
+                &fwd,
+                format!("{what}, forward"),
+                t,
+                2.0 * nb,
+                0.0,
+                Target::Bandwidth(0.85),
+            );
+        }
+        if want(&bwd) {
+            let y = norm().map_err(e)?;
+            let dy = Tensor::randn([rows, cols], DType::BF16, &dev, Some(&gen)).map_err(e)?;
+            let mut wrt = vec![&x, &w];
+            if layer {
+                wrt.push(&b);
+            }
+            let opts = stride::autograd::GradOptions {
+                retain_graph: true,
+                ..Default::default()
+            };
+            let t = gpu_time(d, reps, batches, || {
+                stride::autograd::grad(&[&y], &wrt, Some(&[&dy]), opts.clone()).map(|_| ())
+            })
+            .map_err(e)?;
+            add(
+                &bwd,
+                format!("{what}, backward (dx, dw, db)"),
+                t,
+                3.0 * nb,
+                0.0,
+                Target::Bandwidth(0.85),
+            );
+        }
+    }
     // topk k 64 over 24,576 latents per row (the SAE's activation); floor = the input read
     // once (a selection reads it at least once; the k outputs are negligible)
     if want("topk_k64") {

@@ -21,6 +21,7 @@
 //! in the module docs of [`crate::backend`].
 
 use super::index::{IndexDim, ScatterOp};
+use super::norm::Norm;
 use super::optim::{composed_adam, AdamStep};
 use super::sort::SortedRows;
 use super::{ArgReduceOp, BinaryOp, CumulativeOp, RandomDist, ReduceOp, TernaryOp, UnaryOp, View};
@@ -224,6 +225,21 @@ pub(crate) trait Backend: Sync {
     fn histc(&self, input: View, lo: f64, hi: f64, out: View) -> Result<()> {
         via_cpu(self, "histc", &[input], &[out], |i, o| {
             crate::cpu::sort::histc(i[0], lo, hi, o[0])
+        })
+    }
+
+    /// Row normalisation, forward (see [`super::norm`]): a CPU round trip unless the backend
+    /// has a kernel.
+    fn norm(&self, n: Norm, inputs: &[View], outputs: &[View]) -> Result<()> {
+        via_cpu(self, super::norm::name(n.kind), inputs, outputs, |i, o| {
+            crate::cpu::norm::norm(n, i, o)
+        })
+    }
+
+    /// Row normalisation, backward (see [`super::norm`]).
+    fn norm_backward(&self, n: Norm, inputs: &[View], outputs: &[View]) -> Result<()> {
+        via_cpu(self, "norm_backward", inputs, outputs, |i, o| {
+            crate::cpu::norm::norm_backward(n, i, o)
         })
     }
 
@@ -472,6 +488,16 @@ macro_rules! forward_to_kernels {
     (@ bincount $f:path) => {
         fn bincount(&self, input: $crate::backend::View<'_>, weights: Option<$crate::backend::View<'_>>, out: $crate::backend::View<'_>) -> $crate::Result<()> {
             $f(input, weights, out)
+        }
+    };
+    (@ norm $f:path) => {
+        fn norm(&self, n: $crate::backend::norm::Norm, inputs: &[$crate::backend::View<'_>], outputs: &[$crate::backend::View<'_>]) -> $crate::Result<()> {
+            $f(n, inputs, outputs)
+        }
+    };
+    (@ norm_backward $f:path) => {
+        fn norm_backward(&self, n: $crate::backend::norm::Norm, inputs: &[$crate::backend::View<'_>], outputs: &[$crate::backend::View<'_>]) -> $crate::Result<()> {
+            $f(n, inputs, outputs)
         }
     };
     (@ histc $f:path) => {

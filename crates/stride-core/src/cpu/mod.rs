@@ -21,6 +21,7 @@ pub(crate) mod flip;
 pub(crate) mod index;
 pub(crate) mod math;
 pub(crate) mod matmul;
+pub(crate) mod norm;
 pub(crate) mod pages;
 pub(crate) mod parallel;
 pub(crate) mod prefetch;

@@ -80,5 +80,7 @@ impl Backend for Cpu {
         searchsorted => super::sort::searchsorted;
         bincount => super::sort::bincount;
         histc => super::sort::histc;
+        norm => super::norm::norm;
+        norm_backward => super::norm::norm_backward;
     }
 }

@@ -49,6 +49,7 @@ pub(crate) mod flip;
 pub(crate) mod index;
 pub(crate) mod launch;
 pub(crate) mod matmul;
+pub(crate) mod norm;
 pub(crate) mod optim;
 pub(crate) mod primitives;
 pub(crate) mod random;

@@ -51,5 +51,7 @@ impl Backend for Cuda {
         bincount => super::sort::bincount;
         histc => super::sort::histc;
         adam => super::optim::adam;
+        norm => super::norm::norm;
+        norm_backward => super::norm::norm_backward;
     }
 }

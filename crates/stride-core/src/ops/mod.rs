@@ -7,6 +7,7 @@ pub(crate) mod elementwise;
 pub(crate) mod index;
 pub(crate) mod join;
 pub(crate) mod matmul;
+pub(crate) mod norm;
 pub(crate) mod opmath;
 pub(crate) mod optim;
 pub(crate) mod output;

@@ -9,7 +9,7 @@
 //!   for Hugging Face checkpoints, [`RotaryStyle::Interleaved`] for llama.cpp's GGUF files),
 //!   with per-row position offsets;
 //! - [`rms_norm`] and [`layer_norm`] (the [`crate::RmsNorm`] and [`crate::LayerNorm`]
-//!   modules call them).
+//!   modules call them): stride-core's fused kernels, one pass forward and backward.
 //!
 //! Half-precision inputs compute in f32 and round once to their dtype.
 
@@ -19,5 +19,4 @@ mod rotary;
 
 pub use attention::{causal_mask, scaled_dot_product_attention};
 pub use norm::{layer_norm, rms_norm};
-pub(crate) use norm::{layer_norm_as, rms_norm_as};
 pub use rotary::{Rotary, RotaryStyle, RowTables};

@@ -1,0 +1,248 @@
+//! Row normalisation on CUDA (kernels/norm.cu; the math and operand order: `backend/norm.rs`):
+//! one launch forward; backward one launch for `dx` (and each block's partial affine
+//! gradients), then a column sum of the partials and its cast into the gradients' dtype.
+
+use super::launch::{arg, dptr, launch_cfg};
+use super::source::{ctype, tag};
+use crate::backend::norm::{stat_dtype, Norm, NormKind};
+use crate::backend::{ReduceOp, View};
+use crate::{DType, Layout, Result, Storage};
+
+const COMMON: &str = include_str!("kernels/common.cuh");
+const NORM: &str = include_str!("kernels/norm.cu");
+
+/// Elements of a row each thread holds in registers (`NK` in norm.cu).
+const NK: usize = 8;
+/// Threads a block may have (`__launch_bounds__` in norm.cu) and that one SM runs at once.
+const MAX_BLOCK: usize = 1024;
+const THREADS_PER_SM: usize = 2048;
+
+/// The normalisation module of float dtype `t` (`norm_<t>`).
+pub(crate) fn norm_module(t: DType) -> String {
+    format!(
+        "{COMMON}\ntypedef {} T;\ntypedef E<T>::C C;\n#define L(v) E<T>::ld(v)\n#define S(v) E<T>::st(v)\n{NORM}",
+        ctype(t)
+    )
+}
+
+/// Every normalisation module (for warmup).
+pub(crate) fn all_modules() -> Vec<(String, String)> {
+    [DType::F64, DType::F32, DType::F16, DType::BF16]
+        .iter()
+        .map(|&t| (format!("norm_{}", tag(t)), norm_module(t)))
+        .collect()
+}
+
+/// Threads per block for rows of `n`: enough for `NK` elements each, a whole number of
+/// warps, at most [`MAX_BLOCK`].
+fn block_for(n: usize) -> usize {
+    n.div_ceil(NK).next_multiple_of(32).clamp(32, MAX_BLOCK)
+}
+
+/// Blocks for `rows` rows: all resident at once (grid-stride over the rest), at most one per
+/// row.
+fn grid_for(sm_count: u32, rows: usize, block: usize) -> usize {
+    (sm_count as usize * (THREADS_PER_SM / block))
+        .min(rows)
+        .max(1)
+}
+
+/// Base pointer, offset and the two strides of a 2-d operand (a 1-d one: row stride 0).
+fn operand(v: &View) -> Result<(u64, i64, i64, i64)> {
+    let (_, p) = dptr(v)?;
+    let st = v.layout.strides();
+    let (rs, cs) = match st.len() {
+        2 => (st[0] as i64, st[1] as i64),
+        _ => (0, st[0] as i64),
+    };
+    Ok((p, v.layout.offset() as i64, rs, cs))
+}
+
+/// An absent operand: null pointer, zero offset and strides.
+const NONE: (u64, i64, i64, i64) = (0, 0, 0, 0);
+
+/// See [`crate::backend::norm::norm`].
+pub(crate) fn norm(n: Norm, i: &[View], o: &[View]) -> Result<()> {
+    let v = n.fwd(i, o);
+    let (rows, cols) = Norm::rows(&v.x);
+    if rows == 0 {
+        return Ok(());
+    }
+    let t = v.x.dtype;
+    let (dev, _) = dptr(&v.x)?;
+    let f = dev.function(&format!("norm_{}", tag(t)), "norm", || norm_module(t))?;
+    let (r, c) = (rows as i64, cols as i64);
+    let layer = (n.kind == NormKind::Layer) as i32;
+    let x = operand(&v.x)?;
+    let w = v.weight.as_ref().map_or(Ok(NONE), operand)?;
+    let b = v.bias.as_ref().map_or(Ok(NONE), operand)?;
+    let y = operand(&v.y)?;
+    let s = operand(&v.rstd)?;
+    let m = v.mean.as_ref().map_or(Ok(NONE), operand)?;
+    let mut args = [
+        arg(&r),
+        arg(&c),
+        arg(&layer),
+        arg(&n.eps),
+        arg(&x.0),
+        arg(&x.1),
+        arg(&x.2),
+        arg(&x.3),
+        arg(&w.0),
+        arg(&w.1),
+        arg(&w.3),
+        arg(&b.0),
+        arg(&b.1),
+        arg(&b.3),
+        arg(&y.0),
+        arg(&y.1),
+        arg(&y.2),
+        arg(&y.3),
+        arg(&s.0),
+        arg(&s.1),
+        arg(&s.3),
+        arg(&m.0),
+        arg(&m.1),
+        arg(&m.3),
+    ];
+    let block = block_for(cols);
+    let grid = grid_for(dev.sm_count, rows, block);
+    let op = crate::backend::norm::name(n.kind);
+    unsafe {
+        launch_cfg(
+            &dev,
+            &f,
+            op,
+            (grid as u32, 1, 1),
+            (block as u32, 1, 1),
+            0,
+            &mut args,
+        )
+    }
+}
+
+/// See [`crate::backend::norm::norm_backward`].
+pub(crate) fn norm_backward(n: Norm, i: &[View], o: &[View]) -> Result<()> {
+    let v = n.bwd(i, o);
+    let (rows, cols) = Norm::rows(&v.x);
+    let t = v.x.dtype;
+    let ct = stat_dtype(t);
+    let (dev, _) = dptr(&v.x)?;
+    let affine = v.dweight.is_some() || v.dbias.is_some();
+    if rows == 0 {
+        // no rows: the affine gradients are sums of nothing
+        for g in [v.dweight, v.dbias].into_iter().flatten() {
+            super::elementwise::fill(g, crate::Scalar::Float(0.0))?;
+        }
+        return Ok(());
+    }
+    let block = block_for(cols);
+    let grid = grid_for(dev.sm_count, rows, block);
+    let part_layout = Layout::contiguous(&[grid, 2, cols]);
+    let part = if affine {
+        Some(Storage::alloc(
+            &[grid, 2, cols],
+            ct,
+            &v.x.storage.device(),
+            false,
+        )?)
+    } else {
+        None
+    };
+    let part_ptr = match &part {
+        Some(p) => {
+            let pv = View {
+                storage: p,
+                layout: &part_layout,
+                dtype: ct,
+            };
+            dptr(&pv)?.1
+        }
+        None => 0,
+    };
+    let f = dev.function(&format!("norm_{}", tag(t)), "norm_bwd", || norm_module(t))?;
+    let (r, c) = (rows as i64, cols as i64);
+    let layer = (n.kind == NormKind::Layer) as i32;
+    let g = operand(&v.dy)?;
+    let x = operand(&v.x)?;
+    let s = operand(&v.rstd)?;
+    let m = v.mean.as_ref().map_or(Ok(NONE), operand)?;
+    let w = v.weight.as_ref().map_or(Ok(NONE), operand)?;
+    let dx = operand(&v.dx)?;
+    let mut args = [
+        arg(&r),
+        arg(&c),
+        arg(&layer),
+        arg(&g.0),
+        arg(&g.1),
+        arg(&g.2),
+        arg(&g.3),
+        arg(&x.0),
+        arg(&x.1),
+        arg(&x.2),
+        arg(&x.3),
+        arg(&s.0),
+        arg(&s.1),
+        arg(&s.3),
+        arg(&m.0),
+        arg(&m.1),
+        arg(&m.3),
+        arg(&w.0),
+        arg(&w.1),
+        arg(&w.3),
+        arg(&dx.0),
+        arg(&dx.1),
+        arg(&dx.2),
+        arg(&dx.3),
+        arg(&part_ptr),
+    ];
+    let op = match n.kind {
+        NormKind::Rms => "rms_norm_backward",
+        NormKind::Layer => "layer_norm_backward",
+    };
+    unsafe {
+        launch_cfg(
+            &dev,
+            &f,
+            op,
+            (grid as u32, 1, 1),
+            (block as u32, 1, 1),
+            0,
+            &mut args,
+        )?;
+    }
+    let Some(part) = part else {
+        return Ok(());
+    };
+    // the blocks' partials folded in order (a column sum), then cast into the gradients
+    let sums = Storage::alloc(&[2, cols], ct, &v.x.storage.device(), false)?;
+    let sums_layout = Layout::contiguous(&[2, cols]);
+    super::reduce::reduce(
+        ReduceOp::Sum,
+        View {
+            storage: &part,
+            layout: &part_layout,
+            dtype: ct,
+        },
+        &[0],
+        View {
+            storage: &sums,
+            layout: &sums_layout,
+            dtype: ct,
+        },
+    )?;
+    for (k, grad) in [v.dweight, v.dbias].into_iter().enumerate() {
+        if let Some(grad) = grad {
+            let row = Layout::new(vec![cols], vec![1], k * cols);
+            super::elementwise::copy_cast(
+                View {
+                    storage: &sums,
+                    layout: &row,
+                    dtype: ct,
+                },
+                grad,
+            )?;
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,291 @@
+//! Fused row normalisation: [`Tensor::rms_norm`] and [`Tensor::layer_norm`] (PyTorch's
+//! `torch.rms_norm`, `torch.layer_norm`), one pass forward and one backward
+//! (`backend/norm.rs`), with a differentiable composed backward for double backward.
+
+use crate::autograd::record::{needs_grad, record};
+use crate::autograd::{is_grad_enabled, no_grad};
+use crate::backend::norm::{self, stat_dtype, Norm, NormKind};
+use crate::backend::View;
+use crate::{DType, Error, Result, Tensor};
+
+impl Tensor {
+    /// `x / √(mean(x²) + eps) · weight` over the trailing `normalized_shape` dims, as
+    /// PyTorch's `torch.rms_norm` (with an explicit `eps`). The weight, if any, has shape
+    /// `normalized_shape` and `self`'s device; the result has the promoted dtype of `self` and
+    /// the weight. f16/bf16 compute in f32 (the statistics, the scaling and the affine step)
+    /// and round once. One kernel forward, one (plus a column sum for the weight's gradient)
+    /// backward, on every device; any layout (a view that cannot be seen as rows is copied
+    /// first, as PyTorch does).
+    ///
+    /// ```
+    /// use stride_core::Tensor;
+    /// let x = Tensor::from_vec(vec![3.0f32, 4.0], [1, 2])?;
+    /// let y = x.rms_norm(&[2], None, 0.0)?;     // rms = √12.5
+    /// let r = 12.5f32.sqrt();
+    /// assert_eq!(y.to_vec::<f32>()?, vec![3.0 / r, 4.0 / r]);
+    /// # Ok::<(), stride_core::Error>(())
+    /// ```
+    pub fn rms_norm(
+        &self,
+        normalized_shape: &[usize],
+        weight: Option<&Tensor>,
+        eps: f64,
+    ) -> Result<Tensor> {
+        normalize(NormKind::Rms, self, normalized_shape, weight, None, eps)
+    }
+
+    /// `(x − mean) / √(var + eps) · weight + bias` over the trailing `normalized_shape` dims
+    /// (biased variance), as PyTorch's `torch.layer_norm`. Weight and bias, if any, have
+    /// shape `normalized_shape` and `self`'s device; the result has the promoted dtype of all
+    /// three. Computed as [`Tensor::rms_norm`] is (one pass, f32 for f16/bf16).
+    ///
+    /// ```
+    /// use stride_core::Tensor;
+    /// let x = Tensor::from_vec(vec![1.0f32, 3.0], [1, 2])?;
+    /// let y = x.layer_norm(&[2], None, None, 0.0)?;   // mean 2, variance 1
+    /// assert_eq!(y.to_vec::<f32>()?, vec![-1.0, 1.0]);
+    /// # Ok::<(), stride_core::Error>(())
+    /// ```
+    pub fn layer_norm(
+        &self,
+        normalized_shape: &[usize],
+        weight: Option<&Tensor>,
+        bias: Option<&Tensor>,
+        eps: f64,
+    ) -> Result<Tensor> {
+        normalize(NormKind::Layer, self, normalized_shape, weight, bias, eps)
+    }
+}
+
+fn check(
+    op: &'static str,
+    x: &Tensor,
+    normalized: &[usize],
+    affine: &[(&str, Option<&Tensor>)],
+) -> Result<()> {
+    // as PyTorch: normalisation takes float inputs (computing in f32 must not turn an integer
+    // or bool input into a float result)
+    for (what, t) in [("input", Some(x))].iter().chain(affine) {
+        if let Some(t) = t {
+            if !t.dtype().is_float() {
+                return Err(Error::UnsupportedDType {
+                    op,
+                    dtype: t.dtype(),
+                    hint: format!(
+                        "; normalisation takes a floating-point {what} (convert with to_dtype)"
+                    ),
+                });
+            }
+        }
+    }
+    let k = normalized.len();
+    if x.dim() < k || x.shape()[x.dim() - k..] != *normalized {
+        return Err(Error::ShapeMismatch {
+            op,
+            lhs: x.shape().to_vec(),
+            rhs: normalized.to_vec(),
+            why:
+                "don't fit: the input's trailing dims (first) must equal normalized_shape (second)"
+                    .into(),
+        });
+    }
+    for (what, t) in affine {
+        let Some(t) = t else { continue };
+        if t.shape() != normalized {
+            return Err(Error::ShapeMismatch {
+                op,
+                lhs: t.shape().to_vec(),
+                rhs: normalized.to_vec(),
+                why: format!("don't fit: the {what} (first) must have normalized_shape (second)"),
+            });
+        }
+        if t.device() != x.device() {
+            return Err(Error::DeviceMismatch {
+                op,
+                a: x.device(),
+                b: t.device(),
+            });
+        }
+    }
+    Ok(())
+}
+
+fn normalize(
+    kind: NormKind,
+    x: &Tensor,
+    normalized: &[usize],
+    weight: Option<&Tensor>,
+    bias: Option<&Tensor>,
+    eps: f64,
+) -> Result<Tensor> {
+    let op = norm::name(kind);
+    check(op, x, normalized, &[("weight", weight), ("bias", bias)])?;
+    if !eps.is_finite() || eps < 0.0 {
+        return Err(Error::invalid(
+            op,
+            format!("eps must be a finite number ≥ 0, got {eps}"),
+        ));
+    }
+    let dtype = [Some(x), weight, bias]
+        .into_iter()
+        .flatten()
+        .map(|t| t.dtype())
+        .reduce(DType::promote)
+        .expect("x is present");
+    let cols: usize = normalized.iter().product();
+    let rows = if cols == 0 { 0 } else { x.numel() / cols };
+    let rows_cols = [rows as i64, cols as i64];
+    // every operand in the result dtype, x as rows and the affine operands as one row (views
+    // where the layouts allow; exact widenings)
+    let x2 = x.to_dtype(dtype)?.reshape(&rows_cols)?;
+    let line = |t: Option<&Tensor>| -> Result<Option<Tensor>> {
+        t.map(|t| t.to_dtype(dtype)?.reshape(&[cols as i64]))
+            .transpose()
+    };
+    let (w, b) = (line(weight)?, line(bias)?);
+    let n = Norm {
+        kind,
+        eps,
+        weight: w.is_some(),
+        bias: b.is_some(),
+    };
+    let (y, rstd, mean) = {
+        let _g = no_grad();
+        let device = x.device();
+        let y = Tensor::empty([rows, cols], dtype, &device)?;
+        let rstd = Tensor::empty([rows], stat_dtype(dtype), &device)?;
+        let mean = match kind {
+            NormKind::Layer => Some(Tensor::empty([rows], stat_dtype(dtype), &device)?),
+            NormKind::Rms => None,
+        };
+        let inputs: Vec<View> = [Some(&x2), w.as_ref(), b.as_ref()]
+            .into_iter()
+            .flatten()
+            .map(Tensor::view_ref)
+            .collect();
+        let outputs: Vec<View> = [Some(&y), Some(&rstd), mean.as_ref()]
+            .into_iter()
+            .flatten()
+            .map(Tensor::view_ref)
+            .collect();
+        norm::norm(n, &inputs, &outputs)?;
+        (y, rstd, mean)
+    };
+    let recorded: Vec<&Tensor> = [Some(&x2), w.as_ref(), b.as_ref()]
+        .into_iter()
+        .flatten()
+        .collect();
+    if needs_grad(&recorded) {
+        let saved = Saved {
+            n,
+            x: x2.clone(),
+            weight: w.clone(),
+            rstd,
+            mean,
+        };
+        let mut keep: Vec<(&Tensor, &'static str)> = vec![(&x2, "input")];
+        keep.extend(w.as_ref().map(|w| (w, "weight")));
+        let name = match kind {
+            NormKind::Rms => "RmsNormBackward",
+            NormKind::Layer => "LayerNormBackward",
+        };
+        record(name, &recorded, &[&y], &keep, move |g| {
+            saved.backward(&g[0])
+        })?;
+    }
+    let shape: Vec<i64> = x.shape().iter().map(|&d| d as i64).collect();
+    y.reshape(&shape)
+}
+
+/// What the backward of one normalisation keeps.
+struct Saved {
+    n: Norm,
+    x: Tensor,
+    weight: Option<Tensor>,
+    rstd: Tensor,
+    mean: Option<Tensor>,
+}
+
+impl Saved {
+    /// Gradients for `[x, weight?, bias?]` from `g` (the output's gradient, rows × cols).
+    fn backward(&self, g: &Tensor) -> Result<Vec<Option<Tensor>>> {
+        if is_grad_enabled() {
+            // create_graph: a formula autograd can differentiate again
+            return self.composed(g);
+        }
+        let (x, dtype, device) = (&self.x, self.x.dtype(), self.x.device());
+        let cols = x.shape()[1];
+        let dx = Tensor::empty(x.shape(), dtype, &device)?;
+        let dw = match self.n.weight {
+            true => Some(Tensor::empty([cols], dtype, &device)?),
+            false => None,
+        };
+        let db = match self.n.bias {
+            true => Some(Tensor::empty([cols], dtype, &device)?),
+            false => None,
+        };
+        let g = g.to_dtype(dtype)?;
+        let inputs: Vec<View> = [
+            Some(&g),
+            Some(x),
+            Some(&self.rstd),
+            self.mean.as_ref(),
+            self.weight.as_ref(),
+        ]
+        .into_iter()
+        .flatten()
+        .map(Tensor::view_ref)
+        .collect();
+        let outputs: Vec<View> = [Some(&dx), dw.as_ref(), db.as_ref()]
+            .into_iter()
+            .flatten()
+            .map(Tensor::view_ref)
+            .collect();
+        norm::norm_backward(self.n, &inputs, &outputs)?;
+        let mut grads = vec![Some(dx)];
+        if self.n.weight {
+            grads.push(dw);
+        }
+        if self.n.bias {
+            grads.push(db);
+        }
+        Ok(grads)
+    }
+
+    /// The backward from differentiable ops, the statistics recomputed from `x` (so that
+    /// their dependence on `x` is part of the graph), in the compute dtype.
+    fn composed(&self, g: &Tensor) -> Result<Vec<Option<Tensor>>> {
+        let dtype = self.x.dtype();
+        let c = stat_dtype(dtype);
+        let x = self.x.to_dtype(c)?;
+        let g = g.to_dtype(c)?;
+        let layer = self.n.kind == NormKind::Layer;
+        let centred = if layer {
+            x.sub(&x.mean_dims(&[-1], true)?)?
+        } else {
+            x.clone()
+        };
+        let rstd = centred
+            .square()?
+            .mean_dims(&[-1], true)?
+            .add(self.n.eps)?
+            .rsqrt()?;
+        let xhat = centred.mul(&rstd)?;
+        let gw = match &self.weight {
+            Some(w) => g.mul(&w.to_dtype(c)?)?,
+            None => g.clone(),
+        };
+        let mut inner = gw.sub(&xhat.mul(&gw.mul(&xhat)?.mean_dims(&[-1], true)?)?)?;
+        if layer {
+            inner = inner.sub(&gw.mean_dims(&[-1], true)?)?;
+        }
+        let mut grads = vec![Some(rstd.mul(&inner)?.to_dtype(dtype)?)];
+        if self.n.weight {
+            grads.push(Some(g.mul(&xhat)?.sum_dims(&[0], false)?.to_dtype(dtype)?));
+        }
+        if self.n.bias {
+            grads.push(Some(g.sum_dims(&[0], false)?.to_dtype(dtype)?));
+        }
+        Ok(grads)
+    }
+}

@@ -1,0 +1,313 @@
+//! `Tensor::rms_norm` and `Tensor::layer_norm` (the fused row kernels) against the same math
+//! in f64 from the rounded inputs, within error bounds: the output, and the gradients of the
+//! input, weight and bias. Row lengths on both sides of the CUDA kernel's warp, block and
+//! register-cache sizes (8 elements a thread, 1,024 threads: rows longer than 8,192 take the
+//! uncached path), row counts on both sides of its grid (grid-stride rows, several rows per
+//! block's partial gradient) and of the CPU's gradient blocks (16 rows); transposed inputs;
+//! every float dtype. On the CPU and on CUDA (skipped, saying so, without a GPU — mandatory
+//! under STRIDE_REQUIRE_CUDA=1).
+//!
+//! Bounds, per element (`u·|v|` stands for rounding `v` into the result dtype, plus half its
+//! subnormal spacing; `uc` the compute dtype's, `n`
+//! the row length, `x̂` and `g = dy·w` the exact values): the statistics are sums of `n` terms
+//! (relative error ≤ `n·uc` each), the rest a handful of roundings (8 covers them), then one
+//! rounding to the result dtype:
+//! - `y`: `u·|y| + (n + 8)·uc·(rstd·|w|·mean|x| + |x̂·w| + |b|)`;
+//! - `dx`: `u·|dx| + (n + 8)·uc·rstd·A·(|g| + mean|g| + (1 + |x̂|)·mean(|g|·(1 + |x̂|)))`,
+//!   where `A = 1 + rstd·mean|x|`: the statistics' errors are relative to `mean|x|`, so `x̂`'s
+//!   error is `A` times its own rounding (large when a row's spread is small beside its mean);
+//! - `dweight`, `dbias`: `u·|d| + (R + n + 8)·uc·Σ_rows |dy|·(A + |x̂|)`.
+//!
+//! Dropping any term of the kernels' formulas (the mean of `g`, a block's partial gradient)
+//! moves a result by far more than these bounds (checked by mutating the kernels).
+
+use stride_core::{cuda, DType, Device, Generator, Tensor};
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Kind {
+    Rms,
+    Layer,
+}
+
+fn unit(d: DType) -> f64 {
+    match d {
+        DType::F16 => 2f64.powi(-11),
+        DType::BF16 => 2f64.powi(-8),
+        DType::F32 => 2f64.powi(-24),
+        _ => 2f64.powi(-53),
+    }
+}
+
+/// Half the spacing of `d`'s subnormals: the absolute part of rounding into `d`.
+fn tiny(d: DType) -> f64 {
+    match d {
+        DType::F16 => 2f64.powi(-25),
+        DType::BF16 => 2f64.powi(-134),
+        DType::F32 => 2f64.powi(-150),
+        _ => 0.0,
+    }
+}
+
+fn compute_unit(d: DType) -> f64 {
+    if d == DType::F64 {
+        2f64.powi(-53)
+    } else {
+        2f64.powi(-24)
+    }
+}
+
+fn host(t: &Tensor) -> Vec<f64> {
+    t.to_device(&Device::Cpu)
+        .unwrap()
+        .to_dtype(DType::F64)
+        .unwrap()
+        .contiguous()
+        .unwrap()
+        .to_vec::<f64>()
+        .unwrap()
+}
+
+/// A `[rows, cols]` tensor of `dtype` on `dev` from normal values `·scale + shift`, stored
+/// transposed (a `[cols, rows]` buffer seen through `.t()`) when `transposed`.
+fn input(
+    dev: &Device,
+    dtype: DType,
+    shape: &[usize],
+    seed: u64,
+    scale: f64,
+    shift: f64,
+    transposed: bool,
+) -> Tensor {
+    let gen = Generator::new(seed);
+    let mut s = shape.to_vec();
+    if transposed {
+        s.reverse();
+    }
+    let t = Tensor::randn(s, DType::F64, &Device::Cpu, Some(&gen))
+        .unwrap()
+        .mul(scale)
+        .unwrap()
+        .add(shift)
+        .unwrap()
+        .to_dtype(dtype)
+        .unwrap()
+        .to_device(dev)
+        .unwrap();
+    if transposed {
+        t.t().unwrap()
+    } else {
+        t
+    }
+}
+
+fn within(what: &str, got: &[f64], want: &[f64], bound: &[f64]) {
+    assert_eq!(got.len(), want.len(), "{what}: lengths");
+    for i in 0..got.len() {
+        let err = (got[i] - want[i]).abs();
+        assert!(
+            err <= bound[i],
+            "{what}: element {i}: got {:e}, want {:e} (error {err:e} > bound {:e})",
+            got[i],
+            want[i],
+            bound[i]
+        );
+    }
+}
+
+fn case(dev: &Device, kind: Kind, dtype: DType, rows: usize, cols: usize, transposed: bool) {
+    let what = format!("{kind:?} {dtype} [{rows}, {cols}] transposed={transposed} on {dev}");
+    let seed = (rows * 7919 + cols) as u64;
+    let shift = if kind == Kind::Layer { 3.0 } else { 0.0 };
+    let x = input(dev, dtype, &[rows, cols], seed, 2.0, shift, transposed)
+        .requires_grad_(true)
+        .unwrap();
+    let w = input(dev, dtype, &[cols], seed + 1, 1.0, 0.5, false)
+        .requires_grad_(true)
+        .unwrap();
+    let b = input(dev, dtype, &[cols], seed + 2, 1.0, 0.0, false)
+        .requires_grad_(true)
+        .unwrap();
+    let dy = input(dev, dtype, &[rows, cols], seed + 3, 1.0, 0.0, false);
+    let eps = 1e-5;
+    let y = match kind {
+        Kind::Rms => x.rms_norm(&[cols], Some(&w), eps),
+        Kind::Layer => x.layer_norm(&[cols], Some(&w), Some(&b), eps),
+    }
+    .unwrap();
+    assert_eq!(y.dtype(), dtype, "{what}");
+    // sum(y·dy): the gradient reaching the normalisation is dy exactly
+    y.mul(&dy).unwrap().sum().unwrap().backward().unwrap();
+    let (xv, wv, bv, gv) = (host(&x), host(&w), host(&b), host(&dy));
+    let (u, uc, n) = (unit(dtype), compute_unit(dtype), cols as f64);
+    // rounding into the result dtype: relative, or absolute among its subnormals
+    let round = |v: f64| u * v.abs() + tiny(dtype);
+    let bias = |c: usize| if kind == Kind::Layer { bv[c] } else { 0.0 };
+    let (mut y_want, mut y_bound) = (vec![], vec![]);
+    let (mut dx_want, mut dx_bound) = (vec![], vec![]);
+    let (mut dw_want, mut db_want) = (vec![0.0; cols], vec![0.0; cols]);
+    let mut dwb_scale = vec![0.0; cols];
+    for r in 0..rows {
+        let row = &xv[r * cols..(r + 1) * cols];
+        let dyr = &gv[r * cols..(r + 1) * cols];
+        let mu = match kind {
+            Kind::Layer => row.iter().sum::<f64>() / n,
+            Kind::Rms => 0.0,
+        };
+        let var = row.iter().map(|v| (v - mu) * (v - mu)).sum::<f64>() / n;
+        let rs = 1.0 / (var + eps).sqrt();
+        let mean_abs = row.iter().map(|v| v.abs()).sum::<f64>() / n;
+        let xh: Vec<f64> = row.iter().map(|v| (v - mu) * rs).collect();
+        // the statistics' errors are relative to mean|x|, so x̂'s carries rstd·mean|x|
+        let amp = 1.0 + rs * mean_abs;
+        let g: Vec<f64> = (0..cols).map(|c| dyr[c] * wv[c]).collect();
+        let mg = g.iter().sum::<f64>() / n;
+        let mgx = (0..cols).map(|c| g[c] * xh[c]).sum::<f64>() / n;
+        let mg_abs = g.iter().map(|v| v.abs()).sum::<f64>() / n;
+        let mgx_abs = (0..cols)
+            .map(|c| g[c].abs() * (1.0 + xh[c].abs()))
+            .sum::<f64>()
+            / n;
+        for c in 0..cols {
+            let z = xh[c] * wv[c];
+            let yv = z + bias(c);
+            y_want.push(yv);
+            y_bound.push(
+                round(yv)
+                    + (n + 8.0) * uc * (rs * wv[c].abs() * mean_abs + z.abs() + bias(c).abs()),
+            );
+            let centred = if kind == Kind::Layer { mg } else { 0.0 };
+            let dx = rs * (g[c] - centred - xh[c] * mgx);
+            dx_want.push(dx);
+            dx_bound.push(
+                round(dx)
+                    + (n + 8.0)
+                        * uc
+                        * rs
+                        * amp
+                        * (g[c].abs() + mg_abs + (1.0 + xh[c].abs()) * mgx_abs),
+            );
+            dw_want[c] += dyr[c] * xh[c];
+            db_want[c] += dyr[c];
+            dwb_scale[c] += dyr[c].abs() * (amp + xh[c].abs());
+        }
+    }
+    within(&format!("{what}: y"), &host(&y), &y_want, &y_bound);
+    within(
+        &format!("{what}: dx"),
+        &host(&x.grad().expect("x has a gradient")),
+        &dx_want,
+        &dx_bound,
+    );
+    let sum_bound = |want: &[f64]| -> Vec<f64> {
+        (0..cols)
+            .map(|c| round(want[c]) + (rows as f64 + n + 8.0) * uc * dwb_scale[c])
+            .collect()
+    };
+    within(
+        &format!("{what}: dweight"),
+        &host(&w.grad().expect("w has a gradient")),
+        &dw_want,
+        &sum_bound(&dw_want),
+    );
+    if kind == Kind::Layer {
+        within(
+            &format!("{what}: dbias"),
+            &host(&b.grad().expect("b has a gradient")),
+            &db_want,
+            &sum_bound(&db_want),
+        );
+    }
+}
+
+/// Every case on `dev`; `big` adds the row counts that cross the CUDA grid.
+fn sweep(dev: &Device, big: bool) {
+    let lengths = [
+        1usize, 2, 31, 32, 33, 127, 128, 129, 255, 256, 257, 1023, 1024, 1025, 8191, 8192, 8193,
+        9000,
+    ];
+    for kind in [Kind::Rms, Kind::Layer] {
+        for &cols in &lengths {
+            for rows in [1usize, 3, 17, 130] {
+                for dtype in [DType::F32, DType::BF16, DType::F16, DType::F64] {
+                    // f64 and f16 on the short rows only: the schedule does not depend on them
+                    if cols > 257 && matches!(dtype, DType::F64 | DType::F16) {
+                        continue;
+                    }
+                    case(dev, kind, dtype, rows, cols, rows == 17);
+                }
+            }
+            if big {
+                // more rows than a full grid of blocks (132 SMs · 2,048 threads / block)
+                let block = cols.div_ceil(8).next_multiple_of(32).clamp(32, 1024);
+                let rows = 132 * (2048 / block) + 37;
+                if rows * cols <= 1 << 22 {
+                    case(dev, kind, DType::F32, rows, cols, false);
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn fused_norms_match_the_f64_math_on_the_cpu() {
+    sweep(&Device::Cpu, false);
+}
+
+#[test]
+fn fused_norms_match_the_f64_math_on_cuda() {
+    let Some(dev) = cuda::require_or_skip("fused_norms_match_the_f64_math_on_cuda") else {
+        return;
+    };
+    sweep(&dev, true);
+}
+
+#[test]
+fn double_backward_goes_through_the_composed_formula() {
+    // a gradient penalty: d/dx of |∂y/∂x·v|² needs the backward to be differentiable
+    let x = Tensor::from_vec(vec![0.3f64, -1.2, 2.0, 0.7, 0.1, -0.4], [2, 3])
+        .unwrap()
+        .requires_grad_(true)
+        .unwrap();
+    let w = Tensor::from_vec(vec![1.5f64, -0.5, 2.0], [3])
+        .unwrap()
+        .requires_grad_(true)
+        .unwrap();
+    let f = |xs: &[Tensor]| xs[0].layer_norm(&[3], Some(&xs[1]), None, 1e-5);
+    stride_core::autograd::gradgradcheck(f, &[x.clone(), w.clone()], Default::default()).unwrap();
+    let f = |xs: &[Tensor]| xs[0].rms_norm(&[3], Some(&xs[1]), 1e-5);
+    stride_core::autograd::gradgradcheck(f, &[x, w], Default::default()).unwrap();
+}
+
+#[test]
+fn norms_refuse_what_they_cannot_normalise() {
+    let dev = Device::Cpu;
+    let x = Tensor::zeros([2, 3], DType::F32, &dev).unwrap();
+    let e = x.rms_norm(&[2], None, 1e-5).unwrap_err().to_string();
+    assert!(e.contains("normalized_shape"), "{e}");
+    let w = Tensor::zeros([2], DType::F32, &dev).unwrap();
+    let e = x
+        .layer_norm(&[3], Some(&w), None, 1e-5)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("weight"), "{e}");
+    let i = Tensor::zeros([2, 3], DType::I32, &dev).unwrap();
+    let e = i.rms_norm(&[3], None, 1e-5).unwrap_err().to_string();
+    assert!(e.contains("floating-point"), "{e}");
+    let e = x.rms_norm(&[3], None, -1.0).unwrap_err().to_string();
+    assert!(e.contains("eps"), "{e}");
+    let e = x.rms_norm(&[3], None, f64::NAN).unwrap_err().to_string();
+    assert!(e.contains("eps"), "{e}");
+    // empty inputs: an empty result, and gradients of zeros for the affine operands
+    let x0 = Tensor::zeros([0, 3], DType::F32, &dev)
+        .unwrap()
+        .requires_grad_(true)
+        .unwrap();
+    let w0 = Tensor::ones([3], DType::F32, &dev)
+        .unwrap()
+        .requires_grad_(true)
+        .unwrap();
+    let y = x0.layer_norm(&[3], Some(&w0), None, 1e-5).unwrap();
+    assert_eq!(y.shape(), &[0, 3]);
+    y.sum().unwrap().backward().unwrap();
+    assert_eq!(w0.grad().unwrap().to_vec::<f32>().unwrap(), vec![0.0; 3]);
+}
