@@ -1,10 +1,11 @@
 //! `Tensor::rms_norm` and `Tensor::layer_norm` (the fused row kernels) against the same math
 //! in f64 from the rounded inputs, within error bounds: the output, and the gradients of the
-//! input, weight and bias. Row lengths on both sides of the CUDA kernel's warp, block and
-//! register-cache sizes (8 elements a thread, 1,024 threads: rows longer than 8,192 take the
-//! uncached path), row counts on both sides of its grid (grid-stride rows, several rows per
-//! block's partial gradient) and of the CPU's gradient blocks (16 rows); transposed inputs;
-//! every float dtype. On the CPU and on CUDA (skipped, saying so, without a GPU — mandatory
+//! input, weight and bias. Row lengths on both sides of the CUDA kernels' warp, block, vector
+//! and register-cache sizes (16 elements a thread forward, 8 backward, 1,024 threads: rows
+//! longer than 16,384 / 8,192 take the uncached paths; 16-byte vectors where rows are dense and
+//! aligned), row counts on both sides of their grids (grid-stride rows, several rows per
+//! block's partial gradient) and of the CPU's gradient blocks (16 rows); transposed inputs and
+//! unaligned column slices (the scalar path); every float dtype. On the CPU and on CUDA (skipped, saying so, without a GPU — mandatory
 //! under STRIDE_REQUIRE_CUDA=1).
 //!
 //! Bounds, per element (`u·|v|` stands for rounding `v` into the result dtype, plus half its
@@ -114,13 +115,37 @@ fn within(what: &str, got: &[f64], want: &[f64], bound: &[f64]) {
     }
 }
 
-fn case(dev: &Device, kind: Kind, dtype: DType, rows: usize, cols: usize, transposed: bool) {
-    let what = format!("{kind:?} {dtype} [{rows}, {cols}] transposed={transposed} on {dev}");
+/// How the input is laid out.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Layout {
+    Dense,
+    /// a `[cols, rows]` buffer seen through `.t()`
+    Transposed,
+    /// columns `1..=cols` of a `[rows, cols + 1]` buffer: rows not 16-byte aligned
+    Sliced,
+}
+
+fn case(dev: &Device, kind: Kind, dtype: DType, rows: usize, cols: usize, layout: Layout) {
+    let what = format!("{kind:?} {dtype} [{rows}, {cols}] {layout:?} on {dev}");
     let seed = (rows * 7919 + cols) as u64;
     let shift = if kind == Kind::Layer { 3.0 } else { 0.0 };
-    let x = input(dev, dtype, &[rows, cols], seed, 2.0, shift, transposed)
-        .requires_grad_(true)
-        .unwrap();
+    let x = match layout {
+        Layout::Sliced => input(dev, dtype, &[rows, cols + 1], seed, 2.0, shift, false)
+            .narrow(1, 1, cols)
+            .unwrap()
+            .detach(),
+        _ => input(
+            dev,
+            dtype,
+            &[rows, cols],
+            seed,
+            2.0,
+            shift,
+            layout == Layout::Transposed,
+        ),
+    }
+    .requires_grad_(true)
+    .unwrap();
     let w = input(dev, dtype, &[cols], seed + 1, 1.0, 0.5, false)
         .requires_grad_(true)
         .unwrap();
@@ -222,26 +247,35 @@ fn case(dev: &Device, kind: Kind, dtype: DType, rows: usize, cols: usize, transp
 /// Every case on `dev`; `big` adds the row counts that cross the CUDA grid.
 fn sweep(dev: &Device, big: bool) {
     let lengths = [
-        1usize, 2, 31, 32, 33, 127, 128, 129, 255, 256, 257, 1023, 1024, 1025, 8191, 8192, 8193,
-        9000,
+        1usize, 2, 8, 31, 32, 33, 127, 128, 129, 255, 256, 257, 1023, 1024, 1025, 8191, 8192, 8193,
+        9000, 16383, 16384, 16385,
     ];
     for kind in [Kind::Rms, Kind::Layer] {
         for &cols in &lengths {
-            for rows in [1usize, 3, 17, 130] {
+            for (rows, layout) in [
+                (1usize, Layout::Dense),
+                (3, Layout::Sliced),
+                (17, Layout::Transposed),
+                (130, Layout::Dense),
+            ] {
                 for dtype in [DType::F32, DType::BF16, DType::F16, DType::F64] {
                     // f64 and f16 on the short rows only: the schedule does not depend on them
                     if cols > 257 && matches!(dtype, DType::F64 | DType::F16) {
                         continue;
                     }
-                    case(dev, kind, dtype, rows, cols, rows == 17);
+                    if cols > 9000 && rows > 17 {
+                        continue;
+                    }
+                    case(dev, kind, dtype, rows, cols, layout);
                 }
             }
             if big {
-                // more rows than a full grid of blocks (132 SMs · 2,048 threads / block)
-                let block = cols.div_ceil(8).next_multiple_of(32).clamp(32, 1024);
+                // more rows than a full grid of the forward's blocks (132 SMs · 2,048 threads /
+                // block of cols/16 threads; the backward's blocks are larger, its grid smaller)
+                let block = cols.div_ceil(16).next_multiple_of(32).clamp(32, 1024);
                 let rows = 132 * (2048 / block) + 37;
                 if rows * cols <= 1 << 22 {
-                    case(dev, kind, DType::F32, rows, cols, false);
+                    case(dev, kind, DType::F32, rows, cols, Layout::Dense);
                 }
             }
         }
@@ -259,6 +293,52 @@ fn fused_norms_match_the_f64_math_on_cuda() {
         return;
     };
     sweep(&dev, true);
+}
+
+#[test]
+fn the_composed_backward_is_the_fused_one() {
+    // under create_graph the backward is a composed formula: same first derivatives. Both are
+    // f64 computations of fewer than 20 roundings each over values below ~50 (rstd·(1 +
+    // rstd·mean|x|) for these rows), so they differ by less than 20·50·2⁻⁵³ ≈ 1.1e-13 times
+    // (1 + |v|): bound 1e-12 (dropping half of one term of the formula moves a value by 3e-2)
+    use stride_core::autograd::{grad, GradOptions};
+    let dev = Device::Cpu;
+    for layer in [false, true] {
+        let x = input(&dev, DType::F64, &[5, 7], 11, 2.0, 1.0, true)
+            .requires_grad_(true)
+            .unwrap();
+        let w = input(&dev, DType::F64, &[7], 12, 1.0, 0.5, false)
+            .requires_grad_(true)
+            .unwrap();
+        let b = input(&dev, DType::F64, &[7], 13, 1.0, 0.0, false)
+            .requires_grad_(true)
+            .unwrap();
+        let dy = input(&dev, DType::F64, &[5, 7], 14, 1.0, 0.0, false);
+        let y = match layer {
+            true => x.layer_norm(&[7], Some(&w), Some(&b), 1e-5),
+            false => x.rms_norm(&[7], Some(&w), 1e-5),
+        }
+        .unwrap();
+        let wrt: Vec<&Tensor> = if layer {
+            vec![&x, &w, &b]
+        } else {
+            vec![&x, &w]
+        };
+        let run = |create_graph| {
+            let opts = GradOptions {
+                retain_graph: true,
+                create_graph,
+                ..Default::default()
+            };
+            grad(&[&y], &wrt, Some(&[&dy]), opts).unwrap()
+        };
+        let (fused, composed) = (run(false), run(true));
+        for (k, (f, c)) in fused.iter().zip(&composed).enumerate() {
+            let (f, c) = (host(f.as_ref().unwrap()), host(c.as_ref().unwrap()));
+            let bound: Vec<f64> = f.iter().map(|v| 1e-12 * (1.0 + v.abs())).collect();
+            within(&format!("layer={layer} gradient {k}"), &c, &f, &bound);
+        }
+    }
 }
 
 #[test]

@@ -988,12 +988,13 @@ pub fn ops() -> Vec<OpInfo> {
 }
 
 /// How far each entry of this family is differentiable ([`Grad`], checked by
-/// [`crate::grad`]). Once: every composed layer and loss (its gradient is that of the ops it composes).
+/// [`crate::grad`]). Twice: the fused normalisations (their backward is a kernel, and under
+/// `create_graph` a composed formula autograd differentiates again). Once: every composed layer
+/// and loss (its gradient is that of the ops it composes).
 pub fn grad(name: &str) -> super::Grad {
     match name {
-        "nn.layer_norm"
-        | "nn.rms_norm"
-        | "nn.embedding"
+        "nn.layer_norm" | "nn.rms_norm" => super::Grad::Twice,
+        "nn.embedding"
         | "nn.embedding.grad"
         | "nn.mse_loss"
         | "nn.l1_loss"

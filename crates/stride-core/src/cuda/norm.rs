@@ -11,8 +11,9 @@ use crate::{DType, Layout, Result, Storage};
 const COMMON: &str = include_str!("kernels/common.cuh");
 const NORM: &str = include_str!("kernels/norm.cu");
 
-/// Elements of a row each thread holds in registers (`NK` in norm.cu).
-const NK: usize = 8;
+/// Elements of a row each thread holds in registers (`CK_FWD`, `CK_BWD` in norm.cu).
+const CK_FWD: usize = 16;
+const CK_BWD: usize = 8;
 /// Threads a block may have (`__launch_bounds__` in norm.cu) and that one SM runs at once.
 const MAX_BLOCK: usize = 1024;
 const THREADS_PER_SM: usize = 2048;
@@ -33,10 +34,21 @@ pub(crate) fn all_modules() -> Vec<(String, String)> {
         .collect()
 }
 
-/// Threads per block for rows of `n`: enough for `NK` elements each, a whole number of
+/// Threads per block for rows of `n`: enough for `held` elements each, a whole number of
 /// warps, at most [`MAX_BLOCK`].
-fn block_for(n: usize) -> usize {
-    n.div_ceil(NK).next_multiple_of(32).clamp(32, MAX_BLOCK)
+fn block_for(n: usize, held: usize) -> usize {
+    n.div_ceil(held).next_multiple_of(32).clamp(32, MAX_BLOCK)
+}
+
+/// Whether the kernels' vector path applies: every 2-d operand's rows dense (column stride
+/// 1) and starting on 16-byte boundaries, the row length a whole number of vectors.
+fn vectorised(cols: usize, operands: &[(u64, i64, i64, i64)], dtype: DType) -> bool {
+    let vec = 16 / dtype.size_in_bytes();
+    let size = dtype.size_in_bytes() as u64;
+    cols % vec == 0
+        && operands.iter().all(|&(p, off, rs, cs)| {
+            cs == 1 && (p + off as u64 * size) % 16 == 0 && (rs as u64 * size) % 16 == 0
+        })
 }
 
 /// Blocks for `rows` rows: all resident at once (grid-stride over the rest), at most one per
@@ -70,7 +82,6 @@ pub(crate) fn norm(n: Norm, i: &[View], o: &[View]) -> Result<()> {
     }
     let t = v.x.dtype;
     let (dev, _) = dptr(&v.x)?;
-    let f = dev.function(&format!("norm_{}", tag(t)), "norm", || norm_module(t))?;
     let (r, c) = (rows as i64, cols as i64);
     let layer = (n.kind == NormKind::Layer) as i32;
     let x = operand(&v.x)?;
@@ -105,7 +116,12 @@ pub(crate) fn norm(n: Norm, i: &[View], o: &[View]) -> Result<()> {
         arg(&m.1),
         arg(&m.3),
     ];
-    let block = block_for(cols);
+    let kernel = match vectorised(cols, &[x, y], t) {
+        true => "norm_vec",
+        false => "norm",
+    };
+    let f = dev.function(&format!("norm_{}", tag(t)), kernel, || norm_module(t))?;
+    let block = block_for(cols, CK_FWD);
     let grid = grid_for(dev.sm_count, rows, block);
     let op = crate::backend::norm::name(n.kind);
     unsafe {
@@ -136,7 +152,7 @@ pub(crate) fn norm_backward(n: Norm, i: &[View], o: &[View]) -> Result<()> {
         }
         return Ok(());
     }
-    let block = block_for(cols);
+    let block = block_for(cols, CK_BWD);
     let grid = grid_for(dev.sm_count, rows, block);
     let part_layout = Layout::contiguous(&[grid, 2, cols]);
     let part = if affine {
@@ -160,7 +176,6 @@ pub(crate) fn norm_backward(n: Norm, i: &[View], o: &[View]) -> Result<()> {
         }
         None => 0,
     };
-    let f = dev.function(&format!("norm_{}", tag(t)), "norm_bwd", || norm_module(t))?;
     let (r, c) = (rows as i64, cols as i64);
     let layer = (n.kind == NormKind::Layer) as i32;
     let g = operand(&v.dy)?;
@@ -169,6 +184,11 @@ pub(crate) fn norm_backward(n: Norm, i: &[View], o: &[View]) -> Result<()> {
     let m = v.mean.as_ref().map_or(Ok(NONE), operand)?;
     let w = v.weight.as_ref().map_or(Ok(NONE), operand)?;
     let dx = operand(&v.dx)?;
+    let kernel = match vectorised(cols, &[g, x, dx], t) {
+        true => "norm_bwd_vec",
+        false => "norm_bwd",
+    };
+    let f = dev.function(&format!("norm_{}", tag(t)), kernel, || norm_module(t))?;
     let mut args = [
         arg(&r),
         arg(&c),
@@ -215,8 +235,9 @@ pub(crate) fn norm_backward(n: Norm, i: &[View], o: &[View]) -> Result<()> {
         return Ok(());
     };
     // the blocks' partials folded in order (a column sum), then cast into the gradients
-    let sums = Storage::alloc(&[2, cols], ct, &v.x.storage.device(), false)?;
-    let sums_layout = Layout::contiguous(&[2, cols]);
+    // a reduction's output keeps the reduced dim (size 1)
+    let sums = Storage::alloc(&[1, 2, cols], ct, &v.x.storage.device(), false)?;
+    let sums_layout = Layout::contiguous(&[1, 2, cols]);
     super::reduce::reduce(
         ReduceOp::Sum,
         View {

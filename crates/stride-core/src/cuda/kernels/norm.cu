@@ -1,11 +1,18 @@
 // Row normalisation (backend/norm.rs has the math and the operand order): rms_norm and
 // layer_norm over the rows of 2-d views, forward and backward. One block per row (grid-stride
-// over rows). A row of at most NK * blockDim elements is read once into registers (thread t
-// holds elements t, t + blockDim, ...); a longer one is read again from memory (L2) for each
+// over rows). A thread handles chunks of VW neighbouring elements, chunk q = t + j * blockDim
+// for j = 0, 1, ...: VW = 1 for any strides, VW = 16 bytes' worth (one vector load) when the
+// rows are dense and 16-byte aligned (the host checks). A row of at most CK * blockDim
+// elements is read once into registers; a longer one is read again from memory (L2) for each
 // pass. Sums are a fixed tree (warp butterflies, then the warp totals in order): the same bits
 // every run. The host defines T, C, L and S; blockDim.x is a multiple of 32.
 
-#define NK 8
+// Elements of a row a thread holds: forward, and backward (which also holds dy and two
+// gradient accumulators per element)
+#define CK_FWD 16
+#define CK_BWD 8
+// Elements of one 16-byte vector
+#define VEC (16 / (int)sizeof(T))
 
 // The sum of v over the block, in every thread (all threads of the block call it).
 __device__ __forceinline__ C block_sum(C v, C* sh) {
@@ -20,6 +27,31 @@ __device__ __forceinline__ C block_sum(C v, C* sh) {
     return s;
 }
 
+// The VW elements of a row from element i (VW > 1: one 16-byte load; column stride 1)
+template <int VW>
+__device__ __forceinline__ void load_chunk(const T* row, i64 i, i64 s, C* out) {
+    if (VW == 1) {
+        out[0] = L(row[i * s]);
+    } else {
+        union { uint4 u; T e[VW]; } v;
+        v.u = *(const uint4*)(row + i);
+#pragma unroll
+        for (int e = 0; e < VW; ++e) out[e] = L(v.e[e]);
+    }
+}
+
+template <int VW>
+__device__ __forceinline__ void store_chunk(T* row, i64 i, i64 s, const C* in) {
+    if (VW == 1) {
+        row[i * s] = S(in[0]);
+    } else {
+        union { uint4 u; T e[VW]; } v;
+#pragma unroll
+        for (int e = 0; e < VW; ++e) v.e[e] = S(in[e]);
+        *(uint4*)(row + i) = v.u;
+    }
+}
+
 // (x - mean) * rstd * w + b: the CPU's order of operations (--fmad=false: each rounds once)
 __device__ __forceinline__ C norm_affine(C xv, C mu, C rs, const T* w, i64 wi, const T* b,
                                          i64 bi) {
@@ -29,65 +61,97 @@ __device__ __forceinline__ C norm_affine(C xv, C mu, C rs, const T* w, i64 wi, c
     return o;
 }
 
-extern "C" __global__ void __launch_bounds__(1024)
-k_norm(const i64 R, const i64 N, const int layer, const double eps,
-       const T* x, const i64 xo, const i64 xr, const i64 xc,
-       const T* w, const i64 wo, const i64 wc,
-       const T* b, const i64 bo, const i64 bc,
-       T* y, const i64 yo, const i64 yr, const i64 yc,
-       C* rstd, const i64 so, const i64 ss,
-       C* mean, const i64 mo, const i64 ms) {
+template <int VW>
+__device__ __forceinline__ void norm_fwd(const i64 R, const i64 N, const int layer,
+                                         const double eps, const T* x, const i64 xo,
+                                         const i64 xr, const i64 xc, const T* w, const i64 wo,
+                                         const i64 wc, const T* b, const i64 bo, const i64 bc,
+                                         T* y, const i64 yo, const i64 yr, const i64 yc,
+                                         C* rstd, const i64 so, const i64 ss, C* mean,
+                                         const i64 mo, const i64 ms) {
+    constexpr int NCH = CK_FWD / VW;
     __shared__ C sh[32];
     const int t = threadIdx.x, bd = blockDim.x;
-    const bool cached = N <= (i64)bd * NK;
+    const bool cached = N <= (i64)bd * CK_FWD;
     const C cn = (C)N;
     for (i64 r = blockIdx.x; r < R; r += gridDim.x) {
         const T* xrow = x + xo + r * xr;
         T* yrow = y + yo + r * yr;
-        C v[NK];
+        C v[CK_FWD];
         C mu = 0, var;
         if (cached) {
 #pragma unroll
-            for (int k = 0; k < NK; ++k) {
-                const i64 c = t + (i64)k * bd;
-                v[k] = c < N ? L(xrow[c * xc]) : (C)0;
+            for (int j = 0; j < NCH; ++j) {
+                const i64 i = (t + (i64)j * bd) * VW;
+                if (i < N) {
+                    load_chunk<VW>(xrow, i, xc, v + j * VW);
+                } else {
+#pragma unroll
+                    for (int e = 0; e < VW; ++e) v[j * VW + e] = 0;
+                }
             }
             if (layer) {
                 C s = 0;
 #pragma unroll
-                for (int k = 0; k < NK; ++k) s += v[k];
+                for (int k = 0; k < CK_FWD; ++k) s += v[k];
                 mu = block_sum(s, sh) / cn;
             }
             C s2 = 0;
 #pragma unroll
-            for (int k = 0; k < NK; ++k) {
-                const C d = t + (i64)k * bd < N ? v[k] - mu : (C)0;
-                s2 += d * d;
+            for (int j = 0; j < NCH; ++j) {
+                const bool in = (t + (i64)j * bd) * VW < N;
+#pragma unroll
+                for (int e = 0; e < VW; ++e) {
+                    const C d = in ? v[j * VW + e] - mu : (C)0;
+                    s2 += d * d;
+                }
             }
             var = block_sum(s2, sh) / cn;
         } else {
+            C tmp[VW];
             if (layer) {
                 C s = 0;
-                for (i64 c = t; c < N; c += bd) s += L(xrow[c * xc]);
+                for (i64 i = (i64)t * VW; i < N; i += (i64)bd * VW) {
+                    load_chunk<VW>(xrow, i, xc, tmp);
+#pragma unroll
+                    for (int e = 0; e < VW; ++e) s += tmp[e];
+                }
                 mu = block_sum(s, sh) / cn;
             }
             C s2 = 0;
-            for (i64 c = t; c < N; c += bd) {
-                const C d = L(xrow[c * xc]) - mu;
-                s2 += d * d;
+            for (i64 i = (i64)t * VW; i < N; i += (i64)bd * VW) {
+                load_chunk<VW>(xrow, i, xc, tmp);
+#pragma unroll
+                for (int e = 0; e < VW; ++e) {
+                    const C d = tmp[e] - mu;
+                    s2 += d * d;
+                }
             }
             var = block_sum(s2, sh) / cn;
         }
         const C rs = (C)1 / m_sqrt(var + (C)eps);
         if (cached) {
 #pragma unroll
-            for (int k = 0; k < NK; ++k) {
-                const i64 c = t + (i64)k * bd;
-                if (c < N) yrow[c * yc] = S(norm_affine(v[k], mu, rs, w, wo + c * wc, b, bo + c * bc));
+            for (int j = 0; j < NCH; ++j) {
+                const i64 i = (t + (i64)j * bd) * VW;
+                if (i < N) {
+                    C o[VW];
+#pragma unroll
+                    for (int e = 0; e < VW; ++e)
+                        o[e] = norm_affine(v[j * VW + e], mu, rs, w, wo + (i + e) * wc, b,
+                                           bo + (i + e) * bc);
+                    store_chunk<VW>(yrow, i, yc, o);
+                }
             }
         } else {
-            for (i64 c = t; c < N; c += bd)
-                yrow[c * yc] = S(norm_affine(L(xrow[c * xc]), mu, rs, w, wo + c * wc, b, bo + c * bc));
+            C tmp[VW];
+            for (i64 i = (i64)t * VW; i < N; i += (i64)bd * VW) {
+                load_chunk<VW>(xrow, i, xc, tmp);
+#pragma unroll
+                for (int e = 0; e < VW; ++e)
+                    tmp[e] = norm_affine(tmp[e], mu, rs, w, wo + (i + e) * wc, b, bo + (i + e) * bc);
+                store_chunk<VW>(yrow, i, yc, tmp);
+            }
         }
         if (t == 0) {
             rstd[so + r * ss] = rs;
@@ -99,24 +163,24 @@ k_norm(const i64 R, const i64 N, const int layer, const double eps,
 // dx of each row; with `part` (the affine gradients wanted), block k also writes
 // part[k][0][c] = sum over its rows of dy * xhat and part[k][1][c] = sum of dy, which the host
 // folds over k in order. gridDim.x <= R: every block has a row.
-extern "C" __global__ void __launch_bounds__(1024)
-k_norm_bwd(const i64 R, const i64 N, const int layer,
-           const T* dy, const i64 go, const i64 gr, const i64 gc,
-           const T* x, const i64 xo, const i64 xr, const i64 xc,
-           const C* rstd, const i64 so, const i64 ss,
-           const C* mean, const i64 mo, const i64 ms,
-           const T* w, const i64 wo, const i64 wc,
-           T* dx, const i64 dxo, const i64 dxr, const i64 dxc,
-           C* part) {
+template <int VW>
+__device__ __forceinline__ void norm_bwd(const i64 R, const i64 N, const int layer,
+                                         const T* dy, const i64 go, const i64 gr, const i64 gc,
+                                         const T* x, const i64 xo, const i64 xr, const i64 xc,
+                                         const C* rstd, const i64 so, const i64 ss,
+                                         const C* mean, const i64 mo, const i64 ms,
+                                         const T* w, const i64 wo, const i64 wc, T* dx,
+                                         const i64 dxo, const i64 dxr, const i64 dxc, C* part) {
+    constexpr int NCH = CK_BWD / VW;
     __shared__ C sh[32];
     const int t = threadIdx.x, bd = blockDim.x;
-    const bool cached = N <= (i64)bd * NK;
+    const bool cached = N <= (i64)bd * CK_BWD;
     const C cn = (C)N;
     C* pw = part ? part + (i64)blockIdx.x * 2 * N : nullptr;
     C* pb = pw ? pw + N : nullptr;
-    C aw[NK], ab[NK];
+    C aw[CK_BWD], ab[CK_BWD];
 #pragma unroll
-    for (int k = 0; k < NK; ++k) aw[k] = ab[k] = 0;
+    for (int k = 0; k < CK_BWD; ++k) aw[k] = ab[k] = 0;
     bool first = true;
     for (i64 r = blockIdx.x; r < R; r += gridDim.x) {
         const T* gy = dy + go + r * gr;
@@ -125,59 +189,118 @@ k_norm_bwd(const i64 R, const i64 N, const int layer,
         const C mu = mean ? mean[mo + r * ms] : (C)0, rs = rstd[so + r * ss];
         if (cached) {
             // g = dy * w is recomputed in the second loop (w is read from cache) rather than
-            // held: 8 more registers would spill
-            C xh[NK], dv[NK];
+            // held: more registers would spill
+            C xh[CK_BWD], dv[CK_BWD];
             C sg = 0, sgx = 0;
 #pragma unroll
-            for (int k = 0; k < NK; ++k) {
-                const i64 c = t + (i64)k * bd;
-                const bool in = c < N;
-                xh[k] = in ? (L(xrow[c * xc]) - mu) * rs : (C)0;
-                dv[k] = in ? L(gy[c * gc]) : (C)0;
-                const C g = in && w ? dv[k] * L(w[wo + c * wc]) : dv[k];
-                sg += g;
-                sgx += g * xh[k];
+            for (int j = 0; j < NCH; ++j) {
+                const i64 i = (t + (i64)j * bd) * VW;
+                if (i < N) {
+                    load_chunk<VW>(xrow, i, xc, xh + j * VW);
+                    load_chunk<VW>(gy, i, gc, dv + j * VW);
+                }
+#pragma unroll
+                for (int e = 0; e < VW; ++e) {
+                    const int k = j * VW + e;
+                    xh[k] = i < N ? (xh[k] - mu) * rs : (C)0;
+                    dv[k] = i < N ? dv[k] : (C)0;
+                    const C g = i < N && w ? dv[k] * L(w[wo + (i + e) * wc]) : dv[k];
+                    sg += g;
+                    sgx += g * xh[k];
+                }
             }
             const C mg = layer ? block_sum(sg, sh) / cn : (C)0;
             const C mgx = block_sum(sgx, sh) / cn;
 #pragma unroll
-            for (int k = 0; k < NK; ++k) {
-                const i64 c = t + (i64)k * bd;
-                const C g = c < N && w ? dv[k] * L(w[wo + c * wc]) : dv[k];
-                if (c < N) dxrow[c * dxc] = S(rs * (g - mg - xh[k] * mgx));
-                aw[k] += dv[k] * xh[k];
-                ab[k] += dv[k];
+            for (int j = 0; j < NCH; ++j) {
+                const i64 i = (t + (i64)j * bd) * VW;
+                C o[VW];
+#pragma unroll
+                for (int e = 0; e < VW; ++e) {
+                    const int k = j * VW + e;
+                    const C g = i < N && w ? dv[k] * L(w[wo + (i + e) * wc]) : dv[k];
+                    o[e] = rs * (g - mg - xh[k] * mgx);
+                    aw[k] += dv[k] * xh[k];
+                    ab[k] += dv[k];
+                }
+                if (i < N) store_chunk<VW>(dxrow, i, dxc, o);
             }
         } else {
+            C tx[VW], td[VW];
             C sg = 0, sgx = 0;
-            for (i64 c = t; c < N; c += bd) {
-                const C xv = (L(xrow[c * xc]) - mu) * rs, d = L(gy[c * gc]);
-                const C gv = w ? d * L(w[wo + c * wc]) : d;
-                sg += gv;
-                sgx += gv * xv;
+            for (i64 i = (i64)t * VW; i < N; i += (i64)bd * VW) {
+                load_chunk<VW>(xrow, i, xc, tx);
+                load_chunk<VW>(gy, i, gc, td);
+#pragma unroll
+                for (int e = 0; e < VW; ++e) {
+                    const C xv = (tx[e] - mu) * rs;
+                    const C gv = w ? td[e] * L(w[wo + (i + e) * wc]) : td[e];
+                    sg += gv;
+                    sgx += gv * xv;
+                }
             }
             const C mg = layer ? block_sum(sg, sh) / cn : (C)0;
             const C mgx = block_sum(sgx, sh) / cn;
-            for (i64 c = t; c < N; c += bd) {
-                const C xv = (L(xrow[c * xc]) - mu) * rs, d = L(gy[c * gc]);
-                const C gv = w ? d * L(w[wo + c * wc]) : d;
-                dxrow[c * dxc] = S(rs * (gv - mg - xv * mgx));
-                if (pw) {
-                    pw[c] = (first ? (C)0 : pw[c]) + d * xv;
-                    pb[c] = (first ? (C)0 : pb[c]) + d;
+            for (i64 i = (i64)t * VW; i < N; i += (i64)bd * VW) {
+                load_chunk<VW>(xrow, i, xc, tx);
+                load_chunk<VW>(gy, i, gc, td);
+                C o[VW];
+#pragma unroll
+                for (int e = 0; e < VW; ++e) {
+                    const C xv = (tx[e] - mu) * rs, d = td[e];
+                    const C gv = w ? d * L(w[wo + (i + e) * wc]) : d;
+                    o[e] = rs * (gv - mg - xv * mgx);
+                    if (pw) {
+                        pw[i + e] = (first ? (C)0 : pw[i + e]) + d * xv;
+                        pb[i + e] = (first ? (C)0 : pb[i + e]) + d;
+                    }
                 }
+                store_chunk<VW>(dxrow, i, dxc, o);
             }
         }
         first = false;
     }
     if (pw && cached) {
 #pragma unroll
-        for (int k = 0; k < NK; ++k) {
-            const i64 c = t + (i64)k * bd;
-            if (c < N) {
-                pw[c] = aw[k];
-                pb[c] = ab[k];
+        for (int j = 0; j < NCH; ++j) {
+            const i64 i = (t + (i64)j * bd) * VW;
+            if (i < N) {
+#pragma unroll
+                for (int e = 0; e < VW; ++e) {
+                    pw[i + e] = aw[j * VW + e];
+                    pb[i + e] = ab[j * VW + e];
+                }
             }
         }
     }
+}
+
+#define NORM_FWD_PARAMS                                                                        \
+    const i64 R, const i64 N, const int layer, const double eps, const T *x, const i64 xo,    \
+        const i64 xr, const i64 xc, const T *w, const i64 wo, const i64 wc, const T *b,       \
+        const i64 bo, const i64 bc, T *y, const i64 yo, const i64 yr, const i64 yc, C *rstd,  \
+        const i64 so, const i64 ss, C *mean, const i64 mo, const i64 ms
+#define NORM_FWD_ARGS \
+    R, N, layer, eps, x, xo, xr, xc, w, wo, wc, b, bo, bc, y, yo, yr, yc, rstd, so, ss, mean, mo, ms
+#define NORM_BWD_PARAMS                                                                        \
+    const i64 R, const i64 N, const int layer, const T *dy, const i64 go, const i64 gr,       \
+        const i64 gc, const T *x, const i64 xo, const i64 xr, const i64 xc, const C *rstd,    \
+        const i64 so, const i64 ss, const C *mean, const i64 mo, const i64 ms, const T *w,    \
+        const i64 wo, const i64 wc, T *dx, const i64 dxo, const i64 dxr, const i64 dxc,       \
+        C *part
+#define NORM_BWD_ARGS                                                                          \
+    R, N, layer, dy, go, gr, gc, x, xo, xr, xc, rstd, so, ss, mean, mo, ms, w, wo, wc, dx, dxo, \
+        dxr, dxc, part
+
+extern "C" __global__ void __launch_bounds__(1024) k_norm(NORM_FWD_PARAMS) {
+    norm_fwd<1>(NORM_FWD_ARGS);
+}
+extern "C" __global__ void __launch_bounds__(1024) k_norm_vec(NORM_FWD_PARAMS) {
+    norm_fwd<VEC>(NORM_FWD_ARGS);
+}
+extern "C" __global__ void __launch_bounds__(1024) k_norm_bwd(NORM_BWD_PARAMS) {
+    norm_bwd<1>(NORM_BWD_ARGS);
+}
+extern "C" __global__ void __launch_bounds__(1024) k_norm_bwd_vec(NORM_BWD_PARAMS) {
+    norm_bwd<VEC>(NORM_BWD_ARGS);
 }
