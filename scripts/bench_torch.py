@@ -124,6 +124,19 @@ def main():
             secs[f"{name}_bwd"] = gpu_time(lambda: torch.autograd.grad(ny, wrt, ndy, retain_graph=True))
             del ny, ndy
         del nx, nw, nb
+    # the loss over a large vocabulary (16,384 tokens x 49,152, bf16 logits, mean)
+    if want("cross_entropy_fwd") or want("cross_entropy_bwd"):
+        rows, vocab = (1024 if quick else 16384), 49152
+        cz = torch.randn(rows, vocab, device=dev, generator=g).to(torch.bfloat16).requires_grad_(True)
+        ct = torch.randint(0, vocab, (rows,), device=dev, generator=g)
+        if want("cross_entropy_fwd"):
+            with torch.no_grad():
+                secs["cross_entropy_fwd"] = gpu_time(lambda: torch.nn.functional.cross_entropy(cz, ct))
+        if want("cross_entropy_bwd"):
+            cl = torch.nn.functional.cross_entropy(cz, ct)
+            secs["cross_entropy_bwd"] = gpu_time(lambda: torch.autograd.grad(cl, (cz,), retain_graph=True))
+            del cl
+        del cz, ct
     if want("topk_k64"):
         t_in = torch.randn(512 if quick else 4096, 24576, device=dev, generator=g)
         secs["topk_k64"] = gpu_time(lambda: t_in.topk(64, dim=-1))

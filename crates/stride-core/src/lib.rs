@@ -34,6 +34,7 @@ mod tensor;
 mod transfer;
 mod view;
 
+pub use backend::cross_entropy::CrossEntropyRows;
 pub use backend::optim::AdamStep;
 pub use creation::MemoryFormat;
 pub use device::Device;

@@ -114,6 +114,10 @@ pub struct CrossEntropy {
     pub reduction: Reduction,
     /// ε in `[0, 1]`: the target becomes `(1 − ε)·one_hot + ε/C`.
     pub label_smoothing: f64,
+    /// λ ≥ 0 (not in PyTorch; PaLM's z-loss): `λ·logsumexp(input)²` is added to each
+    /// non-ignored position's loss, which keeps the logits from drifting. Class-index targets
+    /// without `weight` only.
+    pub z_loss: f64,
 }
 impl Default for CrossEntropy {
     fn default() -> Self {
@@ -122,6 +126,7 @@ impl Default for CrossEntropy {
             ignore_index: -100,
             reduction: Reduction::Mean,
             label_smoothing: 0.0,
+            z_loss: 0.0,
         }
     }
 }
@@ -241,10 +246,74 @@ fn nll_loss_impl(input: &Tensor, target: &Tensor, o: &CrossEntropy) -> Result<Te
 /// Cross entropy of unnormalised `input` logits (`(C)`, `(N, C)` or `(N, C, d…)`) against
 /// either integer class indices (the input's shape without the class dim) or class
 /// probabilities (the input's shape, float), with PyTorch's `weight`, `ignore_index`,
-/// `label_smoothing` and reductions.
+/// `label_smoothing` and reductions, and a z-loss option.
+///
+/// Class-index targets without `weight` take the fused kernel
+/// ([`Tensor::cross_entropy_rows`]): the logits are read once forward and once backward and
+/// the softmax is never stored — what a large vocabulary needs — and a bad target is checked
+/// on the device (no host wait; on CUDA the error comes at the next read). The other forms are
+/// composed from `log_softmax`.
+///
+/// ```
+/// use stride_core::Tensor;
+/// use stride_nn::loss::{cross_entropy, CrossEntropy};
+/// let logits = Tensor::from_vec(vec![2.0f32, 0.0, 0.0, 0.0, 2.0, 0.0], [2, 3])?;
+/// let target = Tensor::from_vec(vec![0i64, 1], [2])?;
+/// let loss = cross_entropy(&logits, &target, &CrossEntropy::default())?;   // mean of 2 rows
+/// let want = (1.0f32 + 2.0 * (-2.0f32).exp()).ln();
+/// assert!((loss.item::<f32>()? - want).abs() < 1e-6);
+/// # Ok::<(), stride_core::Error>(())
+/// ```
 pub fn cross_entropy(input: &Tensor, target: &Tensor, o: &CrossEntropy) -> Result<Tensor> {
     float_input("cross_entropy", input, "input")?;
+    if o.weight.is_none() && !target.dtype().is_float() && target.dtype() != DType::Bool {
+        return fused_cross_entropy(input, target, o);
+    }
+    if o.z_loss != 0.0 {
+        return Err(invalid(
+            "cross_entropy",
+            "z_loss is supported for class-index targets without a class weight",
+        ));
+    }
     in_compute_dtype(&[input, target], |t| cross_entropy_impl(&t[0], &t[1], o))
+}
+
+/// [`cross_entropy`] through the fused kernel: the class dim moved last, the positions as
+/// rows, then the reduction (the mean over the non-ignored positions, counted on the device).
+fn fused_cross_entropy(input: &Tensor, target: &Tensor, o: &CrossEntropy) -> Result<Tensor> {
+    let op = "cross_entropy";
+    let cd = class_dim(op, input)?;
+    let c = input.shape()[cd];
+    let mut expected = input.shape().to_vec();
+    expected.remove(cd);
+    if target.shape() != expected.as_slice() {
+        return Err(Error::ShapeMismatch {
+            op,
+            lhs: input.shape().to_vec(),
+            rhs: target.shape().to_vec(),
+            why: format!("don't fit: for class-index targets the target must have the input's shape without the class dim, {expected:?}"),
+        });
+    }
+    let mut last: Vec<i64> = (0..input.dim() as i64)
+        .filter(|&d| d != cd as i64)
+        .collect();
+    last.push(cd as i64);
+    let rows = input.permute(&last)?.reshape(&[-1, c as i64])?;
+    let t = target.to_dtype(DType::I64)?.reshape(&[-1])?;
+    let h = stride_core::CrossEntropyRows {
+        ignore_index: o.ignore_index,
+        label_smoothing: o.label_smoothing,
+        z_loss: o.z_loss,
+    };
+    let per = rows.cross_entropy_rows(&t, &h)?;
+    let out = match o.reduction {
+        Reduction::None => per.reshape(&expected.iter().map(|&d| d as i64).collect::<Vec<_>>())?,
+        Reduction::Sum => per.sum()?,
+        Reduction::Mean => per
+            .sum()?
+            .div(&t.ne(o.ignore_index)?.to_dtype(per.dtype())?.sum()?)?,
+    };
+    out.to_dtype(input.dtype())
 }
 
 fn cross_entropy_impl(input: &Tensor, target: &Tensor, o: &CrossEntropy) -> Result<Tensor> {

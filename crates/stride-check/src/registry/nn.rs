@@ -783,6 +783,7 @@ fn options(a: &[Arg], p: &Params) -> CrossEntropy {
         ignore_index: IGNORE,
         reduction: reduction(p),
         label_smoothing: scalar(p, 0),
+        z_loss: 0.0,
     }
 }
 

@@ -355,6 +355,52 @@ pub fn run(args: CudaArgs) -> Result<(), String> {
             );
         }
     }
+    // the loss over a large vocabulary (16,384 tokens × SmolLM2's 49,152, bf16 logits, mean):
+    // forward floor = read the logits once; backward floor = read them and write their
+    // gradient (the targets and per-row values are a few hundred KB)
+    if want("cross_entropy_fwd") || want("cross_entropy_bwd") {
+        let (rows, vocab) = (if q { 1024 } else { 16384 }, 49152usize);
+        let z = Tensor::randn([rows, vocab], DType::BF16, &dev, Some(&gen))
+            .and_then(|t| t.requires_grad_(true))
+            .map_err(e)?;
+        let t =
+            Tensor::randint(0, vocab as i64, [rows], DType::I64, &dev, Some(&gen)).map_err(e)?;
+        let opts = stride::nn::loss::CrossEntropy::default();
+        let loss = || stride::nn::loss::cross_entropy(&z, &t, &opts);
+        let zb = (rows * vocab * 2) as f64;
+        let what = format!("cross_entropy [{rows}, {vocab}] bf16, mean");
+        if want("cross_entropy_fwd") {
+            let _g = stride::autograd::no_grad();
+            let secs = gpu_time(d, reps, batches, || loss().map(|_| ())).map_err(e)?;
+            add(
+                "cross_entropy_fwd",
+                format!("{what}, forward"),
+                secs,
+                zb,
+                0.0,
+                Target::Bandwidth(0.85),
+            );
+        }
+        if want("cross_entropy_bwd") {
+            let l = loss().map_err(e)?;
+            let opts = stride::autograd::GradOptions {
+                retain_graph: true,
+                ..Default::default()
+            };
+            let secs = gpu_time(d, reps, batches, || {
+                stride::autograd::grad(&[&l], &[&z], None, opts.clone()).map(|_| ())
+            })
+            .map_err(e)?;
+            add(
+                "cross_entropy_bwd",
+                format!("{what}, backward"),
+                secs,
+                2.0 * zb,
+                0.0,
+                Target::Bandwidth(0.85),
+            );
+        }
+    }
     // topk k 64 over 24,576 latents per row (the SAE's activation); floor = the input read
     // once (a selection reads it at least once; the k outputs are negligible)
     if want("topk_k64") {

@@ -20,6 +20,7 @@
 //! [`crate::backend::scatter`]); the operands arrive checked, broadcast and cast as described
 //! in the module docs of [`crate::backend`].
 
+use super::cross_entropy::CrossEntropyRows;
 use super::index::{IndexDim, ScatterOp};
 use super::norm::Norm;
 use super::optim::{composed_adam, AdamStep};
@@ -233,6 +234,26 @@ pub(crate) trait Backend: Sync {
     fn norm(&self, n: Norm, inputs: &[View], outputs: &[View]) -> Result<()> {
         via_cpu(self, super::norm::name(n.kind), inputs, outputs, |i, o| {
             crate::cpu::norm::norm(n, i, o)
+        })
+    }
+
+    /// Cross-entropy over rows, forward (see [`super::cross_entropy`]): a CPU round trip
+    /// unless the backend has a kernel.
+    fn cross_entropy(&self, h: CrossEntropyRows, inputs: &[View], outputs: &[View]) -> Result<()> {
+        via_cpu(self, "cross_entropy", inputs, outputs, |i, o| {
+            crate::cpu::cross_entropy::cross_entropy(h, i, o)
+        })
+    }
+
+    /// Cross-entropy over rows, backward (see [`super::cross_entropy`]).
+    fn cross_entropy_backward(
+        &self,
+        h: CrossEntropyRows,
+        inputs: &[View],
+        outputs: &[View],
+    ) -> Result<()> {
+        via_cpu(self, "cross_entropy_backward", inputs, outputs, |i, o| {
+            crate::cpu::cross_entropy::cross_entropy_backward(h, i, o)
         })
     }
 
@@ -498,6 +519,16 @@ macro_rules! forward_to_kernels {
     (@ norm_backward $f:path) => {
         fn norm_backward(&self, n: $crate::backend::norm::Norm, inputs: &[$crate::backend::View<'_>], outputs: &[$crate::backend::View<'_>]) -> $crate::Result<()> {
             $f(n, inputs, outputs)
+        }
+    };
+    (@ cross_entropy $f:path) => {
+        fn cross_entropy(&self, h: $crate::backend::cross_entropy::CrossEntropyRows, inputs: &[$crate::backend::View<'_>], outputs: &[$crate::backend::View<'_>]) -> $crate::Result<()> {
+            $f(h, inputs, outputs)
+        }
+    };
+    (@ cross_entropy_backward $f:path) => {
+        fn cross_entropy_backward(&self, h: $crate::backend::cross_entropy::CrossEntropyRows, inputs: &[$crate::backend::View<'_>], outputs: &[$crate::backend::View<'_>]) -> $crate::Result<()> {
+            $f(h, inputs, outputs)
         }
     };
     (@ histc $f:path) => {

@@ -15,6 +15,7 @@
 
 pub(crate) mod access;
 pub(crate) mod copy;
+pub(crate) mod cross_entropy;
 pub(crate) mod cumulative;
 pub(crate) mod elementwise;
 pub(crate) mod flip;

@@ -81,6 +81,8 @@ impl Backend for Cpu {
         bincount => super::sort::bincount;
         histc => super::sort::histc;
         norm => super::norm::norm;
+        cross_entropy => super::cross_entropy::cross_entropy;
+        cross_entropy_backward => super::cross_entropy::cross_entropy_backward;
         norm_backward => super::norm::norm_backward;
     }
 }

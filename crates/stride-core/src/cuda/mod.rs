@@ -42,6 +42,7 @@
 pub(crate) mod alloc;
 pub(crate) mod buffer;
 pub(crate) mod compile;
+pub(crate) mod cross_entropy;
 pub(crate) mod deferred;
 pub(crate) mod device;
 pub(crate) mod elementwise;

@@ -9,6 +9,7 @@ use crate::backend::{ReduceOp, View};
 use crate::{DType, Layout, Result, Storage};
 
 const COMMON: &str = include_str!("kernels/common.cuh");
+const ROWS: &str = include_str!("kernels/rows.cuh");
 const NORM: &str = include_str!("kernels/norm.cu");
 
 /// Elements of a row each thread holds in registers (`CK_FWD`, `CK_BWD` in norm.cu).
@@ -21,7 +22,7 @@ const THREADS_PER_SM: usize = 2048;
 /// The normalisation module of float dtype `t` (`norm_<t>`).
 pub(crate) fn norm_module(t: DType) -> String {
     format!(
-        "{COMMON}\ntypedef {} T;\ntypedef E<T>::C C;\n#define L(v) E<T>::ld(v)\n#define S(v) E<T>::st(v)\n{NORM}",
+        "{COMMON}\ntypedef {} T;\ntypedef E<T>::C C;\n#define L(v) E<T>::ld(v)\n#define S(v) E<T>::st(v)\n{ROWS}{NORM}",
         ctype(t)
     )
 }
@@ -40,14 +41,15 @@ fn block_for(n: usize, held: usize) -> usize {
     n.div_ceil(held).next_multiple_of(32).clamp(32, MAX_BLOCK)
 }
 
-/// Whether the kernels' vector path applies: every 2-d operand's rows dense (column stride
-/// 1) and starting on 16-byte boundaries, the row length a whole number of vectors.
+/// Whether the kernels' vector path applies: every operand present (an absent one is a null
+/// pointer) dense along the row (column stride 1), each row starting on a 16-byte boundary,
+/// the row length a whole number of vectors.
 fn vectorised(cols: usize, operands: &[(u64, i64, i64, i64)], dtype: DType) -> bool {
     let vec = 16 / dtype.size_in_bytes();
     let size = dtype.size_in_bytes() as u64;
     cols % vec == 0
         && operands.iter().all(|&(p, off, rs, cs)| {
-            cs == 1 && (p + off as u64 * size) % 16 == 0 && (rs as u64 * size) % 16 == 0
+            p == 0 || (cs == 1 && (p + off as u64 * size) % 16 == 0 && (rs as u64 * size) % 16 == 0)
         })
 }
 
@@ -116,7 +118,7 @@ pub(crate) fn norm(n: Norm, i: &[View], o: &[View]) -> Result<()> {
         arg(&m.1),
         arg(&m.3),
     ];
-    let kernel = match vectorised(cols, &[x, y], t) {
+    let kernel = match vectorised(cols, &[x, y, w, b], t) {
         true => "norm_vec",
         false => "norm",
     };
@@ -184,7 +186,7 @@ pub(crate) fn norm_backward(n: Norm, i: &[View], o: &[View]) -> Result<()> {
     let m = v.mean.as_ref().map_or(Ok(NONE), operand)?;
     let w = v.weight.as_ref().map_or(Ok(NONE), operand)?;
     let dx = operand(&v.dx)?;
-    let kernel = match vectorised(cols, &[g, x, dx], t) {
+    let kernel = match vectorised(cols, &[g, x, dx, w], t) {
         true => "norm_bwd_vec",
         false => "norm_bwd",
     };

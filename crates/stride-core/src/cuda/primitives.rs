@@ -52,6 +52,8 @@ impl Backend for Cuda {
         histc => super::sort::histc;
         adam => super::optim::adam;
         norm => super::norm::norm;
+        cross_entropy => super::cross_entropy::cross_entropy;
+        cross_entropy_backward => super::cross_entropy::cross_entropy_backward;
         norm_backward => super::norm::norm_backward;
     }
 }

@@ -5,60 +5,27 @@
 // rows are dense and 16-byte aligned (the host checks). A row of at most CK * blockDim
 // elements is read once into registers; a longer one is read again from memory (L2) for each
 // pass. Sums are a fixed tree (warp butterflies, then the warp totals in order): the same bits
-// every run. The host defines T, C, L and S; blockDim.x is a multiple of 32.
+// every run. rows.cuh comes first.
 
 // Elements of a row a thread holds: forward, and backward (which also holds dy and two
 // gradient accumulators per element)
 #define CK_FWD 16
 #define CK_BWD 8
-// Elements of one 16-byte vector
-#define VEC (16 / (int)sizeof(T))
-
-// The sum of v over the block, in every thread (all threads of the block call it).
-__device__ __forceinline__ C block_sum(C v, C* sh) {
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-    __syncthreads();  // the previous call's readers are done with sh
-    if ((threadIdx.x & 31) == 0) sh[threadIdx.x >> 5] = v;
-    __syncthreads();
-    C s = 0;
-    const int warps = blockDim.x >> 5;
-    for (int k = 0; k < warps; ++k) s += sh[k];
-    return s;
-}
-
-// The VW elements of a row from element i (VW > 1: one 16-byte load; column stride 1)
-template <int VW>
-__device__ __forceinline__ void load_chunk(const T* row, i64 i, i64 s, C* out) {
-    if (VW == 1) {
-        out[0] = L(row[i * s]);
-    } else {
-        union { uint4 u; T e[VW]; } v;
-        v.u = *(const uint4*)(row + i);
-#pragma unroll
-        for (int e = 0; e < VW; ++e) out[e] = L(v.e[e]);
-    }
-}
-
-template <int VW>
-__device__ __forceinline__ void store_chunk(T* row, i64 i, i64 s, const C* in) {
-    if (VW == 1) {
-        row[i * s] = S(in[0]);
-    } else {
-        union { uint4 u; T e[VW]; } v;
-#pragma unroll
-        for (int e = 0; e < VW; ++e) v.e[e] = S(in[e]);
-        *(uint4*)(row + i) = v.u;
-    }
-}
-
 // (x - mean) * rstd * w + b: the CPU's order of operations (--fmad=false: each rounds once)
-__device__ __forceinline__ C norm_affine(C xv, C mu, C rs, const T* w, i64 wi, const T* b,
-                                         i64 bi) {
+__device__ __forceinline__ C norm_affine(C xv, C mu, C rs, const T* w, C wv, const T* b, C bv) {
     C o = (xv - mu) * rs;
-    if (w) o = o * L(w[wi]);
-    if (b) o = o + L(b[bi]);
+    if (w) o = o * wv;
+    if (b) o = o + bv;
     return o;
+}
+
+// The weight's and bias's VW elements from element i (each if present; vectors like the
+// rows': the host's vector check covers them)
+template <int VW>
+__device__ __forceinline__ void affine_chunk(const T* w, i64 wo, i64 wc, const T* b, i64 bo,
+                                             i64 bc, i64 i, C* wv, C* bv) {
+    if (w) load_chunk<VW>(w + wo, i, wc, wv);
+    if (b) load_chunk<VW>(b + bo, i, bc, bv);
 }
 
 template <int VW>
@@ -135,21 +102,21 @@ __device__ __forceinline__ void norm_fwd(const i64 R, const i64 N, const int lay
             for (int j = 0; j < NCH; ++j) {
                 const i64 i = (t + (i64)j * bd) * VW;
                 if (i < N) {
-                    C o[VW];
+                    C o[VW], wv[VW], bv[VW];
+                    affine_chunk<VW>(w, wo, wc, b, bo, bc, i, wv, bv);
 #pragma unroll
                     for (int e = 0; e < VW; ++e)
-                        o[e] = norm_affine(v[j * VW + e], mu, rs, w, wo + (i + e) * wc, b,
-                                           bo + (i + e) * bc);
+                        o[e] = norm_affine(v[j * VW + e], mu, rs, w, wv[e], b, bv[e]);
                     store_chunk<VW>(yrow, i, yc, o);
                 }
             }
         } else {
-            C tmp[VW];
+            C tmp[VW], wv[VW], bv[VW];
             for (i64 i = (i64)t * VW; i < N; i += (i64)bd * VW) {
                 load_chunk<VW>(xrow, i, xc, tmp);
+                affine_chunk<VW>(w, wo, wc, b, bo, bc, i, wv, bv);
 #pragma unroll
-                for (int e = 0; e < VW; ++e)
-                    tmp[e] = norm_affine(tmp[e], mu, rs, w, wo + (i + e) * wc, b, bo + (i + e) * bc);
+                for (int e = 0; e < VW; ++e) tmp[e] = norm_affine(tmp[e], mu, rs, w, wv[e], b, bv[e]);
                 store_chunk<VW>(yrow, i, yc, tmp);
             }
         }
@@ -195,16 +162,18 @@ __device__ __forceinline__ void norm_bwd(const i64 R, const i64 N, const int lay
 #pragma unroll
             for (int j = 0; j < NCH; ++j) {
                 const i64 i = (t + (i64)j * bd) * VW;
+                C wv[VW];
                 if (i < N) {
                     load_chunk<VW>(xrow, i, xc, xh + j * VW);
                     load_chunk<VW>(gy, i, gc, dv + j * VW);
+                    if (w) load_chunk<VW>(w + wo, i, wc, wv);
                 }
 #pragma unroll
                 for (int e = 0; e < VW; ++e) {
                     const int k = j * VW + e;
                     xh[k] = i < N ? (xh[k] - mu) * rs : (C)0;
                     dv[k] = i < N ? dv[k] : (C)0;
-                    const C g = i < N && w ? dv[k] * L(w[wo + (i + e) * wc]) : dv[k];
+                    const C g = i < N && w ? dv[k] * wv[e] : dv[k];
                     sg += g;
                     sgx += g * xh[k];
                 }
@@ -214,11 +183,12 @@ __device__ __forceinline__ void norm_bwd(const i64 R, const i64 N, const int lay
 #pragma unroll
             for (int j = 0; j < NCH; ++j) {
                 const i64 i = (t + (i64)j * bd) * VW;
-                C o[VW];
+                C o[VW], wv[VW];
+                if (i < N && w) load_chunk<VW>(w + wo, i, wc, wv);
 #pragma unroll
                 for (int e = 0; e < VW; ++e) {
                     const int k = j * VW + e;
-                    const C g = i < N && w ? dv[k] * L(w[wo + (i + e) * wc]) : dv[k];
+                    const C g = i < N && w ? dv[k] * wv[e] : dv[k];
                     o[e] = rs * (g - mg - xh[k] * mgx);
                     aw[k] += dv[k] * xh[k];
                     ab[k] += dv[k];
@@ -226,15 +196,16 @@ __device__ __forceinline__ void norm_bwd(const i64 R, const i64 N, const int lay
                 if (i < N) store_chunk<VW>(dxrow, i, dxc, o);
             }
         } else {
-            C tx[VW], td[VW];
+            C tx[VW], td[VW], wv[VW];
             C sg = 0, sgx = 0;
             for (i64 i = (i64)t * VW; i < N; i += (i64)bd * VW) {
                 load_chunk<VW>(xrow, i, xc, tx);
                 load_chunk<VW>(gy, i, gc, td);
+                if (w) load_chunk<VW>(w + wo, i, wc, wv);
 #pragma unroll
                 for (int e = 0; e < VW; ++e) {
                     const C xv = (tx[e] - mu) * rs;
-                    const C gv = w ? td[e] * L(w[wo + (i + e) * wc]) : td[e];
+                    const C gv = w ? td[e] * wv[e] : td[e];
                     sg += gv;
                     sgx += gv * xv;
                 }
@@ -244,11 +215,12 @@ __device__ __forceinline__ void norm_bwd(const i64 R, const i64 N, const int lay
             for (i64 i = (i64)t * VW; i < N; i += (i64)bd * VW) {
                 load_chunk<VW>(xrow, i, xc, tx);
                 load_chunk<VW>(gy, i, gc, td);
+                if (w) load_chunk<VW>(w + wo, i, wc, wv);
                 C o[VW];
 #pragma unroll
                 for (int e = 0; e < VW; ++e) {
                     const C xv = (tx[e] - mu) * rs, d = td[e];
-                    const C gv = w ? d * L(w[wo + (i + e) * wc]) : d;
+                    const C gv = w ? d * wv[e] : d;
                     o[e] = rs * (gv - mg - xv * mgx);
                     if (pw) {
                         pw[i + e] = (first ? (C)0 : pw[i + e]) + d * xv;
