@@ -22,50 +22,15 @@
 //! Dropping any term of the kernels' formulas (the mean of `g`, a block's partial gradient)
 //! moves a result by far more than these bounds (checked by mutating the kernels).
 
+mod rounding;
+
+use rounding::{compute_unit, host, tiny, unit, within};
 use stride_core::{cuda, DType, Device, Generator, Tensor};
 
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum Kind {
     Rms,
     Layer,
-}
-
-fn unit(d: DType) -> f64 {
-    match d {
-        DType::F16 => 2f64.powi(-11),
-        DType::BF16 => 2f64.powi(-8),
-        DType::F32 => 2f64.powi(-24),
-        _ => 2f64.powi(-53),
-    }
-}
-
-/// Half the spacing of `d`'s subnormals: the absolute part of rounding into `d`.
-fn tiny(d: DType) -> f64 {
-    match d {
-        DType::F16 => 2f64.powi(-25),
-        DType::BF16 => 2f64.powi(-134),
-        DType::F32 => 2f64.powi(-150),
-        _ => 0.0,
-    }
-}
-
-fn compute_unit(d: DType) -> f64 {
-    if d == DType::F64 {
-        2f64.powi(-53)
-    } else {
-        2f64.powi(-24)
-    }
-}
-
-fn host(t: &Tensor) -> Vec<f64> {
-    t.to_device(&Device::Cpu)
-        .unwrap()
-        .to_dtype(DType::F64)
-        .unwrap()
-        .contiguous()
-        .unwrap()
-        .to_vec::<f64>()
-        .unwrap()
 }
 
 /// A `[rows, cols]` tensor of `dtype` on `dev` from normal values `·scale + shift`, stored
@@ -98,20 +63,6 @@ fn input(
         t.t().unwrap()
     } else {
         t
-    }
-}
-
-fn within(what: &str, got: &[f64], want: &[f64], bound: &[f64]) {
-    assert_eq!(got.len(), want.len(), "{what}: lengths");
-    for i in 0..got.len() {
-        let err = (got[i] - want[i]).abs();
-        assert!(
-            err <= bound[i],
-            "{what}: element {i}: got {:e}, want {:e} (error {err:e} > bound {:e})",
-            got[i],
-            want[i],
-            bound[i]
-        );
     }
 }
 

@@ -168,6 +168,27 @@ struct Picked {
     w_n: Tensor,
 }
 
+/// The shape class-index targets must have (the input's without the class dim `cd`), checked
+/// against `target`'s.
+fn target_shape(
+    op: &'static str,
+    input: &Tensor,
+    target: &Tensor,
+    cd: usize,
+) -> Result<Vec<usize>> {
+    let mut expected = input.shape().to_vec();
+    expected.remove(cd);
+    if target.shape() != expected.as_slice() {
+        return Err(Error::ShapeMismatch {
+            op,
+            lhs: input.shape().to_vec(),
+            rhs: target.shape().to_vec(),
+            why: format!("don't fit: for class-index targets the target must have the input's shape without the class dim, {expected:?}"),
+        });
+    }
+    Ok(expected)
+}
+
 fn pick(op: &'static str, input: &Tensor, target: &Tensor, o: &CrossEntropy) -> Result<Picked> {
     let cd = class_dim(op, input)?;
     if !matches!(
@@ -180,16 +201,7 @@ fn pick(op: &'static str, input: &Tensor, target: &Tensor, o: &CrossEntropy) -> 
             hint: " for class-index targets; they must be an integer tensor (use i64), or have the input's shape for class probabilities".into(),
         });
     }
-    let mut expected = input.shape().to_vec();
-    expected.remove(cd);
-    if target.shape() != expected.as_slice() {
-        return Err(Error::ShapeMismatch {
-            op,
-            lhs: input.shape().to_vec(),
-            rhs: target.shape().to_vec(),
-            why: format!("don't fit: for class-index targets the target must have the input's shape without the class dim, {expected:?}"),
-        });
-    }
+    target_shape(op, input, target, cd)?;
     let c = input.shape()[cd];
     let t = target.to_dtype(DType::I64)?;
     let valid = t.ne(o.ignore_index)?;
@@ -284,16 +296,7 @@ fn fused_cross_entropy(input: &Tensor, target: &Tensor, o: &CrossEntropy) -> Res
     let op = "cross_entropy";
     let cd = class_dim(op, input)?;
     let c = input.shape()[cd];
-    let mut expected = input.shape().to_vec();
-    expected.remove(cd);
-    if target.shape() != expected.as_slice() {
-        return Err(Error::ShapeMismatch {
-            op,
-            lhs: input.shape().to_vec(),
-            rhs: target.shape().to_vec(),
-            why: format!("don't fit: for class-index targets the target must have the input's shape without the class dim, {expected:?}"),
-        });
-    }
+    let expected = target_shape(op, input, target, cd)?;
     let mut last: Vec<i64> = (0..input.dim() as i64)
         .filter(|&d| d != cd as i64)
         .collect();

@@ -4,7 +4,7 @@
 use super::access::Access;
 use super::math::{FloatElem, Real};
 use super::parallel::run_chunks;
-use super::strided::{SendPtr, PAR_GRAIN};
+use super::rows::{tasks, RowOp as Op};
 use crate::backend::cross_entropy::{rows, CrossEntropyRows};
 use crate::backend::View;
 use crate::{DType, Error, Result};
@@ -18,37 +18,6 @@ fn internal(what: &str) -> Error {
     )
 }
 
-/// Element `(r, c)` of a view's storage (1-d views: element `r`).
-#[derive(Clone, Copy)]
-struct Op<T> {
-    p: SendPtr<T>,
-    off: isize,
-    rs: isize,
-    cs: isize,
-}
-
-impl<T> Op<T> {
-    fn of(acc: &Access, v: &View) -> Op<T> {
-        let st = v.layout.strides();
-        Op {
-            p: SendPtr(acc.ptr::<T>(v.storage)),
-            off: v.layout.offset() as isize,
-            rs: st.first().map_or(0, |&s| s as isize),
-            cs: st.get(1).map_or(0, |&s| s as isize),
-        }
-    }
-    #[inline(always)]
-    unsafe fn at(self, r: usize, c: usize) -> *mut T {
-        self.p
-            .get()
-            .offset(self.off + r as isize * self.rs + c as isize * self.cs)
-    }
-}
-
-fn tasks(rows: usize, cols: usize) -> usize {
-    (rows.saturating_mul(cols.max(1)) / PAR_GRAIN).clamp(1, rayon::current_num_threads() * 4)
-}
-
 /// The first target outside `[0, classes)` that is not `ignore`, in row order.
 fn bad_target(
     h: &CrossEntropyRows,
@@ -60,7 +29,7 @@ fn bad_target(
     let t = Op::<i64>::of(acc, target);
     // SAFETY: element r of the [n] target view
     (0..n)
-        .map(|r| unsafe { *t.at(r, 0) })
+        .map(|r| unsafe { *t.at(0, r) })
         .find(|&v| v != h.ignore_index && (v < 0 || v >= classes as i64))
 }
 
@@ -127,7 +96,7 @@ fn forward<T: FloatElem>(h: CrossEntropyRows, i: &[View], o: &[View]) -> Result<
                     }
                 }
                 let l = m + s.ln();
-                let target = *t.at(r, 0);
+                let target = *t.at(0, r);
                 let mut v = zero;
                 if target != h.ignore_index {
                     let zt = (*x.at(r, target as usize)).load();
@@ -139,8 +108,8 @@ fn forward<T: FloatElem>(h: CrossEntropyRows, i: &[View], o: &[View]) -> Result<
                         v = v + zl * l * l;
                     }
                 }
-                *out.at(r, 0) = v;
-                *lse_out.at(r, 0) = l;
+                *out.at(0, r) = v;
+                *lse_out.at(0, r) = l;
             }
         }
     });
@@ -167,9 +136,9 @@ fn backward<T: FloatElem>(h: CrossEntropyRows, i: &[View], o: &[View]) -> Result
         for r in r0..r1 {
             // SAFETY: as in the forward; each dlogits row is written by this task alone
             unsafe {
-                let target = *t.at(r, 0);
+                let target = *t.at(0, r);
                 let skip = target == h.ignore_index;
-                let (gr, lr) = (*g.at(r, 0), *l.at(r, 0));
+                let (gr, lr) = (*g.at(0, r), *l.at(0, r));
                 let scale = one + two * zl * lr;
                 for c in 0..classes {
                     let mut d = ((*x.at(r, c)).load() - lr).exp() * scale - smooth;

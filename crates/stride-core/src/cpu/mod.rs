@@ -29,6 +29,7 @@ pub(crate) mod prefetch;
 pub(crate) mod primitives;
 pub(crate) mod random;
 pub(crate) mod reduce;
+pub(crate) mod rows;
 pub(crate) mod sort;
 pub(crate) mod strided;
 pub(crate) mod transpose;

@@ -6,6 +6,7 @@
 use super::access::Access;
 use super::math::{FloatElem, Real};
 use super::parallel::{run_chunks, run_tasks};
+use super::rows::{tasks, RowOp as Op};
 use super::strided::SendPtr;
 use crate::backend::norm::{Norm, NormKind};
 use crate::backend::View;
@@ -17,39 +18,6 @@ use num_traits::{Float, One, Zero};
 const BLOCKS: usize = 64;
 /// Fewest rows per block of that stage.
 const BLOCK_ROWS: usize = 16;
-
-/// A 2-d (or 1-d) operand: base pointer, offset and strides in elements.
-#[derive(Clone, Copy)]
-struct Op<T> {
-    p: SendPtr<T>,
-    off: isize,
-    rs: isize,
-    cs: isize,
-}
-
-impl<T: Copy> Op<T> {
-    fn of(acc: &Access, v: &View) -> Op<T> {
-        let st = v.layout.strides();
-        let (rs, cs) = match st.len() {
-            2 => (st[0], st[1]),
-            1 => (0, st[0]),
-            _ => (0, 0),
-        };
-        Op {
-            p: SendPtr(acc.ptr::<T>(v.storage)),
-            off: v.layout.offset() as isize,
-            rs: rs as isize,
-            cs: cs as isize,
-        }
-    }
-    /// Element `(r, c)`.
-    #[inline(always)]
-    unsafe fn at(self, r: usize, c: usize) -> *mut T {
-        self.p
-            .get()
-            .offset(self.off + r as isize * self.rs + c as isize * self.cs)
-    }
-}
 
 fn internal(op: &'static str, what: &str) -> Error {
     Error::invalid(
@@ -78,12 +46,6 @@ pub(crate) fn norm_backward(n: Norm, i: &[View], o: &[View]) -> Result<()> {
         DType::BF16 => backward::<bf16>(n, i, o),
         _ => Err(internal("norm_backward", "a non-float operand")),
     }
-}
-
-/// The tasks a pass over `rows` rows of `cols` elements is split into.
-fn tasks(rows: usize, cols: usize) -> usize {
-    let work = rows.saturating_mul(cols.max(1));
-    (work / super::strided::PAR_GRAIN).clamp(1, rayon::current_num_threads() * 4)
 }
 
 fn forward<T: FloatElem>(n: Norm, i: &[View], o: &[View]) -> Result<()> {

@@ -6,6 +6,7 @@
 use super::buffer::CudaBuffer;
 use super::index::{describe, read_words};
 use super::launch::{arg, dptr, launch_cfg};
+use super::rows::{grid_for, operand, vectorised};
 use super::source::{ctype, tag};
 use crate::backend::cross_entropy::{rows, CrossEntropyRows};
 use crate::backend::View;
@@ -17,8 +18,6 @@ const CROSS_ENTROPY: &str = include_str!("kernels/cross_entropy.cu");
 
 /// Threads per block (a block per row).
 const BLOCK: usize = 256;
-/// Threads one SM runs at once.
-const THREADS_PER_SM: usize = 2048;
 
 /// The cross-entropy module of float dtype `t` (`cross_entropy_<t>`).
 pub(crate) fn module(t: DType) -> String {
@@ -34,35 +33,6 @@ pub(crate) fn all_modules() -> Vec<(String, String)> {
         .iter()
         .map(|&t| (format!("cross_entropy_{}", tag(t)), module(t)))
         .collect()
-}
-
-/// Base pointer, offset and strides (row, column) of an operand; a 1-d one has column
-/// stride 0.
-fn operand(v: &View) -> Result<(u64, i64, i64, i64)> {
-    let (_, p) = dptr(v)?;
-    let st = v.layout.strides();
-    Ok((
-        p,
-        v.layout.offset() as i64,
-        st.first().map_or(0, |&s| s as i64),
-        st.get(1).map_or(0, |&s| s as i64),
-    ))
-}
-
-/// Whether the vector path applies: the logits' (and their gradient's) rows dense, 16-byte
-/// aligned, a whole number of vectors long.
-fn vectorised(classes: usize, operands: &[(u64, i64, i64, i64)], t: DType) -> bool {
-    let size = t.size_in_bytes() as u64;
-    classes % (16 / t.size_in_bytes()) == 0
-        && operands.iter().all(|&(p, off, rs, cs)| {
-            cs == 1 && (p + off as u64 * size) % 16 == 0 && (rs as u64 * size) % 16 == 0
-        })
-}
-
-fn grid(sm_count: u32, rows: usize) -> u32 {
-    (sm_count as usize * (THREADS_PER_SM / BLOCK))
-        .min(rows)
-        .max(1) as u32
 }
 
 /// See [`crate::backend::cross_entropy::cross_entropy`].
@@ -95,16 +65,16 @@ pub(crate) fn cross_entropy(h: CrossEntropyRows, i: &[View], o: &[View]) -> Resu
         arg(&x.3),
         arg(&tg.0),
         arg(&tg.1),
-        arg(&tg.2),
+        arg(&tg.3),
         arg(&h.ignore_index),
         arg(&h.label_smoothing),
         arg(&h.z_loss),
         arg(&lo.0),
         arg(&lo.1),
-        arg(&lo.2),
+        arg(&lo.3),
         arg(&le.0),
         arg(&le.1),
-        arg(&le.2),
+        arg(&le.3),
         arg(&gate.ptr),
     ];
     unsafe {
@@ -112,7 +82,7 @@ pub(crate) fn cross_entropy(h: CrossEntropyRows, i: &[View], o: &[View]) -> Resu
             &dev,
             &f,
             "cross_entropy",
-            (grid(dev.sm_count, n), 1, 1),
+            (grid_for(dev.sm_count, n, BLOCK), 1, 1),
             (BLOCK as u32, 1, 1),
             0,
             &mut args,
@@ -172,16 +142,16 @@ pub(crate) fn cross_entropy_backward(h: CrossEntropyRows, i: &[View], o: &[View]
         arg(&x.3),
         arg(&tg.0),
         arg(&tg.1),
-        arg(&tg.2),
+        arg(&tg.3),
         arg(&h.ignore_index),
         arg(&h.label_smoothing),
         arg(&h.z_loss),
         arg(&g.0),
         arg(&g.1),
-        arg(&g.2),
+        arg(&g.3),
         arg(&le.0),
         arg(&le.1),
-        arg(&le.2),
+        arg(&le.3),
         arg(&dx.0),
         arg(&dx.1),
         arg(&dx.2),
@@ -192,7 +162,7 @@ pub(crate) fn cross_entropy_backward(h: CrossEntropyRows, i: &[View], o: &[View]
             &dev,
             &f,
             "cross_entropy_backward",
-            (grid(dev.sm_count, n), 1, 1),
+            (grid_for(dev.sm_count, n, BLOCK), 1, 1),
             (BLOCK as u32, 1, 1),
             0,
             &mut args,

@@ -55,6 +55,7 @@ pub(crate) mod optim;
 pub(crate) mod primitives;
 pub(crate) mod random;
 pub(crate) mod reduce;
+pub(crate) mod rows;
 pub(crate) mod sort;
 pub(crate) mod source;
 pub(crate) mod tile;

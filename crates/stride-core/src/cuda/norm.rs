@@ -3,6 +3,7 @@
 //! gradients), then a column sum of the partials and its cast into the gradients' dtype.
 
 use super::launch::{arg, dptr, launch_cfg};
+use super::rows::{grid_for, operand, vectorised, NONE};
 use super::source::{ctype, tag};
 use crate::backend::norm::{stat_dtype, Norm, NormKind};
 use crate::backend::{ReduceOp, View};
@@ -15,9 +16,8 @@ const NORM: &str = include_str!("kernels/norm.cu");
 /// Elements of a row each thread holds in registers (`CK_FWD`, `CK_BWD` in norm.cu).
 const CK_FWD: usize = 16;
 const CK_BWD: usize = 8;
-/// Threads a block may have (`__launch_bounds__` in norm.cu) and that one SM runs at once.
+/// Threads a block may have (`__launch_bounds__` in norm.cu).
 const MAX_BLOCK: usize = 1024;
-const THREADS_PER_SM: usize = 2048;
 
 /// The normalisation module of float dtype `t` (`norm_<t>`).
 pub(crate) fn norm_module(t: DType) -> String {
@@ -40,40 +40,6 @@ pub(crate) fn all_modules() -> Vec<(String, String)> {
 fn block_for(n: usize, held: usize) -> usize {
     n.div_ceil(held).next_multiple_of(32).clamp(32, MAX_BLOCK)
 }
-
-/// Whether the kernels' vector path applies: every operand present (an absent one is a null
-/// pointer) dense along the row (column stride 1), each row starting on a 16-byte boundary,
-/// the row length a whole number of vectors.
-fn vectorised(cols: usize, operands: &[(u64, i64, i64, i64)], dtype: DType) -> bool {
-    let vec = 16 / dtype.size_in_bytes();
-    let size = dtype.size_in_bytes() as u64;
-    cols % vec == 0
-        && operands.iter().all(|&(p, off, rs, cs)| {
-            p == 0 || (cs == 1 && (p + off as u64 * size) % 16 == 0 && (rs as u64 * size) % 16 == 0)
-        })
-}
-
-/// Blocks for `rows` rows: all resident at once (grid-stride over the rest), at most one per
-/// row.
-fn grid_for(sm_count: u32, rows: usize, block: usize) -> usize {
-    (sm_count as usize * (THREADS_PER_SM / block))
-        .min(rows)
-        .max(1)
-}
-
-/// Base pointer, offset and the two strides of a 2-d operand (a 1-d one: row stride 0).
-fn operand(v: &View) -> Result<(u64, i64, i64, i64)> {
-    let (_, p) = dptr(v)?;
-    let st = v.layout.strides();
-    let (rs, cs) = match st.len() {
-        2 => (st[0] as i64, st[1] as i64),
-        _ => (0, st[0] as i64),
-    };
-    Ok((p, v.layout.offset() as i64, rs, cs))
-}
-
-/// An absent operand: null pointer, zero offset and strides.
-const NONE: (u64, i64, i64, i64) = (0, 0, 0, 0);
 
 /// See [`crate::backend::norm::norm`].
 pub(crate) fn norm(n: Norm, i: &[View], o: &[View]) -> Result<()> {
@@ -131,7 +97,7 @@ pub(crate) fn norm(n: Norm, i: &[View], o: &[View]) -> Result<()> {
             &dev,
             &f,
             op,
-            (grid as u32, 1, 1),
+            (grid, 1, 1),
             (block as u32, 1, 1),
             0,
             &mut args,
@@ -156,10 +122,11 @@ pub(crate) fn norm_backward(n: Norm, i: &[View], o: &[View]) -> Result<()> {
     }
     let block = block_for(cols, CK_BWD);
     let grid = grid_for(dev.sm_count, rows, block);
-    let part_layout = Layout::contiguous(&[grid, 2, cols]);
+    let parts = grid as usize;
+    let part_layout = Layout::contiguous(&[parts, 2, cols]);
     let part = if affine {
         Some(Storage::alloc(
-            &[grid, 2, cols],
+            &[parts, 2, cols],
             ct,
             &v.x.storage.device(),
             false,
@@ -227,7 +194,7 @@ pub(crate) fn norm_backward(n: Norm, i: &[View], o: &[View]) -> Result<()> {
             &dev,
             &f,
             op,
-            (grid as u32, 1, 1),
+            (grid, 1, 1),
             (block as u32, 1, 1),
             0,
             &mut args,

@@ -4,14 +4,19 @@
 // it (an online log-sum-exp), merged over the block by fixed trees. Backward: the gradient of
 // each logit from the saved log-sum-exp. rows.cuh comes first.
 
+// exp in the compute type: f32 through exp2f (the MUFU unit, ≤ 2 ulp; expf's range reduction
+// made the forward compute-bound), f64 through exp
+__device__ __forceinline__ float ce_exp(float v) { return exp2f(v * 1.4426950408889634f); }
+__device__ __forceinline__ double ce_exp(double v) { return exp(v); }
+
 // Pushes logit z into a running (max m, sum s of exp(. - m)); -inf adds nothing, NaN poisons.
 __device__ __forceinline__ void lse_push(C& m, C& s, C z) {
     if (z == -(C)(1.0 / 0.0)) return;
     if (z > m) {
-        s = s * m_exp(m - z) + (C)1;
+        s = s * ce_exp(m - z) + (C)1;
         m = z;
     } else {
-        s += m_exp(z - m);
+        s += ce_exp(z - m);
     }
 }
 
@@ -40,7 +45,7 @@ __device__ __forceinline__ void ce_fwd(const i64 R, const i64 V, const T* x, con
         }
         const C mx = block_max(m, sh);
         // a thread that saw only -inf has s = 0 (and m = -inf: exp(m - mx) would be NaN)
-        const C total = block_sum(s == (C)0 ? (C)0 : s * m_exp(m - mx), sh);
+        const C total = block_sum(s == (C)0 ? (C)0 : s * ce_exp(m - mx), sh);
         const C sumz = ls != 0.0 ? block_sum(sz, sh) : (C)0;
         const C l = mx + m_log(total);
         if (t == 0) {
@@ -86,7 +91,7 @@ __device__ __forceinline__ void ce_bwd(const i64 R, const i64 V, const T* x, con
             load_chunk<VW>(row, i, xc, tmp);
 #pragma unroll
             for (int e = 0; e < VW; ++e) {
-                C d = m_exp(tmp[e] - l) * scale - smooth;
+                C d = ce_exp(tmp[e] - l) * scale - smooth;
                 if (i + e == target) d = d - hit;
                 tmp[e] = skip ? (C)0 : gr * d;
             }
