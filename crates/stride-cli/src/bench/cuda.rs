@@ -342,7 +342,7 @@ pub fn run(args: CudaArgs) -> Result<(), String> {
                 ..Default::default()
             };
             let t = gpu_time(d, reps, batches, || {
-                stride::autograd::grad(&[&y], &wrt, Some(&[&dy]), opts.clone()).map(|_| ())
+                stride::autograd::grad(&[&y], &wrt, Some(&[&dy]), opts).map(|_| ())
             })
             .map_err(e)?;
             add(
@@ -388,7 +388,7 @@ pub fn run(args: CudaArgs) -> Result<(), String> {
                 ..Default::default()
             };
             let secs = gpu_time(d, reps, batches, || {
-                stride::autograd::grad(&[&l], &[&z], None, opts.clone()).map(|_| ())
+                stride::autograd::grad(&[&l], &[&z], None, opts).map(|_| ())
             })
             .map_err(e)?;
             add(

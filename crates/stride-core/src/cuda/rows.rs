@@ -33,9 +33,12 @@ pub(crate) fn operand(v: &View) -> Result<RowArg> {
 /// the row length a whole number of vectors.
 pub(crate) fn vectorised(cols: usize, operands: &[RowArg], dtype: DType) -> bool {
     let size = dtype.size_in_bytes() as u64;
-    cols % (16 / dtype.size_in_bytes()) == 0
+    cols.is_multiple_of(16 / dtype.size_in_bytes())
         && operands.iter().all(|&(p, off, rs, cs)| {
-            p == 0 || (cs == 1 && (p + off as u64 * size) % 16 == 0 && (rs as u64 * size) % 16 == 0)
+            p == 0
+                || (cs == 1
+                    && (p + off as u64 * size).is_multiple_of(16)
+                    && (rs as u64 * size).is_multiple_of(16))
         })
 }
 

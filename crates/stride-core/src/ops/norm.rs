@@ -133,7 +133,7 @@ fn normalize(
         .reduce(DType::promote)
         .expect("x is present");
     let cols: usize = normalized.iter().product();
-    let rows = if cols == 0 { 0 } else { x.numel() / cols };
+    let rows = x.numel().checked_div(cols).unwrap_or(0);
     let rows_cols = [rows as i64, cols as i64];
     // every operand in the result dtype, x as rows and the affine operands as one row (views
     // where the layouts allow; exact widenings)
