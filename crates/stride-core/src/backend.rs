@@ -5,7 +5,9 @@
 //! validated shapes, broadcast the inputs to the output's shape (stride 0), cast inputs to the
 //! op's compute dtype, and made sure the output does not partially alias an input (an output
 //! may be *exactly* an input: same storage and layout, for in-place ops). Everything else —
-//! softmax, norms, losses, optimizers — is composed from these in the frontend.
+//! softmax, losses, optimizers — is composed from these in the frontend, except the fused
+//! primitives a few hot compositions have: the Adam update ([`optim`]), the normalisations
+//! ([`norm`]) and the cross-entropy over rows of logits ([`cross_entropy`]).
 
 use crate::debug::{self, Replay};
 use crate::{DType, Device, Error, Layout, Result, Scalar, Storage};
