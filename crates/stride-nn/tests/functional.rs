@@ -630,3 +630,46 @@ fn half_precision_rounds_once() {
         }
     }
 }
+
+/// The fused norms and the fused cross-entropy, forward and backward, as a training step
+/// uses them, make no host wait: under `forbid_sync` a wait is an error. On the CPU (which
+/// announces the waits a GPU run would make) and on CUDA where there is one.
+#[test]
+fn fused_norms_and_loss_make_no_host_wait() {
+    use stride_nn::loss::{cross_entropy, CrossEntropy};
+    let mut devices = vec![Device::Cpu];
+    devices.extend(stride_core::cuda::require_or_skip(
+        "fused_norms_and_loss_make_no_host_wait",
+    ));
+    for dev in devices {
+        let x = Tensor::randn([4, 6, 32], DType::BF16, &dev, None)
+            .unwrap()
+            .requires_grad_(true)
+            .unwrap();
+        let w = Tensor::ones([32], DType::BF16, &dev)
+            .unwrap()
+            .requires_grad_(true)
+            .unwrap();
+        let t = Tensor::from_vec((0..24).map(|i| (i * 5) % 32).collect::<Vec<i64>>(), [4, 6])
+            .unwrap()
+            .to_device(&dev)
+            .unwrap();
+        let o = CrossEntropy {
+            ignore_index: 3,
+            label_smoothing: 0.1,
+            z_loss: 1e-4,
+            ..CrossEntropy::default()
+        };
+        let _no_waits = stride_core::debug::forbid_sync();
+        let h = rms_norm(&x, &[32], Some(&w), Some(1e-6)).unwrap();
+        let h = layer_norm(&h, &[32], Some(&w), None, 1e-5).unwrap();
+        let loss = cross_entropy(
+            &h.reshape(&[24, 32]).unwrap(),
+            &t.reshape(&[24]).unwrap(),
+            &o,
+        )
+        .unwrap();
+        loss.backward().unwrap();
+        assert!(x.grad().is_some() && w.grad().is_some(), "on {dev}");
+    }
+}

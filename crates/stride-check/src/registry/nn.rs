@@ -132,18 +132,29 @@ fn norm_input(shape: &[usize]) -> Vec<usize> {
     }
 }
 
+/// Row lengths on both sides of the fused CUDA kernels' limits: 16-byte vectors (8 halves),
+/// the register cache (16 elements a thread forward, 8 backward, at most 1,024 threads: rows
+/// past 8,192 / 16,384 are read twice), and the cross-entropy's pass of 2,048 (256 threads ×
+/// 8); the long sweeps are `stride-core/tests/norm.rs` and `tests/cross_entropy.rs`.
+const LONG_ROWS: [usize; 4] = [257, 1025, 8193, 16385];
+const LONG_CLASSES: [usize; 2] = [2049, 8193];
+
 /// Samples of LayerNorm (`with_bias`) and RmsNorm: over the last dim and, with variants, the
-/// last two; values in [-4, 4] and — the large common offset — 100 + [-1, 1].
+/// last two, and rows of [`LONG_ROWS`]; values in [-4, 4] and — the large common offset —
+/// 100 + [-1, 1].
 fn norm_sampler(with_bias: bool) -> impl Fn(&mut SampleCtx) -> Vec<Sample> + Send + Sync {
     move |ctx: &mut SampleCtx| {
         let d = ctx.dtype;
-        let x_shape = norm_input(&ctx.shape);
-        let mut nds = vec![1usize];
-        if ctx.variants && x_shape.len() >= 2 {
-            nds.push(2);
+        let base = norm_input(&ctx.shape);
+        let mut cases = vec![(base.clone(), 1usize)];
+        if ctx.variants && base.len() >= 2 {
+            cases.push((base, 2));
+        }
+        if ctx.variants {
+            cases.extend(LONG_ROWS.iter().map(|&n| (vec![2, n], 1)));
         }
         let mut out = vec![];
-        for nd in nds {
+        for (x_shape, nd) in cases {
             let w_shape = x_shape[x_shape.len() - nd..].to_vec();
             for offset in [0.0, 100.0] {
                 let n = numel(&x_shape);
@@ -716,65 +727,80 @@ fn class_sampler(
 ) -> impl Fn(&mut SampleCtx) -> Vec<Sample> + Send + Sync {
     move |ctx: &mut SampleCtx| {
         let d = ctx.dtype;
-        let xs = class_input(&ctx.shape);
-        let cd = if xs.len() == 1 { 0 } else { 1 };
-        let c = xs[cd];
-        let mut ts = xs.clone();
-        ts.remove(cd);
-        let mut combos: Vec<(i64, i64, i64, f64)> = vec![(1, 1, 1, 0.0)];
-        if ctx.variants {
-            combos = vec![];
-            for r in [0, 1, 2] {
-                for w in [0, 1] {
-                    combos.push((r, w, (!probs) as i64 * (r % 2), 0.0));
-                    if smoothing {
-                        combos.push((r, w, (!probs) as i64, 0.1));
+        let mut out = vec![];
+        for (xs, long) in class_cases(ctx, probs) {
+            let cd = if xs.len() == 1 { 0 } else { 1 };
+            let c = xs[cd];
+            let mut ts = xs.clone();
+            ts.remove(cd);
+            let mut combos: Vec<(i64, i64, i64, f64)> = vec![(1, 1, 1, 0.0)];
+            if ctx.variants {
+                combos = vec![];
+                for r in [0, 1, 2] {
+                    for w in [0, 1] {
+                        combos.push((r, w, (!probs) as i64 * (r % 2), 0.0));
+                        if smoothing {
+                            combos.push((r, w, (!probs) as i64, 0.1));
+                        }
                     }
                 }
             }
-        }
-        let mut out = vec![];
-        for (r, w, ig, ls) in combos {
-            let x = input.values(d, numel(&xs), &mut ctx.rng, ctx.tame);
-            let target = if probs {
-                // positive, normalised along the class dim, then stored in the dtype
-                let raw: Vec<f64> = (0..numel(&xs)).map(|_| 0.05 + ctx.rng.unit()).collect();
-                let inner: usize = xs[cd + 1..].iter().product();
-                let mut t = raw.clone();
-                for o in 0..numel(&xs[..cd]) {
-                    for i in 0..inner {
-                        let at = |k: usize| (o * c + k) * inner + i;
-                        let s: f64 = (0..c).map(|k| raw[at(k)]).sum();
-                        for k in 0..c {
-                            t[at(k)] = crate::host::store(raw[at(k)] / s, d);
+            if long {
+                // the fused kernel's path: class indices, no weight; mean, ignored rows, smoothing
+                combos = vec![(1, 0, 1, 0.1)];
+            }
+            for (r, w, ig, ls) in combos {
+                let x = input.values(d, numel(&xs), &mut ctx.rng, ctx.tame);
+                let target = if probs {
+                    // positive, normalised along the class dim, then stored in the dtype
+                    let raw: Vec<f64> = (0..numel(&xs)).map(|_| 0.05 + ctx.rng.unit()).collect();
+                    let inner: usize = xs[cd + 1..].iter().product();
+                    let mut t = raw.clone();
+                    for o in 0..numel(&xs[..cd]) {
+                        for i in 0..inner {
+                            let at = |k: usize| (o * c + k) * inner + i;
+                            let s: f64 = (0..c).map(|k| raw[at(k)]).sum();
+                            for k in 0..c {
+                                t[at(k)] = crate::host::store(raw[at(k)] / s, d);
+                            }
                         }
                     }
-                }
-                tensor(d, xs.clone(), t)
-            } else {
-                let t: Vec<f64> = (0..numel(&ts))
-                    .map(|_| {
-                        if ig != 0 && ctx.rng.below(4) == 0 {
-                            IGNORE as f64
-                        } else {
-                            ctx.rng.below(c) as f64
-                        }
-                    })
-                    .collect();
-                tensor(DType::I64, ts.clone(), t)
-            };
-            let wv = Domain::range(0.25, 2.0).values(d, c, &mut ctx.rng, ctx.tame);
-            out.push(Sample::new(
-                vec![tensor(d, xs.clone(), x), target, tensor(d, vec![c], wv)],
-                Params {
-                    ints: vec![r, w],
-                    scalars: vec![Scalar::Float(ls)],
-                    ..Params::default()
-                },
-            ));
+                    tensor(d, xs.clone(), t)
+                } else {
+                    let t: Vec<f64> = (0..numel(&ts))
+                        .map(|_| {
+                            if ig != 0 && ctx.rng.below(4) == 0 {
+                                IGNORE as f64
+                            } else {
+                                ctx.rng.below(c) as f64
+                            }
+                        })
+                        .collect();
+                    tensor(DType::I64, ts.clone(), t)
+                };
+                let wv = Domain::range(0.25, 2.0).values(d, c, &mut ctx.rng, ctx.tame);
+                out.push(Sample::new(
+                    vec![tensor(d, xs.clone(), x), target, tensor(d, vec![c], wv)],
+                    Params {
+                        ints: vec![r, w],
+                        scalars: vec![Scalar::Float(ls)],
+                        ..Params::default()
+                    },
+                ));
+            }
         }
         out
     }
+}
+
+/// The input shapes of a class loss's samples: the base shape, and with variants (index
+/// targets only) rows of [`LONG_CLASSES`] classes (`true`: take the long cases' combination).
+fn class_cases(ctx: &SampleCtx, probs: bool) -> Vec<(Vec<usize>, bool)> {
+    let mut cases = vec![(class_input(&ctx.shape), false)];
+    if ctx.variants && !probs {
+        cases.extend(LONG_CLASSES.iter().map(|&c| (vec![2, c], true)));
+    }
+    cases
 }
 
 fn options(a: &[Arg], p: &Params) -> CrossEntropy {
