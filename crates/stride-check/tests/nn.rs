@@ -2,12 +2,15 @@
 //! in every float dtype over every layout, against f64 references with per-element error
 //! bounds — and the bounds are neither hollow nor too tight: a LayerNorm whose mean is kept
 //! in the half dtype (the bug of issue #22) fails in f16/bf16, and a LayerNorm computed in
-//! f32 and rounded once passes in every dtype.
+//! f32 and rounded once passes in every dtype; an attention that rounds its softmax weights
+//! to the half dtype before `P·V` (what a fused half kernel does) passes, and attentions that
+//! lose the scale, align the causal mask bottom-right or map GQA heads the wrong way fail.
 
 use stride_check::registry::{self, nn};
 use stride_check::registry::{Arg, Params};
 use stride_check::{run_ops, Config, OpInfo, Reason, Report};
-use stride_core::{compute_dtype, Result, Tensor};
+use stride_core::{compute_dtype, DType, Result, Tensor};
+use stride_nn::functional::{causal_mask, scaled_dot_product_attention};
 
 fn run(ops: &[OpInfo]) -> Report {
     run_ops(&Config::default(), ops.iter())
@@ -28,7 +31,7 @@ fn layer_norm() -> OpInfo {
 #[test]
 fn every_entry_is_registered_and_checks_results() {
     let ops = nn::ops();
-    assert_eq!(ops.len(), 12);
+    assert_eq!(ops.len(), 13);
     let report = run(&ops);
     for op in &ops {
         assert!(
@@ -175,5 +178,145 @@ fn a_loss_that_drops_an_element_is_caught() {
             report.failures().iter().any(|(k, _)| k.dtype == d),
             "not caught in {d}"
         );
+    }
+}
+
+fn attention() -> OpInfo {
+    registry::find("nn.scaled_dot_product_attention")
+        .unwrap()
+        .clone()
+}
+
+/// How a test attention departs from stride-nn's.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Attn {
+    /// The softmax weights rounded to the input dtype before `P·V` (a fused half kernel's
+    /// rounding): within the bound.
+    HalfWeights,
+    /// The scores rounded to the input dtype (a half-precision `q·kᵀ`).
+    HalfScores,
+    /// An explicit scale ignored (always `1/√E`).
+    DefaultScale,
+    /// `is_causal` aligned bottom-right (a KV-cache decode's mask) instead of top-left.
+    BottomRight,
+    /// GQA query head `h` given key/value head `h mod Hk` (`repeat` for `repeat_interleave`).
+    GqaTiled,
+}
+
+/// Attention composed from stride ops in the compute dtype as stride-nn's is, departing from
+/// it as `how` says. Arguments stride-nn refuses are refused (its errors).
+fn attention_variant(a: &[Arg], p: &Params, how: Attn) -> Result<Tensor> {
+    let (q, k, v) = (a[0].t(), a[1].t(), a[2].t());
+    let mask = (p.ints[2] != 0).then(|| a[3].t());
+    let (causal, gqa) = (p.ints[0] != 0, p.ints[1] != 0);
+    let scale = match p.scalars.first() {
+        Some(stride_core::Scalar::Float(s)) if how != Attn::DefaultScale => Some(*s),
+        _ => None,
+    };
+    // the real op decides what is refused
+    let y = scaled_dot_product_attention(q, k, v, mask, 0.0, causal, scale, gqa)?;
+    let d = q.dtype();
+    let cd = compute_dtype(d);
+    let round = |t: Tensor, yes: bool| {
+        if yes {
+            t.to_dtype(d)?.to_dtype(cd)
+        } else {
+            Ok(t)
+        }
+    };
+    let n = q.dim();
+    let (l, e, s) = (q.shape()[n - 2], q.shape()[n - 1], k.shape()[n - 2]);
+    if s == 0 || y.numel() == 0 {
+        return Ok(y);
+    }
+    let (mut kf, mut vf) = (k.to_dtype(cd)?, v.to_dtype(cd)?);
+    let g = q.shape()[n - 3] / k.shape()[n - 3];
+    if g > 1 {
+        if how == Attn::GqaTiled {
+            let mut reps = vec![1; n];
+            reps[n - 3] = g;
+            kf = kf.repeat(&reps)?;
+            vf = vf.repeat(&reps)?;
+        } else {
+            kf = kf.repeat_interleave(g, Some(n as i64 - 3))?;
+            vf = vf.repeat_interleave(g, Some(n as i64 - 3))?;
+        }
+    }
+    let scale = scale.unwrap_or(1.0 / (e as f64).sqrt());
+    let scores = q.to_dtype(cd)?.matmul(&kf.transpose(-2, -1)?)?.mul(scale)?;
+    let mut scores = round(scores, how == Attn::HalfScores)?;
+    let mut allowed = None;
+    if let Some(m) = mask {
+        if m.dtype() == DType::Bool {
+            allowed = Some(m.clone());
+        } else {
+            scores = scores.add(&m.to_dtype(cd)?)?;
+        }
+    }
+    if causal {
+        let offset = if how == Attn::BottomRight {
+            s as i64 - l as i64
+        } else {
+            0
+        };
+        allowed = Some(causal_mask(l, s, offset, &q.device())?);
+    }
+    if let Some(al) = &allowed {
+        scores = scores.masked_fill(&al.logical_not()?, f64::NEG_INFINITY)?;
+    }
+    let dead = scores.amax(&[-1], true)?.eq(f64::NEG_INFINITY)?;
+    let w = scores
+        .masked_fill(&dead, 0.0)?
+        .softmax(-1)?
+        .masked_fill(&dead, 0.0)?;
+    round(w, how == Attn::HalfWeights)?.matmul(&vf)?.to_dtype(d)
+}
+
+fn attention_as(how: Attn) -> OpInfo {
+    attention().functional(move |a, p| attention_variant(a, p, how))
+}
+
+/// The rounding a fused half-precision kernel adds (each softmax weight rounded to f16/bf16
+/// before the product with V, f32 accumulation) is within the entry's bounds, in every dtype.
+#[test]
+fn attention_with_half_precision_weights_passes() {
+    let report = run(&[attention_as(Attn::HalfWeights)]);
+    assert!(report.ok(), "{}", failing(&report).join("\n"));
+    assert!(report.passed() > 1000, "{}", report.passed());
+}
+
+/// Scores rounded to the half dtype (`q·kᵀ` in f16/bf16) exceed the bounds — in f16 and bf16,
+/// and only there.
+#[test]
+fn attention_with_half_precision_scores_is_caught() {
+    let report = run(&[attention_as(Attn::HalfScores)]);
+    let fails = report.failures();
+    for (k, f) in &fails {
+        assert!(
+            k.dtype == "f16" || k.dtype == "bf16",
+            "failed outside half precision: {k:?} {f}"
+        );
+        assert!(matches!(f.reason, Reason::WrongValues { .. }), "{f}");
+    }
+    for d in ["f16", "bf16"] {
+        assert!(fails.iter().any(|(k, _)| k.dtype == d), "not caught in {d}");
+    }
+}
+
+/// Wrong kernels of the kinds attention gets wrong are caught with wrong values, in every
+/// dtype: a lost scale, a bottom-right causal mask, GQA heads tiled instead of interleaved.
+#[test]
+fn wrong_attentions_are_caught() {
+    for how in [Attn::DefaultScale, Attn::BottomRight, Attn::GqaTiled] {
+        let report = run(&[attention_as(how)]);
+        let fails = report.failures();
+        for d in ["f64", "f32", "f16", "bf16"] {
+            assert!(
+                fails
+                    .iter()
+                    .any(|(k, f)| k.dtype == d && matches!(f.reason, Reason::WrongValues { .. })),
+                "{how:?} not caught in {d}"
+            );
+        }
     }
 }

@@ -1,10 +1,11 @@
 //! stride-nn's composed layers and losses as registry entries: `layer_norm` and `rms_norm`
 //! (the functional forms `LayerNorm` and `RmsNorm` call),
-//! `Embedding` (the gather path, and the one-hot path taken while the weight requires grad)
-//! and every loss of `stride_nn::loss`, with weight and bias operands, every reduction,
-//! `ignore_index`, `label_smoothing` and class-probability targets — in every float dtype
-//! and over the registry's layouts (each operand — weight and bias too — transposed,
-//! stepped, offset, expanded, …).
+//! `Embedding` (the gather path, and the one-hot path taken while the weight requires grad),
+//! every loss of `stride_nn::loss`, with weight and bias operands, every reduction,
+//! `ignore_index`, `label_smoothing` and class-probability targets, and
+//! `scaled_dot_product_attention` (causal, bool and float masks, GQA, explicit scales, lengths
+//! and head dims across kernel tiles) — in every float dtype and over the registry's layouts
+//! (each operand — weight, bias and mask too — transposed, stepped, offset, expanded, …).
 //!
 //! The references are written from the math in f64 (PyTorch's formulas, cited per entry);
 //! none calls a stride op. Tolerances are per-element error bounds ([`crate::bounds`]):
@@ -996,6 +997,523 @@ fn nll() -> OpInfo {
     })
 }
 
+// ----- scaled dot-product attention ---------------------------------------------------------
+
+/// Query and key lengths on both sides of an attention kernel's tiles (16, 64, 128 and 256
+/// rows or keys); a variant case draws its `(L, S)` pair from here.
+const TILE_LENGTHS: [usize; 12] = [1, 15, 16, 17, 63, 64, 65, 127, 129, 130, 255, 257];
+/// Head dims: vector widths, the common 64 and 128, and 72 (not a power of two).
+const HEAD_DIMS: [usize; 5] = [8, 16, 64, 72, 128];
+/// The most multiply-adds `L·S·E` one tile-crossing case may cost (the reference runs twice
+/// per call, in every layout the case is tried in): keeps the entry under a second on the CPU.
+const MAX_TILE_WORK: usize = 1 << 19;
+/// The largest `L` and `S` a base shape gives (the sweep's sizes reach 1025).
+const MAX_BASE_LEN: usize = 33;
+
+/// Value ranges of query and key (scores of a few units), value, and mask entries.
+const QK: Domain = Domain::range(-2.0, 2.0);
+const VALUES: Domain = Domain::range(-4.0, 4.0);
+const MASK: Domain = Domain::range(-2.0, 2.0);
+
+/// `ints[2]` of an attention sample: which mask operand (operand 3) it has.
+const NO_MASK: i64 = 0;
+const BOOL_MASK: i64 = 1;
+const FLOAT_MASK: i64 = 2;
+/// A mask of another dtype (i64): must be refused.
+const OTHER_MASK: i64 = 3;
+
+/// One attention case: q `(B, Hq, L, E)`, k `(B, Hk, S, E)`, v `(B, Hk, S, Ev)`.
+#[derive(Debug, Clone, Copy)]
+struct Attn {
+    b: usize,
+    hq: usize,
+    hk: usize,
+    l: usize,
+    s: usize,
+    e: usize,
+    ev: usize,
+    causal: bool,
+    gqa: bool,
+    /// What operand 3 is: [`NO_MASK`], a bool `(B, 1, L, S)` mask ([`BOOL_MASK`]; one row
+    /// fully masked), a float `(L, S)` mask ([`FLOAT_MASK`]; `inf`: −inf entries, one row all
+    /// −inf, and large finite values ±[10³, 10⁴]) or an i64 one ([`OTHER_MASK`]).
+    mask: i64,
+    inf: bool,
+    scale: Option<f64>,
+    /// q's and k's ranges (the large-magnitude case widens them).
+    q: Domain,
+    k: Domain,
+}
+
+impl Attn {
+    /// A single-head, single-batch case of these sizes.
+    fn sized(l: usize, s: usize, e: usize) -> Attn {
+        Attn {
+            b: 1,
+            hq: 1,
+            hk: 1,
+            l,
+            s,
+            e,
+            ev: e,
+            causal: false,
+            gqa: false,
+            mask: NO_MASK,
+            inf: false,
+            scale: None,
+            q: QK,
+            k: QK,
+        }
+    }
+}
+
+/// `(B, H, L, S)` from the base shape: `[n]` → `L = S = n`, `[L, S]`, `[B, L, S]`,
+/// `[B, H, L, S]` (B ≤ 2, H ≤ 3, L and S ≤ [`MAX_BASE_LEN`]; sizes 0 stay 0).
+fn attn_dims(shape: &[usize]) -> (usize, usize, usize, usize) {
+    let cap = |n: usize| n.min(MAX_BASE_LEN);
+    match *shape {
+        [] => (1, 1, 1, 1),
+        [n] => (1, 1, cap(n), cap(n)),
+        [l, s] => (1, 1, cap(l), cap(s)),
+        [b, l, s] => (b.min(2), 1, cap(l), cap(s)),
+        [b, h, l, s, ..] => (b.min(2), h.min(3), cap(l), cap(s)),
+    }
+}
+
+/// The operands and parameters of one case (values from the operands' domains, stored in
+/// the case's dtype); `ints` = [causal, enable_gqa, mask kind], `scalars` = [scale] when
+/// the case passes one.
+fn attn_sample(ctx: &mut SampleCtx, c: Attn) -> Sample {
+    let d = ctx.dtype;
+    let draw = |dom: Domain, shape: Vec<usize>, ctx: &mut SampleCtx| {
+        let values = dom.values(d, numel(&shape), &mut ctx.rng, ctx.tame);
+        tensor(d, shape, values)
+    };
+    let mut args = vec![
+        draw(c.q, vec![c.b, c.hq, c.l, c.e], ctx),
+        draw(c.k, vec![c.b, c.hk, c.s, c.e], ctx),
+        draw(VALUES, vec![c.b, c.hk, c.s, c.ev], ctx),
+    ];
+    match c.mask {
+        BOOL_MASK => {
+            // true = attend, 3 keys in 4; the last row of the last batch attends to nothing
+            // (not row 0: an expanded layout repeats row 0 over every row)
+            let shape = vec![c.b, 1, c.l, c.s];
+            let mut m: Vec<f64> = (0..numel(&shape))
+                .map(|_| (ctx.rng.below(4) != 0) as u8 as f64)
+                .collect();
+            if c.b * c.l >= 2 {
+                let row = (c.b * c.l - 1) * c.s;
+                m[row..row + c.s].fill(0.0);
+            }
+            args.push(tensor(DType::Bool, shape, m));
+        }
+        FLOAT_MASK => {
+            let shape = vec![c.l, c.s];
+            let mut m: Vec<f64> = (0..numel(&shape))
+                .map(|_| match ctx.rng.below(8) {
+                    0 if c.inf => f64::NEG_INFINITY,
+                    1 if c.inf => {
+                        let sign = if ctx.rng.coin() { 1.0 } else { -1.0 };
+                        crate::host::store(sign * ctx.rng.range_f64(1e3, 1e4), d)
+                    }
+                    _ => MASK.values(d, 1, &mut ctx.rng, ctx.tame)[0],
+                })
+                .collect();
+            if c.inf && c.l >= 2 {
+                let row = (c.l - 1) * c.s;
+                m[row..row + c.s].fill(f64::NEG_INFINITY);
+            }
+            args.push(tensor(d, shape, m));
+        }
+        OTHER_MASK => {
+            let shape = vec![c.l, c.s];
+            let m = (0..numel(&shape))
+                .map(|_| ctx.rng.below(2) as f64)
+                .collect();
+            args.push(tensor(DType::I64, shape, m));
+        }
+        _ => {}
+    }
+    let mut p = ints(&[c.causal as i64, c.gqa as i64, c.mask]);
+    if let Some(s) = c.scale {
+        p.scalars.push(Scalar::Float(s));
+    }
+    Sample::new(args, p)
+}
+
+/// Samples of scaled dot-product attention. Each base shape gives one case of its sizes
+/// ([`attn_dims`], `E = 4`; causal or not). With variants, in this order (the gradcheck
+/// sweep takes the first few that fit its size limit, one per layout): plain; causal; a bool
+/// mask with a fully masked row (zeros); a finite float mask with an explicit scale; GQA
+/// (Hq = 4, Hk = 2); causal with `L < S` (top-left alignment); the large-magnitude case
+/// (q in ±100, k in ±25, `E = 4`, scale 1: logits up to 10⁴); an explicit scale; causal GQA;
+/// causal with `L > S` (rows past `S` see every key); `Ev ≠ E`; a float mask with −inf
+/// entries, a −inf row and large finite values; then one case whose `(L, S)` crosses kernel
+/// tiles ([`TILE_LENGTHS`], one head, `E` from [`HEAD_DIMS`] within [`MAX_TILE_WORK`];
+/// plain, causal or bool-masked) and one of a wide head (`E` from [`HEAD_DIMS`], L, S ∈
+/// 15..=17) — drawn per (dtype, layout), so the matrix's 28 variant calls spread over the
+/// lists; and three that must be refused (is_causal with a mask, GQA heads without
+/// enable_gqa, an i64 mask).
+fn attention_sampler(ctx: &mut SampleCtx) -> Vec<Sample> {
+    let (b, h, l, s) = attn_dims(&ctx.shape);
+    let base = Attn {
+        b,
+        hq: h,
+        hk: h,
+        ..Attn::sized(l, s, 4)
+    };
+    if !ctx.variants {
+        let causal = ctx.rng.coin();
+        return vec![attn_sample(ctx, Attn { causal, ..base })];
+    }
+    // GQA small enough for the gradcheck sweep's 64 elements
+    let gqa = Attn {
+        b: b.min(1),
+        hq: 4,
+        hk: 2,
+        gqa: true,
+        ..Attn::sized(l.min(2), s.min(3), 2)
+    };
+    let causal_short = Attn {
+        causal: true,
+        ..Attn::sized(2, 5, 3)
+    };
+    let mut cases = vec![
+        base,
+        Attn {
+            causal: true,
+            ..base
+        },
+        Attn {
+            mask: BOOL_MASK,
+            ..base
+        },
+        Attn {
+            mask: FLOAT_MASK,
+            scale: Some(1.7),
+            ..base
+        },
+        gqa,
+        causal_short,
+        Attn {
+            scale: Some(1.0),
+            q: Domain::range(-100.0, 100.0),
+            k: Domain::range(-25.0, 25.0),
+            ..Attn::sized(3, 5, 4)
+        },
+        Attn {
+            scale: Some(0.3),
+            ..base
+        },
+        Attn {
+            causal: true,
+            ..gqa
+        },
+        Attn {
+            l: 5,
+            s: 2,
+            ..causal_short
+        },
+        Attn {
+            e: 3,
+            ev: 5,
+            ..base
+        },
+        Attn {
+            mask: FLOAT_MASK,
+            inf: true,
+            ..base
+        },
+    ];
+    let rng = &mut ctx.rng;
+    let (l, s) = (
+        TILE_LENGTHS[rng.below(TILE_LENGTHS.len())],
+        TILE_LENGTHS[rng.below(TILE_LENGTHS.len())],
+    );
+    let fits: Vec<usize> = HEAD_DIMS
+        .into_iter()
+        .filter(|&e| l * s * e <= MAX_TILE_WORK)
+        .collect();
+    let e = if fits.is_empty() {
+        HEAD_DIMS[0]
+    } else {
+        fits[rng.below(fits.len())]
+    };
+    let mode = rng.below(3);
+    cases.push(Attn {
+        causal: mode == 1,
+        mask: if mode == 2 { BOOL_MASK } else { NO_MASK },
+        ..Attn::sized(l, s, e)
+    });
+    let e = HEAD_DIMS[rng.below(HEAD_DIMS.len())];
+    let (l, s) = (15 + rng.below(3), 15 + rng.below(3));
+    let causal = rng.coin();
+    cases.push(Attn {
+        causal,
+        ..Attn::sized(l, s, e)
+    });
+    // refused
+    cases.push(Attn {
+        causal: true,
+        mask: BOOL_MASK,
+        ..base
+    });
+    cases.push(Attn { gqa: false, ..gqa });
+    cases.push(Attn {
+        mask: OTHER_MASK,
+        ..base
+    });
+    cases.into_iter().map(|c| attn_sample(ctx, c)).collect()
+}
+
+/// Whether `from` broadcasts to exactly `to` (trailing dims aligned, each equal or 1).
+fn broadcasts_to(from: &[usize], to: &[usize]) -> bool {
+    from.len() <= to.len()
+        && from
+            .iter()
+            .rev()
+            .zip(to.iter().rev())
+            .all(|(&f, &t)| f == t || f == 1)
+}
+
+/// The smallest normal number of a float dtype (below it, rounding is absolute).
+fn min_normal(d: DType) -> f64 {
+    match d {
+        DType::F16 => 2f64.powi(-14),
+        DType::F64 => 2f64.powi(-1022),
+        _ => 2f64.powi(-126),
+    }
+}
+
+/// Scaled dot-product attention (PyTorch's `F.scaled_dot_product_attention`, dropout 0),
+/// with stride's deviation: a query row with no key left gives zeros. Per query row `i`
+/// (of batch-head `h`; with enable_gqa, key/value head `h / (Hq/Hk)`), over the keys `j`
+/// it may attend (causal: `j ≤ i`, top-left aligned; bool mask: true; float mask: not −inf):
+///
+/// ```text
+/// x_j = scale·(q·k_j) + mask_j,  m = max_j x_j,  p_j = e^(x_j − m),  l = Σ_j p_j,
+/// P_j = p_j / l,  o = Σ_j P_j·v_j           (scale defaults to 1/√E)
+/// ```
+///
+/// **Bound** (per output element `o`, `u` = the accumulator's unit roundoff — f32 for
+/// f16/bf16/f32 — and `u_T` the output dtype's). Errors in the logits: if each computed
+/// logit is `x_j + ε_j`, the softmax moves by `δP_j = P_j·(ε_j − Σ_k P_k ε_k)`, so
+/// `δo = Σ_j P_j·ε_j·(v_j − o)` to first order: `|δo| ≤ Σ_j P_j·|v_j − o|·|ε_j|`. With
+/// `A_j = Σ_e |q_e·k_je|`:
+/// - the scores' dot product over `E` terms: `|ε_j| ≤ γ_E·scale·A_j ≈ E·u·scale·A_j`;
+/// - elementwise f32 steps on the logit path, at most 6, each off by `u` of a magnitude at
+///   most `scale·|q·k_j| + |x_j| + |m|` (the scale's own rounding, ·scale, +mask, −m, and a
+///   kernel's exp2 folding: `x·log2e` and `m·log2e`);
+/// - `exp` itself (≤ 2 ulp: `2u` relative on `p_j`, a logit error of `2u`), and a fused
+///   kernel's online softmax: each of at most `S` rescales multiplies `p_j`'s share of the
+///   numerator and of `l` by the same rounded `e^(m_old − m_new)` (≤ 2 ulp, a logit error
+///   again): `2S·u`.
+///   (Its exponent's subtraction error is the `|x_j| + |m|` term: the maxima only grow,
+///   so the rescales' differences add up to at most `m − x_j`.)
+///
+/// Errors in the sums, relative to `Σ_j P_j·|v_j|` (≥ |o|): `l` and the numerator `Σ_j
+/// p_j·v_j` each take at most `S` additions (`γ_S`; `l`'s terms are all positive, the
+/// numerator's error is `γ_S·Σ_j p_j·|v_j|`) and at most `S` rescale products (one per tile of
+/// an online softmax), and the final division one more rounding: `(4S + 2)·u·Σ_j P_j·|v_j|`.
+///
+/// The weights stored in the output dtype before `P·V` (the fused half kernel rounds each
+/// `p_j ≤ 1` to f16/bf16; the composed path stores `P` in the compute dtype, no worse):
+/// relative `u_T` per weight — absolute `u_T·min_normal` below the smallest normal, where
+/// f16's subnormals are evenly spaced — while `l ≥ 1` sums the unrounded `p_j`: `|δo| ≤
+/// u_T·Σ_j (P_j + min_normal)·|v_j|` (whether `p_j` or `P_j = p_j/l` is rounded).
+///
+/// In [`bounds::bound`]'s terms: `k = 1`, `M = Σ_j (P_j + min_normal_T)·|v_j|`; one
+/// `(n, S)` pair carries the rest: `n = E + S` (the chain's two reduction lengths) and
+/// `S = [Σ_j P_j·|v_j − o|·(E·scale·A_j + 6·(scale·|q·k_j| + |x_j| + |m|) + 2S + 2) +
+/// (4S + 2)·Σ_j P_j·|v_j|] / (E + S)`, so `n·u·S` is the sum above; `c = 2` covers the f64
+/// reference's own rounding (the same terms in f64) and the second-order terms. A row with
+/// no key left is exactly 0 (`M = S = 0`).
+///
+/// Inputs are checked as stride checks them (the errors are the op's errors: shapes, GQA
+/// heads, is_causal with a mask, the mask's dtype and broadcast).
+///
+/// [`bounds::bound`]: crate::bounds::bound
+fn attention_ref(c: &RefCtx, a: &[RefArg]) -> Result<Computed, String> {
+    let (q, k, v) = (a[0].t(), a[1].t(), a[2].t());
+    let p = c.params;
+    let (causal, gqa) = (flag(p, 0), flag(p, 1));
+    let mask = if flag(p, 2) {
+        Some(a.get(3).ok_or("a mask kind without a mask operand")?.t())
+    } else {
+        None
+    };
+    if k.dtype != q.dtype || v.dtype != q.dtype {
+        return Err("query, key and value must have one dtype".into());
+    }
+    let n = q.shape.len();
+    if n < 2 || k.shape.len() != n || v.shape.len() != n {
+        return Err("query, key and value need the same number of dims, at least 2".into());
+    }
+    let (l, e) = (q.shape[n - 2], q.shape[n - 1]);
+    let (s, ev) = (k.shape[n - 2], v.shape[n - 1]);
+    if k.shape[n - 1] != e {
+        return Err("the key's last dim must equal the query's".into());
+    }
+    if k.shape[..n - 1] != v.shape[..n - 1] {
+        return Err("key and value must agree in every dim but the last".into());
+    }
+    let (qb, kb) = (&q.shape[..n - 2], &k.shape[..n - 2]);
+    let groups = if qb == kb {
+        1
+    } else if gqa && n >= 3 && qb[..n - 3] == kb[..n - 3] {
+        let (hq, hk) = (qb[n - 3], kb[n - 3]);
+        if hk == 0 || hq % hk != 0 {
+            return Err(format!("Hq = {hq} is not a multiple of Hk = {hk}"));
+        }
+        hq / hk
+    } else {
+        return Err("query and key leading dims differ (GQA needs enable_gqa)".into());
+    };
+    let mut scores_shape = qb.to_vec();
+    scores_shape.extend([l, s]);
+    // the mask's element for each score, by broadcasting (0 stride on its size-1 dims)
+    let mask_strides = match mask {
+        None => None,
+        Some(_) if causal => return Err("is_causal with an attn_mask".into()),
+        Some(m) if m.dtype != DType::Bool && !m.dtype.is_float() => {
+            return Err(format!("an attn_mask of dtype {}", m.dtype))
+        }
+        Some(m) if !broadcasts_to(&m.shape, &scores_shape) => {
+            return Err("the attn_mask does not broadcast to the scores".into())
+        }
+        Some(m) => {
+            let own = crate::reference::contiguous_strides(&m.shape);
+            let lead = n - m.shape.len();
+            Some(
+                (0..n)
+                    .map(|d| match d.checked_sub(lead) {
+                        Some(md) if m.shape[md] != 1 => own[md],
+                        _ => 0,
+                    })
+                    .collect::<Vec<usize>>(),
+            )
+        }
+    };
+    let scale = if p.scalars.is_empty() {
+        1.0 / (e as f64).sqrt()
+    } else {
+        scalar(p, 0)
+    };
+    let tiny = min_normal(c.result);
+    let hq = if n >= 3 { qb[n - 3] } else { 1 };
+    let mut out_shape = qb.to_vec();
+    out_shape.extend([l, ev]);
+    let mut out = Vec::with_capacity(numel(&out_shape));
+    let mut idx = vec![0; n];
+    for bi in 0..numel(qb) {
+        // key/value batch-head: query head h of its outer batch uses head h / groups
+        let kvi = (bi / hq) * (hq / groups) + (bi % hq) / groups;
+        let (kr, vr) = (&k.values[kvi * s * e..], &v.values[kvi * s * ev..]);
+        for i in 0..l {
+            let qr = &q.values[(bi * l + i) * e..(bi * l + i + 1) * e];
+            // (x_j, scale·|q·k_j|, scale·A_j) of the keys row i attends
+            let mut keys: Vec<(usize, f64, f64, f64)> = Vec::with_capacity(s);
+            for j in 0..s {
+                if causal && j > i {
+                    continue;
+                }
+                let mut add = 0.0;
+                if let (Some(m), Some(ms)) = (mask, &mask_strides) {
+                    crate::reference::unravel((bi * l + i) * s + j, &scores_shape, &mut idx);
+                    let mv = m.values[idx.iter().zip(ms).map(|(&x, &st)| x * st).sum::<usize>()];
+                    if m.dtype == DType::Bool {
+                        if mv == 0.0 {
+                            continue;
+                        }
+                    } else {
+                        add = mv;
+                    }
+                }
+                let kj = &kr[j * e..(j + 1) * e];
+                let dot: f64 = qr.iter().zip(kj).map(|(x, y)| x * y).sum();
+                let abs: f64 = qr.iter().zip(kj).map(|(x, y)| (x * y).abs()).sum();
+                let x = scale * dot + add;
+                if x != f64::NEG_INFINITY {
+                    keys.push((j, x, (scale * dot).abs(), scale.abs() * abs));
+                }
+            }
+            if keys.is_empty() {
+                out.extend((0..ev).map(|_| Terms::default()));
+                continue;
+            }
+            let mx = keys.iter().map(|t| t.1).fold(f64::NEG_INFINITY, f64::max);
+            let pj: Vec<f64> = keys.iter().map(|t| (t.1 - mx).exp()).collect();
+            let lsum: f64 = pj.iter().sum();
+            // per key: its weight and its logit error in units of u
+            let w: Vec<(f64, f64)> = keys
+                .iter()
+                .zip(&pj)
+                .map(|(&(_, x, sqk, sa), &pv)| {
+                    let eps =
+                        e as f64 * sa + 6.0 * (sqk + x.abs() + mx.abs()) + 2.0 * s as f64 + 2.0;
+                    (pv / lsum, eps)
+                })
+                .collect();
+            for t in 0..ev {
+                let vj = |j: usize| vr[j * ev + t];
+                let o: f64 = keys.iter().zip(&w).map(|(kj, wj)| wj.0 * vj(kj.0)).sum();
+                let (mut store_m, mut pv_abs, mut logit) = (0.0, 0.0, 0.0);
+                for (kj, &(pw, eps)) in keys.iter().zip(&w) {
+                    let va = vj(kj.0).abs();
+                    store_m += (pw + tiny) * va;
+                    pv_abs += pw * va;
+                    logit += pw * (vj(kj.0) - o).abs() * eps;
+                }
+                let n_red = (e + s) as f64;
+                out.push(Terms {
+                    value: o,
+                    m: store_m,
+                    n: n_red,
+                    s: (logit + (4.0 * s as f64 + 2.0) * pv_abs) / n_red,
+                });
+            }
+        }
+    }
+    Ok((out_shape, out))
+}
+
+fn attention() -> OpInfo {
+    let mut mask = ArgSpec::tensor("attn_mask", MASK);
+    // bool or float, never promoted with q/k/v: the result has the query's dtype
+    mask.promotes = false;
+    entry(
+        "nn.scaled_dot_product_attention",
+        vec![
+            ArgSpec::tensor("query", QK),
+            ArgSpec::tensor("key", QK),
+            ArgSpec::tensor("value", VALUES),
+            mask,
+        ],
+        1.0,
+        attention_ref,
+    )
+    .sampler(attention_sampler)
+    .functional(|a, p| {
+        let mask = if flag(p, 2) {
+            a.get(3).map(|m| m.t())
+        } else {
+            None
+        };
+        let scale = (!p.scalars.is_empty()).then(|| scalar(p, 0));
+        stride_nn::functional::scaled_dot_product_attention(
+            a[0].t(),
+            a[1].t(),
+            a[2].t(),
+            mask,
+            0.0,
+            flag(p, 0),
+            scale,
+            flag(p, 1),
+        )
+    })
+}
+
 /// Every entry of this family.
 pub fn ops() -> Vec<OpInfo> {
     vec![
@@ -1011,13 +1529,16 @@ pub fn ops() -> Vec<OpInfo> {
         cross_entropy(),
         cross_entropy_probs(),
         nll(),
+        attention(),
     ]
 }
 
 /// How far each entry of this family is differentiable ([`Grad`], checked by
 /// [`crate::grad`]). Twice: the fused normalisations (their backward is a kernel, and under
-/// `create_graph` a composed formula autograd differentiates again). Once: every composed layer
-/// and loss (its gradient is that of the ops it composes).
+/// `create_graph` a composed formula autograd differentiates again). Once: every composed
+/// layer and loss (its gradient is that of the ops it composes), and attention — its fused
+/// kernel's backward has no derivative of its own yet (gradgradcheck finds second derivatives
+/// of 0); `Twice` once a composed formula backs it under `create_graph`.
 pub fn grad(name: &str) -> super::Grad {
     match name {
         "nn.layer_norm" | "nn.rms_norm" => super::Grad::Twice,
@@ -1030,7 +1551,8 @@ pub fn grad(name: &str) -> super::Grad {
         | "nn.cross_entropy.probs"
         | "nn.nll_loss"
         | "nn.binary_cross_entropy"
-        | "nn.binary_cross_entropy_with_logits" => super::Grad::Once,
+        | "nn.binary_cross_entropy_with_logits"
+        | "nn.scaled_dot_product_attention" => super::Grad::Once,
         _ => super::Grad::No,
     }
 }
