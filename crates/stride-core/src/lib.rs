@@ -41,6 +41,7 @@ pub use device::Device;
 pub use dtype::{Category, DType, Element};
 pub use error::{Error, Result};
 pub use layout::Layout;
+pub use ops::attention::attention_supported;
 pub use ops::index::ScatterReduce;
 pub use ops::join::{Indexing, PadMode};
 pub use ops::opmath::in_compute_dtype;

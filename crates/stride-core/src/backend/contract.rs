@@ -20,6 +20,7 @@
 //! [`crate::backend::scatter`]); the operands arrive checked, broadcast and cast as described
 //! in the module docs of [`crate::backend`].
 
+use super::attention::Attention;
 use super::cross_entropy::CrossEntropyRows;
 use super::index::{IndexDim, ScatterOp};
 use super::norm::Norm;
@@ -261,6 +262,21 @@ pub(crate) trait Backend: Sync {
     fn norm_backward(&self, n: Norm, inputs: &[View], outputs: &[View]) -> Result<()> {
         via_cpu(self, "norm_backward", inputs, outputs, |i, o| {
             crate::cpu::norm::norm_backward(n, i, o)
+        })
+    }
+
+    /// Fused attention, forward (see [`super::attention`]): a CPU round trip unless the
+    /// backend has a kernel.
+    fn attention(&self, a: Attention, inputs: &[View], outputs: &[View]) -> Result<()> {
+        via_cpu(self, "attention", inputs, outputs, |i, o| {
+            crate::cpu::attention::attention(a, i, o)
+        })
+    }
+
+    /// Fused attention, backward (see [`super::attention`]).
+    fn attention_backward(&self, a: Attention, inputs: &[View], outputs: &[View]) -> Result<()> {
+        via_cpu(self, "attention_backward", inputs, outputs, |i, o| {
+            crate::cpu::attention::attention_backward(a, i, o)
         })
     }
 
@@ -519,6 +535,16 @@ macro_rules! forward_to_kernels {
     (@ norm_backward $f:path) => {
         fn norm_backward(&self, n: $crate::backend::norm::Norm, inputs: &[$crate::backend::View<'_>], outputs: &[$crate::backend::View<'_>]) -> $crate::Result<()> {
             $f(n, inputs, outputs)
+        }
+    };
+    (@ attention $f:path) => {
+        fn attention(&self, a: $crate::backend::attention::Attention, inputs: &[$crate::backend::View<'_>], outputs: &[$crate::backend::View<'_>]) -> $crate::Result<()> {
+            $f(a, inputs, outputs)
+        }
+    };
+    (@ attention_backward $f:path) => {
+        fn attention_backward(&self, a: $crate::backend::attention::Attention, inputs: &[$crate::backend::View<'_>], outputs: &[$crate::backend::View<'_>]) -> $crate::Result<()> {
+            $f(a, inputs, outputs)
         }
     };
     (@ cross_entropy $f:path) => {

@@ -14,6 +14,7 @@
 //! - [`primitives`]: the [`crate::backend::contract::Backend`] implementation over all of the above.
 
 pub(crate) mod access;
+pub(crate) mod attention;
 pub(crate) mod copy;
 pub(crate) mod cross_entropy;
 pub(crate) mod cumulative;

@@ -40,6 +40,7 @@
 //! ```
 
 pub(crate) mod alloc;
+pub(crate) mod attention;
 pub(crate) mod buffer;
 pub(crate) mod compile;
 pub(crate) mod cross_entropy;

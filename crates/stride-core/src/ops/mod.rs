@@ -1,6 +1,7 @@
 //! Op frontends: validation, broadcasting, promotion, output allocation; then one backend
 //! primitive. (Autograd recording will hook in here.)
 
+pub(crate) mod attention;
 pub(crate) mod cross_entropy;
 pub(crate) mod cumulative;
 pub(crate) mod einsum;

@@ -1,7 +1,8 @@
-//! Scaled dot-product attention (PyTorch's `F.scaled_dot_product_attention`), composed from
-//! matmul, masked_fill and softmax, and the causal masks of both alignments.
+//! Scaled dot-product attention (PyTorch's `F.scaled_dot_product_attention`): the fused
+//! kernel of [`Tensor::attention`] where it runs, else composed from matmul, masked_fill and
+//! softmax; and the causal masks of both alignments.
 
-use stride_core::{compute_dtype, DType, Device, Error, Result, Tensor};
+use stride_core::{attention_supported, compute_dtype, DType, Device, Error, Result, Tensor};
 
 const OP: &str = "scaled_dot_product_attention";
 
@@ -68,6 +69,11 @@ fn broadcasts_to(from: &[usize], to: &[usize]) -> bool {
 ///   key/value head `h / (Hq/Hk)` (PyTorch's `repeat_interleave`). K and V are not
 ///   repeated: the queries are viewed as `(..., Hk, (Hq/Hk)·L, E)`.
 /// - f16/bf16 inputs compute scores, softmax and the weighted sum in f32 and round once.
+/// - Without dropout (and without a float mask that requires grad) it runs the fused kernel
+///   of [`Tensor::attention`] where [`stride_core::attention_supported`] says so — every
+///   float dtype on the CPU; f16/bf16 with equal head dims (a multiple of 8, at most 128) on
+///   CUDA — in O(L + S) memory, forward and backward; otherwise the composed ops, which hold
+///   the `(..., L, S)` scores.
 ///
 /// **Deviation from PyTorch:** a query row whose keys are all masked gives **zeros** (and
 /// zero gradients), never NaN (PyTorch's math backend gives NaN). A left-padded batch's
@@ -235,6 +241,30 @@ pub fn scaled_dot_product_attention(
         );
     }
     let scale = scale.unwrap_or(1.0 / (e as f64).sqrt());
+    let mask_grad = attn_mask.is_some_and(|m| m.requires_grad());
+    if dropout_p == 0.0 && !mask_grad && attention_supported(q.device(), q.dtype(), e, ev) {
+        // the fused kernel, over (batch, heads, length, head dim) views of the operands
+        let as4 = |t: &Tensor, rows: usize, w: usize| -> Result<Tensor> {
+            let lead = &t.shape()[..t.dim() - 2];
+            let heads = if lead.is_empty() {
+                1
+            } else {
+                lead[lead.len() - 1]
+            };
+            let batch: usize = lead.iter().product::<usize>() / heads.max(1);
+            t.reshape(&[batch as i64, heads as i64, rows as i64, w as i64])
+        };
+        let (q4, k4, v4) = (as4(q, l, e)?, as4(k, s, e)?, as4(v, s, ev)?);
+        let m4 = match attn_mask {
+            Some(m) => {
+                let full = m.broadcast_to(scores_shape.clone())?;
+                Some(as4(&full, l, s)?)
+            }
+            None => None,
+        };
+        let out = q4.attention(&k4, &v4, m4.as_ref(), is_causal.then_some(0), scale)?;
+        return out.reshape(&out_shape);
+    }
     let cd = compute_dtype(q.dtype());
     let (qf, kf, vf) = (q.to_dtype(cd)?, k.to_dtype(cd)?, v.to_dtype(cd)?);
     // (..., Hk, G·L, E): query head hk·G + g is row block g of key/value head hk

@@ -1,0 +1,369 @@
+//! Fused attention on CUDA (kernels/attention.cu; the math and operand order:
+//! `backend/attention.rs`): one launch forward; backward one launch for `D = rowsum(do∘o)`,
+//! one for `dq`, one for `dk`/`dv` — no atomics, so a run gives the same bits every time.
+//! The kernels read `q`, `k`, `v` and `do` with 16-byte copies: an operand whose rows are not
+//! dense and 16-byte aligned is copied into a contiguous buffer first.
+
+use super::elementwise::copy_cast;
+use super::launch::{arg, dptr, launch_cfg};
+use super::source::{ctype, tag};
+use crate::backend::attention::{Attention, AttnMask, Dims};
+use crate::backend::View;
+use crate::{DType, Error, Layout, Result, Storage};
+
+const COMMON: &str = include_str!("kernels/common.cuh");
+const ATTENTION: &str = include_str!("kernels/attention.cu");
+
+/// Rows (queries or keys) per block, and threads per block (`BM`, `NW` in attention.cu).
+const ROWS: usize = 64;
+const THREADS: u32 = 128;
+/// Head dims the kernels are compiled for (the head dim rounded up to 16).
+const HEAD_DIMS: [usize; 8] = [16, 32, 48, 64, 80, 96, 112, 128];
+
+/// The kernels' argument block (`AttnArgs` in attention.cu): element pointers (offsets
+/// applied), the (batch, head, row) strides of each operand, the mask's four strides.
+#[repr(C)]
+#[derive(Default)]
+struct Args {
+    q: u64,
+    k: u64,
+    v: u64,
+    o: u64,
+    lse: u64,
+    mask: u64,
+    d_o: u64,
+    dq: u64,
+    dk: u64,
+    dv: u64,
+    delta: u64,
+    qs: [i64; 3],
+    ks: [i64; 3],
+    vs: [i64; 3],
+    os: [i64; 3],
+    ls: [i64; 3],
+    gs: [i64; 3],
+    dqs: [i64; 3],
+    dks: [i64; 3],
+    dvs: [i64; 3],
+    ms: [i64; 4],
+    causal_off: i64,
+    b: i32,
+    hq: i32,
+    hk: i32,
+    l: i32,
+    s: i32,
+    e: i32,
+    groups: i32,
+    causal: i32,
+    mask_kind: i32,
+    scale_log2: f32,
+    scale: f32,
+}
+
+/// The attention module of `t` (f16 or bf16) for head dims up to `hd` (`attention_<t>_d<hd>`).
+pub(crate) fn module(t: DType, hd: usize) -> String {
+    format!(
+        "{COMMON}\ntypedef {} T;\ntypedef E<T>::C C;\n#define L(v) E<T>::ld(v)\n#define S(v) E<T>::st(v)\n#define MT \"{}\"\n#define HD {hd}\n{ATTENTION}",
+        ctype(t),
+        tag(t)
+    )
+}
+
+/// Every attention module (for warmup).
+pub(crate) fn all_modules() -> Vec<(String, String)> {
+    let mut all = vec![];
+    for t in [DType::F16, DType::BF16] {
+        for hd in HEAD_DIMS {
+            all.push((format!("attention_{}_d{hd}", tag(t)), module(t, hd)));
+        }
+    }
+    all
+}
+
+fn unsupported(what: String) -> Error {
+    Error::invalid("attention", what)
+}
+
+/// A 4-d operand's element pointer and (batch, head, row) strides, and the buffer it was
+/// copied into when the kernels cannot read it in place (kept alive for the launch).
+struct Staged {
+    ptr: u64,
+    st: [i64; 3],
+    _copy: Option<Storage>,
+}
+
+/// Whether `v`'s rows are dense and each starts on a 16-byte boundary.
+fn aligned(v: &View, ptr: u64) -> bool {
+    let st = v.layout.strides();
+    let size = v.dtype.size_in_bytes() as u64;
+    let e = v.layout.shape()[3];
+    (st[3] == 1 || e <= 1)
+        && (ptr + v.layout.offset() as u64 * size).is_multiple_of(16)
+        && st[..3]
+            .iter()
+            .all(|&s| (s as i64 * size as i64).rem_euclid(16) == 0)
+}
+
+/// `v` as the kernels read it: in place if aligned, else a contiguous copy.
+fn stage(v: &View) -> Result<Staged> {
+    let (_, ptr) = dptr(v)?;
+    if aligned(v, ptr) {
+        let st = v.layout.strides();
+        let size = v.dtype.size_in_bytes() as u64;
+        return Ok(Staged {
+            ptr: ptr + v.layout.offset() as u64 * size,
+            st: [st[0] as i64, st[1] as i64, st[2] as i64],
+            _copy: None,
+        });
+    }
+    let shape = v.layout.shape().to_vec();
+    let copy = Storage::alloc(&shape, v.dtype, &v.storage.device(), false)?;
+    let layout = Layout::contiguous(&shape);
+    copy_cast(
+        *v,
+        View {
+            storage: &copy,
+            layout: &layout,
+            dtype: v.dtype,
+        },
+    )?;
+    let (_, p) = dptr(&View {
+        storage: &copy,
+        layout: &layout,
+        dtype: v.dtype,
+    })?;
+    let st = layout.strides();
+    Ok(Staged {
+        ptr: p,
+        st: [st[0] as i64, st[1] as i64, st[2] as i64],
+        _copy: Some(copy),
+    })
+}
+
+/// An output the kernels write two halves at a time: itself if its rows are dense and
+/// 4-byte aligned, else a contiguous scratch buffer copied into it afterwards ([`finish`]).
+struct Out<'a> {
+    view: View<'a>,
+    ptr: u64,
+    st: [i64; 3],
+    scratch: Option<(Storage, Layout)>,
+}
+
+fn output<'a>(v: View<'a>) -> Result<Out<'a>> {
+    let (_, ptr) = dptr(&v)?;
+    let st = v.layout.strides();
+    let size = v.dtype.size_in_bytes() as u64;
+    let base = ptr + v.layout.offset() as u64 * size;
+    if st[3] == 1 && base.is_multiple_of(4) && st[..3].iter().all(|&s| s % 2 == 0) {
+        return Ok(Out {
+            view: v,
+            ptr: base,
+            st: [st[0] as i64, st[1] as i64, st[2] as i64],
+            scratch: None,
+        });
+    }
+    let shape = v.layout.shape().to_vec();
+    let s = Storage::alloc(&shape, v.dtype, &v.storage.device(), false)?;
+    let layout = Layout::contiguous(&shape);
+    let (_, p) = dptr(&View {
+        storage: &s,
+        layout: &layout,
+        dtype: v.dtype,
+    })?;
+    let cs = layout.strides();
+    Ok(Out {
+        view: v,
+        ptr: p,
+        st: [cs[0] as i64, cs[1] as i64, cs[2] as i64],
+        scratch: Some((s, layout)),
+    })
+}
+
+impl Out<'_> {
+    /// Copies a scratch buffer into the output view.
+    fn finish(self) -> Result<()> {
+        match &self.scratch {
+            None => Ok(()),
+            Some((s, layout)) => copy_cast(
+                View {
+                    storage: s,
+                    layout,
+                    dtype: self.view.dtype,
+                },
+                self.view,
+            ),
+        }
+    }
+}
+
+/// A strided operand read element by element (lse, mask, `o` in the backward): pointer with
+/// its offset applied, and its strides.
+fn plain(v: &View) -> Result<(u64, Vec<i64>)> {
+    let (_, p) = dptr(v)?;
+    let size = v.dtype.size_in_bytes() as u64;
+    Ok((
+        p + v.layout.offset() as u64 * size,
+        v.layout.strides().iter().map(|&s| s as i64).collect(),
+    ))
+}
+
+/// The argument block's sizes, flags and head-dim module; errors for what the kernels do
+/// not run (the frontend checks [`crate::attention_supported`] first).
+fn common(a: &Attention, d: &Dims, t: DType, mask: Option<&View>) -> Result<(Args, usize)> {
+    if !matches!(t, DType::F16 | DType::BF16) || d.e != d.ev || !d.e.is_multiple_of(8) {
+        return Err(unsupported(format!(
+            "no CUDA kernel for {t} with head dims {} and {} (f16/bf16, equal, a multiple of 8)",
+            d.e, d.ev
+        )));
+    }
+    let hd = d.e.next_multiple_of(16);
+    if !HEAD_DIMS.contains(&hd) {
+        return Err(unsupported(format!(
+            "head dim {} is past the CUDA kernels' largest, {}",
+            d.e,
+            HEAD_DIMS[HEAD_DIMS.len() - 1]
+        )));
+    }
+    let blocks = d.l.max(d.s).div_ceil(ROWS);
+    let fits = |n: usize| i32::try_from(n).is_ok();
+    if blocks > 65_535 || !fits(d.b * d.hq) || !fits(d.l) || !fits(d.s) {
+        return Err(unsupported(format!(
+            "sizes past the CUDA kernels' grid: batch·heads {} (at most 2³¹ − 1) and lengths \
+             {} and {} (at most {})",
+            d.b * d.hq,
+            d.l,
+            d.s,
+            65_535 * ROWS
+        )));
+    }
+    let mut args = Args {
+        b: d.b as i32,
+        hq: d.hq as i32,
+        hk: d.hk as i32,
+        l: d.l as i32,
+        s: d.s as i32,
+        e: d.e as i32,
+        groups: a.groups as i32,
+        causal: a.causal.is_some() as i32,
+        causal_off: a.causal.unwrap_or(0),
+        scale: a.scale as f32,
+        scale_log2: (a.scale * std::f64::consts::LOG2_E) as f32,
+        mask_kind: match a.mask {
+            AttnMask::None => 0,
+            AttnMask::Bool => 1,
+            AttnMask::Additive => 2,
+        },
+        ..Args::default()
+    };
+    if let Some(m) = mask {
+        let (p, st) = plain(m)?;
+        args.mask = p;
+        args.ms.copy_from_slice(&st);
+    }
+    Ok((args, hd))
+}
+
+fn three(st: &[i64]) -> [i64; 3] {
+    [st[0], st[1], st[2]]
+}
+
+/// See [`crate::backend::attention::attention`].
+pub(crate) fn attention(a: Attention, i: &[View], o: &[View]) -> Result<()> {
+    let f = a.fwd(i, o);
+    let d = Dims::of(&f.q, &f.k, &f.v);
+    let t = f.q.dtype;
+    let (mut args, hd) = common(&a, &d, t, f.mask.as_ref())?;
+    if d.b * d.hq * d.l == 0 {
+        return Ok(());
+    }
+    let (dev, _) = dptr(&f.q)?;
+    let (q, k, v) = (stage(&f.q)?, stage(&f.k)?, stage(&f.v)?);
+    let out = output(f.o)?;
+    let (lse, ls) = plain(&f.lse)?;
+    (args.q, args.qs) = (q.ptr, q.st);
+    (args.k, args.ks) = (k.ptr, k.st);
+    (args.v, args.vs) = (v.ptr, v.st);
+    (args.o, args.os) = (out.ptr, out.st);
+    (args.lse, args.ls) = (lse, three(&ls));
+    let name = format!("attention_{}_d{hd}", tag(t));
+    let func = dev.function(&name, "attn_fwd", || module(t, hd))?;
+    let grid = ((d.b * d.hq) as u32, d.l.div_ceil(ROWS) as u32, 1);
+    let mut params = [arg(&args)];
+    unsafe {
+        launch_cfg(
+            &dev,
+            &func,
+            "attention",
+            grid,
+            (THREADS, 1, 1),
+            0,
+            &mut params,
+        )?
+    };
+    out.finish()
+}
+
+/// See [`crate::backend::attention::attention_backward`].
+pub(crate) fn attention_backward(a: Attention, i: &[View], o: &[View]) -> Result<()> {
+    let g = a.bwd(i, o);
+    let d = Dims::of(&g.q, &g.k, &g.v);
+    let t = g.q.dtype;
+    let (mut args, hd) = common(&a, &d, t, g.mask.as_ref())?;
+    if d.b * d.hk * d.s == 0 && d.b * d.hq * d.l == 0 {
+        return Ok(());
+    }
+    let (dev, _) = dptr(&g.q)?;
+    let (q, k, v, gr) = (stage(&g.q)?, stage(&g.k)?, stage(&g.v)?, stage(&g.d_o)?);
+    let (dq, dk, dv) = (output(g.dq)?, output(g.dk)?, output(g.dv)?);
+    let (o, os) = plain(&g.o)?;
+    let (lse, ls) = plain(&g.lse)?;
+    let rows = d.b * d.hq * d.l;
+    let delta = Storage::alloc(&[rows.max(1)], DType::F32, &g.q.storage.device(), false)?;
+    let delta_layout = Layout::contiguous(&[rows.max(1)]);
+    let (_, delta_ptr) = dptr(&View {
+        storage: &delta,
+        layout: &delta_layout,
+        dtype: DType::F32,
+    })?;
+    (args.q, args.qs) = (q.ptr, q.st);
+    (args.k, args.ks) = (k.ptr, k.st);
+    (args.v, args.vs) = (v.ptr, v.st);
+    (args.d_o, args.gs) = (gr.ptr, gr.st);
+    (args.o, args.os) = (o, three(&os));
+    (args.lse, args.ls) = (lse, three(&ls));
+    (args.dq, args.dqs) = (dq.ptr, dq.st);
+    (args.dk, args.dks) = (dk.ptr, dk.st);
+    (args.dv, args.dvs) = (dv.ptr, dv.st);
+    args.delta = delta_ptr;
+    let name = format!("attention_{}_d{hd}", tag(t));
+    let mut params = [arg(&args)];
+    let block = (THREADS, 1, 1);
+    if rows > 0 {
+        let f = dev.function(&name, "attn_bwd_delta", || module(t, hd))?;
+        let warps = THREADS as usize / 32;
+        let grid = rows.div_ceil(warps).min(dev.sm_count as usize * 16) as u32;
+        unsafe {
+            launch_cfg(
+                &dev,
+                &f,
+                "attention_backward",
+                (grid, 1, 1),
+                block,
+                0,
+                &mut params,
+            )?
+        };
+        let f = dev.function(&name, "attn_bwd_dq", || module(t, hd))?;
+        let grid = ((d.b * d.hq) as u32, d.l.div_ceil(ROWS) as u32, 1);
+        unsafe { launch_cfg(&dev, &f, "attention_backward", grid, block, 0, &mut params)? };
+    }
+    if d.b * d.hk * d.s > 0 {
+        let f = dev.function(&name, "attn_bwd_dkdv", || module(t, hd))?;
+        let grid = ((d.b * d.hk) as u32, d.s.div_ceil(ROWS) as u32, 1);
+        unsafe { launch_cfg(&dev, &f, "attention_backward", grid, block, 0, &mut params)? };
+    }
+    drop(delta);
+    dq.finish()?;
+    dk.finish()?;
+    dv.finish()
+}
