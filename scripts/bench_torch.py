@@ -1,10 +1,17 @@
 #!/usr/bin/env python3
 """The PyTorch peer of `stride bench cuda`: the same rows, on the same GPU, in the same run.
 
-Prints one JSON object: {"available": bool, "torch": version, "seconds": {row id: seconds},
-"first_call": {...}}. GPU rows are device times between CUDA events (median of batches after
-a warm-up, as stride measures them); `tiny_add_` is host time per call. TF32 stays off
-(PyTorch's default for matmul), as in stride.
+Prints one JSON object: {"available": bool, "torch": version, "seconds": {key: seconds},
+"unavailable": {key: why}, "first_call": {...}}. A key is a row id, or `<row id>@<backend>`
+for a row's second figure (the attention rows: the row id is SDPA's FlashAttention backend,
+`<id>@cudnn` its cuDNN backend); "unavailable" says why a key has no figure (a backend that
+refuses the config, out of memory). GPU rows are device times between CUDA events (median of
+batches after a warm-up, as stride measures them); `tiny_add_` is host time per call. TF32
+stays off (PyTorch's default for matmul), as in stride.
+
+Usage: bench_torch.py [--quick] [--only PREFIX,...] (`stride bench cuda` passes its own
+`--quick` and `--only`: a row runs if its id starts with one of the prefixes; a prefix ending
+in `$` must be the whole id).
 """
 import json
 import os
@@ -20,7 +27,8 @@ def main():
         only = [p for p in sys.argv[sys.argv.index("--only") + 1].split(",") if p]
 
     def want(key):
-        return only is None or any(key.startswith(p) for p in only)
+        return only is None or any(key == p[:-1] if p.endswith("$") else key.startswith(p)
+                                   for p in only)
     if "--first-call" in sys.argv:
         return first_call()
     try:
@@ -36,6 +44,7 @@ def main():
     dev = torch.device("cuda:0")
     reps, batches = (2, 3) if quick else (10, 7)
     secs = {}
+    unavailable = {}
 
     # as stride's bench: a copy of this size before each timed batch, so the batch is queued
     # before its start event (the events time the device, not the host's per-call cost)
@@ -150,6 +159,31 @@ def main():
             a = torch.randn(s, s, device=dev, generator=g).to(dt)
             b = torch.randn(s, s, device=dev, generator=g).to(dt)
             secs[f"matmul_{names[dt]}_{s}"] = gpu_time(lambda: a @ b, reps=3 if s >= 8192 else reps)
+    # attention at a GPT's size, as stride's rows: bf16, 16,384 tokens (batch x seq; --quick:
+    # 4,096) of heads x head_dim = 2,048; q, k, v permuted views of one fused (B, S, 3, H, D)
+    # projection; each row under FlashAttention (its id) and cuDNN (`<id>@cudnn`). A backend
+    # that fails (refuses the config, runs out of memory) is reported, not fatal; every row
+    # frees its tensors and the cache before the next.
+    from torch.nn.attention import SDPBackend
+    tokens = 4096 if quick else 16384
+    for dh in (64, 128):
+        for s in (1024, 4096):
+            for causal in (False, True):
+                tag = f"d{dh}_s{s}" + ("_causal" if causal else "")
+                for backward in (False, True):
+                    key = f"attention_{'bwd' if backward else 'fwd'}_{tag}"
+                    if not want(key):
+                        continue
+                    for suffix, backend in (("", SDPBackend.FLASH_ATTENTION),
+                                            ("@cudnn", SDPBackend.CUDNN_ATTENTION)):
+                        try:
+                            secs[key + suffix] = attention_time(
+                                torch, gpu_time, g, dev, max(1, tokens // s), s, 2048 // dh, dh,
+                                causal, backward, backend)
+                        except Exception as e:  # noqa: BLE001
+                            unavailable[key + suffix] = str(e)
+                        torch.cuda.synchronize()
+                        torch.cuda.empty_cache()
     calls = 1000 if quick else 10_000
     a = torch.randn(256, device=dev, generator=g)
     b = torch.randn(256, device=dev, generator=g)
@@ -179,7 +213,37 @@ def main():
     except ValueError:
         first = {"error": fc.stderr[-500:]}
     print(json.dumps({"available": True, "torch": torch.__version__, "seconds": secs,
-                      "first_call": first}))
+                      "unavailable": unavailable, "first_call": first}))
+
+
+def attention_time(torch, gpu_time, g, dev, b, s, h, dh, causal, backward, backend):
+    """Device seconds per call of one attention row under one SDPA backend (as stride's
+    `attention_time`): q, k, v permuted views of one fused (b, s, 3, h, dh) bf16 tensor; the
+    forward without a graph, or the backward (the graph built once, the gradient of the fused
+    tensor for a random upstream gradient timed, the graph kept). Raises RuntimeError with
+    PyTorch's reasons when the backend refuses the config."""
+    import warnings
+    from torch.nn.attention import sdpa_kernel
+    qkv = torch.randn(b, s, 3, h, dh, device=dev, generator=g).to(torch.bfloat16).requires_grad_(True)
+    q, k, v = (qkv.select(2, i).permute(0, 2, 1, 3) for i in range(3))  # (b, h, s, dh)
+
+    def attn():
+        return torch.nn.functional.scaled_dot_product_attention(q, k, v, dropout_p=0.0,
+                                                                is_causal=causal)
+    # a backend that can't run warns why, then raises "No available kernel": keep the why
+    with warnings.catch_warnings(record=True) as caught, sdpa_kernel(backend):
+        warnings.simplefilter("always")
+        try:
+            if not backward:
+                with torch.no_grad():
+                    return gpu_time(attn)
+            out = attn()
+            dout = torch.randn(out.shape, device=dev, generator=g).to(torch.bfloat16)
+            return gpu_time(lambda: torch.autograd.grad(out, (qkv,), dout, retain_graph=True))
+        except Exception as e:  # noqa: BLE001
+            why = [f"{type(e).__name__}: {' '.join(str(e).split())[:300]}"]
+            why += [" ".join(str(w.message).split())[:300] for w in caught]
+            raise RuntimeError("; ".join(why)) from None
 
 
 def sae_step(torch, dev, latents, dims=64, k=16, batch=256):

@@ -1,8 +1,10 @@
 //! `stride bench cuda`: GPU benchmarks beside their floor (bytes ÷ the device's own
-//! device-to-device copy bandwidth, measured in the same run) and beside PyTorch eager
-//! (`scripts/bench_torch.py`, run in the same invocation on the same GPU). GPU times are
-//! device times between CUDA events (median of batches after a warm-up); the tiny-op row is
-//! host time per call, which is what it measures. Nothing here asserts on time.
+//! device-to-device copy bandwidth, measured in the same run; for the attention rows flops ÷
+//! the H100's dense bf16 peak) and beside PyTorch eager (`scripts/bench_torch.py`, run in the
+//! same invocation on the same GPU; the attention rows beside two of its SDPA backends,
+//! FlashAttention and cuDNN). GPU times are device times between CUDA events (median of
+//! batches after a warm-up); the tiny-op row is host time per call, which is what it
+//! measures. Nothing here asserts on time.
 
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
@@ -28,7 +30,9 @@ pub struct CudaArgs {
     #[arg(long, default_value_t = 0)]
     device: usize,
     /// Only the rows whose id starts with one of these comma-separated prefixes (e.g.
-    /// `copy,sum,sae_step_16x`; `first_call` for the fresh-process row), here and in the peer.
+    /// `copy,sum,sae_step_16x,attention`; `first_call` for the fresh-process row), here and in
+    /// the peer. A prefix ending in `$` is a whole id: `attention_fwd_d64_s1024$` is that row
+    /// without its `_causal` sibling.
     #[arg(long)]
     only: Option<String>,
     /// Internal: measure the first op of a fresh process and print JSON (used by the bench
@@ -46,6 +50,24 @@ enum Target {
     WithinOfTorch(f64),
     /// Faster than PyTorch.
     FasterThanTorch,
+    /// None: the row reports its figure beside the floor and PyTorch.
+    Report,
+}
+
+/// Dense bf16 tensor-core peak of an H100 SXM5 in flop/s: NVIDIA's H100 datasheet gives
+/// 1,979 TFLOPS "with sparsity", half of it dense (989 TFLOPS). The attention rows' floor is
+/// flops ÷ this; on another GPU it is nominal.
+const H100_SXM_BF16_DENSE_PEAK: f64 = 989e12;
+
+/// Whether row `id` is selected by `--only` (`None`: every row): a comma-separated list of id
+/// prefixes; one ending in `$` must be the whole id. `scripts/bench_torch.py` selects alike.
+fn selected(only: Option<&str>, id: &str) -> bool {
+    only.is_none_or(|o| {
+        o.split(',').any(|p| match p.strip_suffix('$') {
+            Some(whole) => id == whole,
+            None => !p.is_empty() && id.starts_with(p),
+        })
+    })
 }
 
 struct Row {
@@ -57,6 +79,13 @@ struct Row {
     target: Target,
     /// Host time per call (the tiny-op row) rather than device time.
     host: bool,
+    /// The floor is `flops / peak` (flop/s) rather than `bytes /` copy bandwidth.
+    peak: Option<f64>,
+    /// More PyTorch figures for this row: (label, the peer's key), shown on a line under it.
+    /// The row's own PyTorch figure is the peer's key `id`.
+    alt_peers: Vec<(&'static str, String)>,
+    /// Why stride's side of the row failed (`seconds` is then NaN); the bench goes on.
+    error: Option<String>,
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -124,10 +153,7 @@ pub fn run(args: CudaArgs) -> Result<(), String> {
     let ahead = || Tensor::zeros([big], DType::F32, &dev);
     let _ = QUEUE_AHEAD.set((ahead().map_err(e)?, ahead().map_err(e)?));
     let only = args.only.clone();
-    let want = move |id: &str| {
-        only.as_ref()
-            .is_none_or(|o| o.split(',').any(|p| !p.is_empty() && id.starts_with(p)))
-    };
+    let want = move |id: &str| selected(only.as_deref(), id);
     let mut rows: Vec<Row> = vec![];
     let mut add = |id: &str, name: String, seconds: f64, bytes: f64, flops: f64, t: Target| {
         say(&format!("  {name}"));
@@ -139,6 +165,9 @@ pub fn run(args: CudaArgs) -> Result<(), String> {
             flops,
             target: t,
             host: false,
+            peak: None,
+            alt_peers: vec![],
+            error: None,
         });
     };
     // -- copies and elementwise over 64M f32, contiguous and transposed ------------------
@@ -438,6 +467,54 @@ pub fn run(args: CudaArgs) -> Result<(), String> {
             );
         }
     }
+    // -- attention at a GPT's size ----------------------------------------------------------
+    // bf16, 16,384 tokens (batch × seq; --quick: 4,096) of heads × head_dim = 2,048; q, k, v
+    // permuted views of one fused (B, S, 3, H, D) projection, as a model has them. flops =
+    // 4·B·H·S²·D forward (q·kᵀ and p·v), half of it causal; the backward 2.5× the forward
+    // (FlashAttention's convention: 5 matmuls to 2). floor = flops ÷ the dense bf16 peak.
+    // Each row makes its own tensors and frees them (and the allocator's cache) when done, so
+    // a composed path's S² scores don't crowd out the next row; a failing row (out of memory)
+    // is reported and the bench goes on; a slow path gets fewer calls (`gpu_time_bounded`).
+    let tokens = if q { 4096 } else { 16384 };
+    for dh in [64usize, 128] {
+        for s in [1024usize, 4096] {
+            for causal in [false, true] {
+                let tag = format!("d{dh}_s{s}{}", if causal { "_causal" } else { "" });
+                let (b, h) = ((tokens / s).max(1), 2048 / dh);
+                let fwd_flops = 4.0 * (b * h) as f64 * (s as f64).powi(2) * dh as f64
+                    / (1 + causal as usize) as f64;
+                for (backward, pass, what) in
+                    [(false, "fwd", "forward"), (true, "bwd", "backward (dqkv)")]
+                {
+                    let id = format!("attention_{pass}_{tag}");
+                    if !want(&id) {
+                        continue;
+                    }
+                    let mask = if causal { ", causal" } else { "" };
+                    let name = format!("attention B {b}, S {s}, H {h}, D {dh} bf16{mask}, {what}");
+                    say(&format!("  {name}"));
+                    let timed =
+                        attention_time(&dev, &gen, [b, s, h, dh], causal, backward, reps, batches);
+                    let _ = cuda::synchronize(d).and_then(|_| cuda::empty_cache(d));
+                    if let Err(why) = &timed {
+                        say(&format!("    failed: {why}"));
+                    }
+                    rows.push(Row {
+                        alt_peers: vec![("cuDNN", format!("{id}@cudnn"))],
+                        id,
+                        name,
+                        seconds: *timed.as_ref().unwrap_or(&f64::NAN),
+                        bytes: 0.0,
+                        flops: if backward { 2.5 * fwd_flops } else { fwd_flops },
+                        target: Target::Report,
+                        host: false,
+                        peak: Some(H100_SXM_BF16_DENSE_PEAK),
+                        error: timed.err().map(|e| e.to_string()),
+                    });
+                }
+            }
+        }
+    }
     // -- host overhead of a tiny op ------------------------------------------------------
     if want("tiny_add_") {
         let calls = if q { 1000 } else { 10_000 };
@@ -463,6 +540,9 @@ pub fn run(args: CudaArgs) -> Result<(), String> {
             flops: 0.0,
             target: Target::FasterThanTorch,
             host: true,
+            peak: None,
+            alt_peers: vec![],
+            error: None,
         });
     }
     // -- one SAE training step (forward, backward, Adam), default size and 16x its width ----
@@ -489,6 +569,9 @@ pub fn run(args: CudaArgs) -> Result<(), String> {
             flops: 0.0,
             target: Target::FasterThanTorch,
             host: true,
+            peak: None,
+            alt_peers: vec![],
+            error: None,
         });
     }
     // -- first call in a fresh process, cold and warm kernel cache --------------------------
@@ -499,6 +582,8 @@ pub fn run(args: CudaArgs) -> Result<(), String> {
         json!("skipped (--only)")
     };
     // -- the peer --------------------------------------------------------------------------
+    // (stride's cached blocks go back to the driver first, so the peer has the whole GPU)
+    let _ = cuda::empty_cache(d);
     let peer = if args.no_peer {
         Err("skipped (--no-peer)".to_string())
     } else {
@@ -506,33 +591,51 @@ pub fn run(args: CudaArgs) -> Result<(), String> {
         torch_peer(&args.python, q, args.only.as_deref())
     };
     let torch = peer.as_ref().ok();
+    // the peer's figure under `key` (a row id, or a row id with a backend, `<id>@cudnn`), and
+    // why it has none
+    let pt_of = |key: &str| torch.and_then(|p| p.seconds.get(key)).copied();
+    let why_not = |key: &str| torch.and_then(|p| p.unavailable.get(key));
     let met = |r: &Row| -> Option<bool> {
-        let pt = torch.and_then(|p| p.1.get(&r.id)).copied();
+        if r.error.is_some() {
+            return None;
+        }
+        let pt = pt_of(&r.id);
         match r.target {
             Target::Bandwidth(f) => Some(r.bytes / r.seconds >= f * bw),
             Target::WithinOfTorch(f) => pt.map(|p| r.seconds <= f * p),
             Target::FasterThanTorch => pt.map(|p| r.seconds < p),
+            Target::Report => None,
         }
     };
     let describe = |t: Target| match t {
         Target::Bandwidth(f) => format!(">= {:.0}% of copy bandwidth", f * 100.0),
         Target::WithinOfTorch(f) => format!("<= {f:.2}x PyTorch"),
         Target::FasterThanTorch => "faster than PyTorch".into(),
+        Target::Report => "-".into(),
+    };
+    let floor_of = |r: &Row| match r.peak {
+        Some(peak) => (r.flops > 0.0).then(|| r.flops / peak),
+        None => (r.bytes > 0.0).then(|| r.bytes / bw),
     };
     if args.json {
         let v = json!({
             "quick": q,
             "device": {"name": name, "arch": format!("sm_{}{}", arch.0, arch.1)},
             "copy_bandwidth_bytes_per_s": bw,
-            "peer": match &peer { Ok(p) => json!({"available": true, "name": p.0}), Err(w) => json!({"available": false, "why": w}) },
+            "peer": match &peer { Ok(p) => json!({"available": true, "name": p.name}), Err(w) => json!({"available": false, "why": w}) },
             "rows": rows.iter().map(|r| json!({
-                "id": r.id, "name": r.name, "seconds": r.seconds, "bytes": r.bytes, "flops": r.flops,
-                "host_time": r.host,
-                "torch_seconds": torch.and_then(|p| p.1.get(&r.id)),
+                "id": r.id, "name": r.name,
+                "seconds": r.error.is_none().then_some(r.seconds), "error": r.error,
+                "bytes": r.bytes, "flops": r.flops, "peak_flops_per_s": r.peak,
+                "floor_seconds": floor_of(r), "host_time": r.host,
+                "torch_seconds": pt_of(&r.id), "torch_unavailable": why_not(&r.id),
+                "torch_other_backends": r.alt_peers.iter().map(|(label, key)| json!({
+                    "backend": label, "key": key, "seconds": pt_of(key), "unavailable": why_not(key),
+                })).collect::<Vec<_>>(),
                 "target": describe(r.target), "met": met(r),
             })).collect::<Vec<_>>(),
             "first_call": first,
-            "torch_first_call": torch.map(|p| p.2.clone()),
+            "torch_first_call": torch.map(|p| p.first_call.clone()),
         });
         println!(
             "{}",
@@ -553,13 +656,20 @@ pub fn run(args: CudaArgs) -> Result<(), String> {
     o += &format!(
         "  copy bandwidth {:.0} GB/s  [cuMemcpyDtoDAsync of {} MiB, read + write bytes, best of 20]\n",
         bw / 1e9,
-        big * 4 >> 20
+        (big * 4) >> 20
     );
     match &peer {
-        Ok(p) => o += &format!("  peer           {} (same GPU, same run)\n", p.0),
+        Ok(p) => o += &format!("  peer           {} (same GPU, same run)\n", p.name),
         Err(w) => o += &format!("  peer           PyTorch unavailable: {w}\n"),
     }
-    o += "  GPU rows: device time between CUDA events around a batch queued behind a copy (the host's per-call cost excluded), median of batches; floor = bytes / copy bandwidth; vs PyTorch = PyTorch time / stride time (> 1: stride faster)\n\n";
+    o += "  GPU rows: device time between CUDA events around a batch queued behind a copy (the host's per-call cost excluded), median of batches; floor = bytes / copy bandwidth; vs PyTorch = PyTorch time / stride time (> 1: stride faster)\n";
+    if rows.iter().any(|r| r.id.starts_with("attention")) {
+        o += &format!(
+            "  attention rows: rate = flops / time (4·B·H·S²·D forward, half of it causal; backward 2.5x the forward); floor = flops / {:.0} TFLOP/s (H100 SXM dense bf16 peak, NVIDIA's datasheet; nominal on another GPU); PyTorch = sdpa_kernel(FLASH_ATTENTION), its time and TF/s; the line under each row = sdpa_kernel(CUDNN_ATTENTION), both on the same fused-QKV views\n",
+            H100_SXM_BF16_DENSE_PEAK / 1e12
+        );
+    }
+    o += "\n";
     let head = [
         "benchmark",
         "stride",
@@ -572,28 +682,52 @@ pub fn run(args: CudaArgs) -> Result<(), String> {
         "met",
     ];
     let mut cells: Vec<Vec<String>> = vec![head.iter().map(|s| s.to_string()).collect()];
+    // the peer's cells for `key` beside stride's row `r`: its time (and rate, where the floor
+    // is flops: the attention rows), and stride's speed-up
+    let peer_cells = |r: &Row, key: &str| match (pt_of(key), why_not(key)) {
+        (Some(p), _) => {
+            let t = match r.peak {
+                Some(_) => format!("{} ({:.0} TF/s)", fmt_time(p), r.flops / p / 1e12),
+                None => fmt_time(p),
+            };
+            let vs = match r.error {
+                None => format!("{:.2}x", p / r.seconds),
+                Some(_) => "-".into(),
+            };
+            [t, vs]
+        }
+        (None, Some(_)) => ["unavailable".into(), "-".into()],
+        (None, None) => ["-".into(), "-".into()],
+    };
+    // rows or peer figures that failed, and why: listed under the table
+    let mut failed: Vec<String> = vec![];
     for r in &rows {
-        let pt = torch.and_then(|p| p.1.get(&r.id)).copied();
-        let floor = if r.bytes > 0.0 {
-            Some(r.bytes / bw)
-        } else {
-            None
-        };
-        let rate = if r.flops > 0.0 {
+        let floor = floor_of(r);
+        let ok = r.error.is_none();
+        let rate = if !ok {
+            "-".into()
+        } else if r.flops > 0.0 {
             format!("{:.1} TF/s", r.flops / r.seconds / 1e12)
         } else if r.bytes > 0.0 {
             format!("{:.0} GB/s", r.bytes / r.seconds / 1e9)
         } else {
             "-".into()
         };
+        let [pt, vs] = peer_cells(r, &r.id);
         cells.push(vec![
             r.name.clone(),
-            fmt_time(r.seconds),
+            if ok {
+                fmt_time(r.seconds)
+            } else {
+                "failed".into()
+            },
             rate,
             floor.map_or("-".into(), fmt_time),
-            floor.map_or("-".into(), |f| format!("{:.2}", r.seconds / f)),
-            pt.map_or("-".into(), fmt_time),
-            pt.map_or("-".into(), |p| format!("{:.2}x", p / r.seconds)),
+            floor
+                .filter(|_| ok)
+                .map_or("-".into(), |f| format!("{:.2}", r.seconds / f)),
+            pt,
+            vs,
             describe(r.target),
             match met(r) {
                 Some(true) => "yes".into(),
@@ -601,11 +735,32 @@ pub fn run(args: CudaArgs) -> Result<(), String> {
                 None => "-".into(),
             },
         ]);
+        for (label, key) in &r.alt_peers {
+            let [pt, vs] = peer_cells(r, key);
+            let mut line = vec![String::new(); head.len()];
+            line[0] = format!("  same row, PyTorch {label}");
+            (line[5], line[6]) = (pt, vs);
+            cells.push(line);
+        }
+        if let Some(err) = &r.error {
+            failed.push(format!("{} (stride): {err}", r.id));
+        }
+        for key in std::iter::once(&r.id).chain(r.alt_peers.iter().map(|(_, k)| k)) {
+            if let Some(why) = why_not(key) {
+                failed.push(format!("{key} (PyTorch): {why}"));
+            }
+        }
     }
     o += &render(&cells);
+    if !failed.is_empty() {
+        o += "\nnot measured:\n";
+        for f in &failed {
+            o += &format!("  {f}\n");
+        }
+    }
     o += &format!("\nfirst op of a fresh process (context creation + one add + read back):\n  stride: {first}\n");
     if let Some(p) = torch {
-        o += &format!("  PyTorch: {}\n", p.2);
+        o += &format!("  PyTorch: {}\n", p.first_call);
     }
     print!("{o}");
     Ok(())
@@ -648,6 +803,68 @@ fn fmt_time(s: f64) -> String {
     } else {
         format!("{:.1} us", s * 1e6)
     }
+}
+
+/// Device seconds per call of one attention row (see the rows in [`run`]): `[b, s, h, dh]`
+/// sizes; q, k, v permuted views of one fused `(b, s, 3, h, dh)` bf16 tensor. The forward is
+/// timed without a graph; the backward (as the norm and loss rows) builds the graph once and
+/// times the gradient of the fused tensor for a random upstream gradient, keeping the graph.
+/// Everything it allocates is dropped when it returns, also on an error. A slow path (composed,
+/// or through the host) gets fewer calls: see [`gpu_time_bounded`].
+fn attention_time(
+    dev: &Device,
+    gen: &Generator,
+    [b, s, h, dh]: [usize; 4],
+    causal: bool,
+    backward: bool,
+    reps: usize,
+    batches: usize,
+) -> SResult<f64> {
+    use stride::autograd::{grad, no_grad, GradOptions};
+    use stride::nn::functional::scaled_dot_product_attention;
+    let d = match dev {
+        Device::Cuda(i) => *i,
+        Device::Cpu => 0,
+    };
+    let qkv = Tensor::randn([b, s, 3, h, dh], DType::BF16, dev, Some(gen))?.requires_grad_(true)?;
+    let part = |i: i64| qkv.select(2, i)?.permute(&[0, 2, 1, 3]); // (b, h, s, dh)
+    let (q, k, v) = (part(0)?, part(1)?, part(2)?);
+    let attn = || scaled_dot_product_attention(&q, &k, &v, None, 0.0, causal, None, false);
+    if !backward {
+        let _g = no_grad();
+        return gpu_time_bounded(d, reps, batches, || attn().map(|_| ()));
+    }
+    let y = attn()?;
+    let dy = Tensor::randn(y.shape(), DType::BF16, dev, Some(gen))?;
+    let opts = GradOptions {
+        retain_graph: true,
+        ..Default::default()
+    };
+    gpu_time_bounded(d, reps, batches, || {
+        grad(&[&y], &[&qkv], Some(&[&dy]), opts).map(|_| ())
+    })
+}
+
+/// [`gpu_time`] with at most `reps` calls a batch and `batches` batches, fewer where one call
+/// is slow: a call (after one to warm up, which may compile kernels) is timed on the host,
+/// then a batch gets about 0.2 s of calls (at least one), and a call over a second gets 3
+/// batches. A fast kernel keeps the bench's counts; a path that takes seconds (a fallback
+/// through the host) takes a row half a minute rather than many minutes.
+fn gpu_time_bounded(
+    dev: usize,
+    reps: usize,
+    batches: usize,
+    mut f: impl FnMut() -> SResult<()>,
+) -> SResult<f64> {
+    f()?;
+    cuda::synchronize(dev)?;
+    let t0 = Instant::now();
+    f()?;
+    cuda::synchronize(dev)?;
+    let once = t0.elapsed().as_secs_f64();
+    let reps = ((0.2 / once) as usize).clamp(1, reps);
+    let batches = if once > 1.0 { batches.min(3) } else { batches };
+    gpu_time(dev, reps, batches, f)
 }
 
 /// Wall seconds per SAE training step (zero_grad, forward, backward, Adam) on one fixed batch,
@@ -754,12 +971,19 @@ fn first_calls(d: usize) -> Value {
     Value::Object(out)
 }
 
-/// (name, seconds by row id, first-call JSON) from `scripts/bench_torch.py`.
-fn torch_peer(
-    python: &str,
-    quick: bool,
-    only: Option<&str>,
-) -> Result<(String, BTreeMap<String, f64>, Value), String> {
+/// What `scripts/bench_torch.py` measured.
+struct TorchPeer {
+    /// e.g. "PyTorch 2.11.0+cu128"
+    name: String,
+    /// Seconds by key: a row id, or `<row id>@<backend>` for a row's second PyTorch figure
+    /// (the attention rows' `@cudnn`).
+    seconds: BTreeMap<String, f64>,
+    /// Why the peer has no figure for a key (e.g. a backend that refuses the config).
+    unavailable: BTreeMap<String, String>,
+    first_call: Value,
+}
+
+fn torch_peer(python: &str, quick: bool, only: Option<&str>) -> Result<TorchPeer, String> {
     let built =
         std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../scripts/bench_torch.py");
     let here = std::path::PathBuf::from("scripts/bench_torch.py");
@@ -794,15 +1018,46 @@ fn torch_peer(
             .unwrap_or("PyTorch with CUDA is not available")
             .to_string());
     }
-    let secs = v["seconds"]
+    let seconds = v["seconds"]
         .as_object()
         .ok_or("the peer's JSON has no \"seconds\"")?
         .iter()
         .filter_map(|(k, t)| t.as_f64().map(|t| (k.clone(), t)))
         .collect();
-    Ok((
-        format!("PyTorch {}", v["torch"].as_str().unwrap_or("?")),
-        secs,
-        v["first_call"].clone(),
-    ))
+    // optional: older peers print no "unavailable"
+    let unavailable = v["unavailable"]
+        .as_object()
+        .into_iter()
+        .flatten()
+        .filter_map(|(k, w)| w.as_str().map(|w| (k.clone(), w.to_string())))
+        .collect();
+    Ok(TorchPeer {
+        name: format!("PyTorch {}", v["torch"].as_str().unwrap_or("?")),
+        seconds,
+        unavailable,
+        first_call: v["first_call"].clone(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::selected;
+
+    #[test]
+    fn only_selects_by_prefix_or_whole_id() {
+        let (plain, causal) = ("attention_fwd_d64_s1024", "attention_fwd_d64_s1024_causal");
+        assert!(selected(None, plain));
+        for only in ["attention", "attention_fwd", "copy,attention_fwd_d64"] {
+            assert!(
+                selected(Some(only), plain) && selected(Some(only), causal),
+                "{only}"
+            );
+        }
+        // a prefix selects the causal sibling too; `$` asks for the whole id
+        let whole = "attention_fwd_d64_s1024$";
+        assert!(selected(Some(whole), plain) && !selected(Some(whole), causal));
+        assert!(selected(Some("attention_fwd_d64_s1024_causal$"), causal));
+        assert!(!selected(Some("attention_bwd"), plain));
+        assert!(!selected(Some(""), plain) && !selected(Some(",$"), plain));
+    }
 }
