@@ -432,7 +432,11 @@ fn the_backward_is_deterministic_and_double_backward_is_composed() {
         let c = Case::new(1, 2, 1, 70, 70, 8);
         let q = operand(&c, &dev, DType::F32, 2, 70, 1, 1.0);
         let kv = operand(&c, &dev, DType::F32, 1, 70, 2, 1.0);
-        let y = q.attention(&kv, &kv, None, Some(0), 0.3).unwrap().sum().unwrap();
+        let y = q
+            .attention(&kv, &kv, None, Some(0), 0.3)
+            .unwrap()
+            .sum()
+            .unwrap();
         let g = stride_core::autograd::grad(&[&y], &[&q, &kv], None, Default::default()).unwrap();
         (host(g[0].as_ref().unwrap()), host(g[1].as_ref().unwrap()))
     };

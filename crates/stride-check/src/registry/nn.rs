@@ -1534,14 +1534,12 @@ pub fn ops() -> Vec<OpInfo> {
 }
 
 /// How far each entry of this family is differentiable ([`Grad`], checked by
-/// [`crate::grad`]). Twice: the fused normalisations (their backward is a kernel, and under
-/// `create_graph` a composed formula autograd differentiates again). Once: every composed
-/// layer and loss (its gradient is that of the ops it composes), and attention — its fused
-/// kernel's backward has no derivative of its own yet (gradgradcheck finds second derivatives
-/// of 0); `Twice` once a composed formula backs it under `create_graph`.
+/// [`crate::grad`]). Twice: the fused normalisations and attention (their backward is a
+/// kernel, and under `create_graph` a composed formula autograd differentiates again). Once:
+/// every composed layer and loss (its gradient is that of the ops it composes).
 pub fn grad(name: &str) -> super::Grad {
     match name {
-        "nn.layer_norm" | "nn.rms_norm" => super::Grad::Twice,
+        "nn.layer_norm" | "nn.rms_norm" | "nn.scaled_dot_product_attention" => super::Grad::Twice,
         "nn.embedding"
         | "nn.embedding.grad"
         | "nn.mse_loss"
@@ -1551,8 +1549,7 @@ pub fn grad(name: &str) -> super::Grad {
         | "nn.cross_entropy.probs"
         | "nn.nll_loss"
         | "nn.binary_cross_entropy"
-        | "nn.binary_cross_entropy_with_logits"
-        | "nn.scaled_dot_product_attention" => super::Grad::Once,
+        | "nn.binary_cross_entropy_with_logits" => super::Grad::Once,
         _ => super::Grad::No,
     }
 }

@@ -119,7 +119,7 @@ __device__ __forceinline__ int key_end(const AttnArgs& a, int m0, int rows) {
 }
 
 #define BN 64
-extern "C" __global__ void __launch_bounds__(NW * 32) attn_fwd(const AttnArgs a) {
+extern "C" __global__ void __launch_bounds__(NW * 32) k_attn_fwd(const AttnArgs a) {
     __shared__ __align__(16) h16 Ks[BN * LDS];
     __shared__ __align__(16) h16 Vs[BN * LDS];
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -247,7 +247,7 @@ extern "C" __global__ void __launch_bounds__(NW * 32) attn_fwd(const AttnArgs a)
 #undef BN
 
 // D_i = do_i·o_i (f32), one warp per query row.
-extern "C" __global__ void attn_bwd_delta(const AttnArgs a) {
+extern "C" __global__ void k_attn_bwd_delta(const AttnArgs a) {
     const i64 rows = (i64)a.B * a.Hq * a.L;
     const int lane = threadIdx.x & 31;
     for (i64 w = ((i64)blockIdx.x * blockDim.x + threadIdx.x) >> 5; w < rows;
@@ -273,7 +273,7 @@ __device__ __forceinline__ float prob(float x, float lse2) {
 
 // dq: per block 64 query rows (16 a warp), over key tiles of BN.
 #define BN 32
-extern "C" __global__ void __launch_bounds__(NW * 32) attn_bwd_dq(const AttnArgs a) {
+extern "C" __global__ void __launch_bounds__(NW * 32) k_attn_bwd_dq(const AttnArgs a) {
     __shared__ __align__(16) h16 Ks[BN * LDS];
     __shared__ __align__(16) h16 Vs[BN * LDS];
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -371,7 +371,7 @@ extern "C" __global__ void __launch_bounds__(NW * 32) attn_bwd_dq(const AttnArgs
 
 // dk, dv: per block 64 keys (16 a warp), over the group's query heads and tiles of QT rows.
 #define QT 16
-extern "C" __global__ void __launch_bounds__(NW * 32) attn_bwd_dkdv(const AttnArgs a) {
+extern "C" __global__ void __launch_bounds__(NW * 32) k_attn_bwd_dkdv(const AttnArgs a) {
     __shared__ __align__(16) h16 Ks[BM * LDS];
     __shared__ __align__(16) h16 Vs[BM * LDS];
     __shared__ __align__(16) h16 Qs[QT * LDS];
