@@ -1,7 +1,8 @@
 //! `Tensor::attention` (the fused attention kernels) against the same math in f64 from the
 //! rounded inputs, within error bounds: the output and the gradients of q, k and v. Lengths on
-//! both sides of the kernels' tiles (CUDA: 64 query rows a block, key tiles of 64 forward and
-//! 32 in `dq`, query tiles of 16 in `dk`/`dv`; CPU: blocks of 64), head dims that are and are
+//! both sides of the kernels' tiles (CUDA: 64 query rows a block — 128 forward up to head dim
+//! 64 — key tiles of 64 forward and 32 in `dq` (64 up to head dim 64), query tiles of 16 in
+//! `dk`/`dv` (32 up to head dim 64); CPU: blocks of 64), head dims that are and are
 //! not a multiple of the tensor-core k step (16), grouped-query and multi-query heads, causal
 //! masks of both alignments (bottom-right with more queries than keys: rows with no key),
 //! bool and additive masks with fully masked rows, large logits (~1e4), permuted views of one

@@ -14,8 +14,19 @@ use crate::{DType, Error, Layout, Result, Storage};
 const COMMON: &str = include_str!("kernels/common.cuh");
 const ATTENTION: &str = include_str!("kernels/attention.cu");
 
-/// Rows (queries or keys) per block, and threads per block (`BM`, `NW` in attention.cu).
+/// Rows (queries or keys) per block of the backward kernels, and threads per block (`BM`,
+/// `NW` in attention.cu).
 const ROWS: usize = 64;
+
+/// Query rows per block of the forward kernel (`BMF` in attention.cu: two 16-row tiles a warp
+/// up to head dim 64).
+fn forward_rows(hd: usize) -> usize {
+    if hd <= 64 {
+        128
+    } else {
+        64
+    }
+}
 const THREADS: u32 = 128;
 /// Head dims the kernels are compiled for (the head dim rounded up to 16).
 const HEAD_DIMS: [usize; 8] = [16, 32, 48, 64, 80, 96, 112, 128];
@@ -287,7 +298,11 @@ pub(crate) fn attention(a: Attention, i: &[View], o: &[View]) -> Result<()> {
     (args.lse, args.ls) = (lse, three(&ls));
     let name = format!("attention_{}_d{hd}", tag(t));
     let func = dev.function(&name, "attn_fwd", || module(t, hd))?;
-    let grid = ((d.b * d.hq) as u32, d.l.div_ceil(ROWS) as u32, 1);
+    let grid = (
+        (d.b * d.hq) as u32,
+        d.l.div_ceil(forward_rows(hd)) as u32,
+        1,
+    );
     let mut params = [arg(&args)];
     unsafe {
         launch_cfg(

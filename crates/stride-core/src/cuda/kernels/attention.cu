@@ -5,7 +5,8 @@
 //
 // The module defines T (f16 or bf16), MT (its PTX type name) and HD (the head dim rounded up
 // to 16; the columns past E are zero-filled). Four warps per block, each owning 16 rows of
-// the block's 64 (queries in the forward and dq kernels, keys in the dk/dv kernel).
+// the block's 64 (queries in the dq kernel, keys in the dk/dv kernel; the forward's warps own
+// 32 query rows up to head dim 64); the grid is (batch × heads, row blocks).
 //
 // Scores are kept in log2 units (x·log2 e) so that every exponential is one exp2f; the saved
 // log-sum-exp is natural (lse = (m + log2 l)·ln 2). A row with no visible key has l = 0: its
@@ -64,8 +65,6 @@ __device__ __forceinline__ u32 pack(float lo, float hi) {
     asm("cvt.rn." MT "x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
     return r;
 }
-__device__ __forceinline__ float half_lo(u32 r) { T t; t.b = (h16)(r & 0xffffu); return L(t); }
-__device__ __forceinline__ float half_hi(u32 r) { T t; t.b = (h16)(r >> 16); return L(t); }
 
 // Rows [r0, r0 + R) of a (row, E) operand into a shared [R][LDS] tile, 16 bytes per copy;
 // rows past n and columns past E read as zero. All threads of the block take part.
@@ -118,24 +117,36 @@ __device__ __forceinline__ int key_end(const AttnArgs& a, int m0, int rows) {
     return (int)(e < 0 ? 0 : (e < a.S ? e : a.S));
 }
 
+// Forward: each warp owns RW tiles of 16 query rows (two where the head dim leaves the
+// registers for it: every K/V fragment read from shared memory then feeds two products).
 #define BN 64
+#define RW (HD <= 64 ? 2 : 1)
+#define BMF (NW * 16 * RW)
 extern "C" __global__ void __launch_bounds__(NW * 32) k_attn_fwd(const AttnArgs a) {
     __shared__ __align__(16) h16 Ks[BN * LDS];
     __shared__ __align__(16) h16 Vs[BN * LDS];
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int b = blockIdx.x / a.Hq, h = blockIdx.x % a.Hq, hk = h / a.groups;
-    const int m0 = blockIdx.y * BM;
+    const int m0 = blockIdx.y * BMF;
     const T* q = (const T*)a.q + b * a.qs[0] + h * a.qs[1];
     const T* k = (const T*)a.k + b * a.ks[0] + hk * a.ks[1];
     const T* v = (const T*)a.v + b * a.vs[0] + hk * a.vs[1];
-    u32 qf[HD / 16][4];
-    load_a(qf, q, a.qs[2], m0 + warp * 16, a.L, a.E);
-    float acc[HD / 8][4];
+    u32 qf[RW][HD / 16][4];
+    float acc[RW][HD / 8][4];
+    float mrow[RW][2], lrow[RW][2];
+    int row[RW][2];
 #pragma unroll
-    for (int d = 0; d < HD / 8; ++d) acc[d][0] = acc[d][1] = acc[d][2] = acc[d][3] = 0.f;
-    float mrow[2] = {-INFINITY, -INFINITY}, lrow[2] = {0.f, 0.f};
-    const int row[2] = {m0 + warp * 16 + (lane >> 2), m0 + warp * 16 + (lane >> 2) + 8};
-    const int nend = key_end(a, m0, min(BM, a.L - m0));
+    for (int w = 0; w < RW; ++w) {
+        const int r0 = m0 + (warp * RW + w) * 16;
+        load_a(qf[w], q, a.qs[2], r0, a.L, a.E);
+#pragma unroll
+        for (int d = 0; d < HD / 8; ++d) acc[w][d][0] = acc[w][d][1] = acc[w][d][2] = acc[w][d][3] = 0.f;
+        mrow[w][0] = mrow[w][1] = -INFINITY;
+        lrow[w][0] = lrow[w][1] = 0.f;
+        row[w][0] = r0 + (lane >> 2);
+        row[w][1] = r0 + (lane >> 2) + 8;
+    }
+    const int nend = key_end(a, m0, min(BMF, a.L - m0));
     const int tiles = (nend + BN - 1) / BN;
     if (tiles > 0) {
         load_tile<BN>(Ks, k, a.ks[2], 0, a.S, a.E);
@@ -143,64 +154,75 @@ extern "C" __global__ void __launch_bounds__(NW * 32) k_attn_fwd(const AttnArgs 
         load_tile<BN>(Vs, v, a.vs[2], 0, a.S, a.E);
         cp_commit();
     }
+    const int mi = lane >> 3;
     for (int t = 0; t < tiles; ++t) {
         const int n0 = t * BN;
         cp_wait<1>();
         __syncthreads();
-        float s[BN / 8][4];
+        float s[RW][BN / 8][4];
 #pragma unroll
-        for (int n = 0; n < BN / 8; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.f;
+        for (int w = 0; w < RW; ++w)
+#pragma unroll
+            for (int n = 0; n < BN / 8; ++n) s[w][n][0] = s[w][n][1] = s[w][n][2] = s[w][n][3] = 0.f;
 #pragma unroll
         for (int kk = 0; kk < HD / 16; ++kk) {
 #pragma unroll
             for (int n = 0; n < BN / 8; n += 2) {
                 u32 r[4];
-                const int mi = lane >> 3;
                 ldm4(r, Ks + (n * 8 + (mi >> 1) * 8 + (lane & 7)) * LDS + kk * 16 + (mi & 1) * 8);
-                mma(s[n], qf[kk], r[0], r[1]);
-                mma(s[n + 1], qf[kk], r[2], r[3]);
+#pragma unroll
+                for (int w = 0; w < RW; ++w) {
+                    mma(s[w][n], qf[w][kk], r[0], r[1]);
+                    mma(s[w][n + 1], qf[w][kk], r[2], r[3]);
+                }
             }
         }
         __syncthreads();
         if (t + 1 < tiles) load_tile<BN>(Ks, k, a.ks[2], n0 + BN, a.S, a.E);
         cp_commit();
-        // scale and mask, then the online softmax of the thread's two rows
-        float mx[2] = {-INFINITY, -INFINITY};
+        // a tile every key of which every row of the block sees needs no mask (rows past L
+        // are computed and never stored)
+        const bool open = !a.mask_kind && n0 + BN <= a.S &&
+                          (!a.causal || (i64)(n0 + BN - 1) <= (i64)m0 + a.causal_off);
+        u32 pf[RW][BN / 16][4];
 #pragma unroll
-        for (int n = 0; n < BN / 8; ++n)
+        for (int w = 0; w < RW; ++w) {
+            // scale and mask, then the online softmax of the thread's two rows
+            float mx[2] = {-INFINITY, -INFINITY};
 #pragma unroll
-            for (int e = 0; e < 4; ++e) {
-                const int j = n0 + n * 8 + (lane & 3) * 2 + (e & 1);
-                s[n][e] = masked(a, b, h, row[e >> 1], j, s[n][e] * a.scale_log2);
-                mx[e >> 1] = fmaxf(mx[e >> 1], s[n][e]);
+            for (int n = 0; n < BN / 8; ++n)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) {
+                    float x = s[w][n][e] * a.scale_log2;
+                    if (!open) x = masked(a, b, h, row[w][e >> 1], n0 + n * 8 + (lane & 3) * 2 + (e & 1), x);
+                    s[w][n][e] = x;
+                    mx[e >> 1] = fmaxf(mx[e >> 1], x);
+                }
+            float alpha[2], use[2];
+#pragma unroll
+            for (int r = 0; r < 2; ++r) {
+                mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
+                mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+                const float mnew = fmaxf(mrow[w][r], mx[r]);
+                use[r] = mnew == -INFINITY ? 0.f : mnew;   // nothing visible yet: every p is 0
+                alpha[r] = exp2f(mrow[w][r] - use[r]);
+                mrow[w][r] = mnew;
+                lrow[w][r] *= alpha[r];
             }
-        float alpha[2], use[2];
 #pragma unroll
-        for (int r = 0; r < 2; ++r) {
-            mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
-            mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
-            const float mnew = fmaxf(mrow[r], mx[r]);
-            use[r] = mnew == -INFINITY ? 0.f : mnew;   // nothing visible yet: every p is 0
-            alpha[r] = exp2f(mrow[r] - use[r]);
-            mrow[r] = mnew;
-            lrow[r] *= alpha[r];
-        }
+            for (int d = 0; d < HD / 8; ++d) {
+                acc[w][d][0] *= alpha[0]; acc[w][d][1] *= alpha[0];
+                acc[w][d][2] *= alpha[1]; acc[w][d][3] *= alpha[1];
+            }
 #pragma unroll
-        for (int d = 0; d < HD / 8; ++d) {
-            acc[d][0] *= alpha[0]; acc[d][1] *= alpha[0];
-            acc[d][2] *= alpha[1]; acc[d][3] *= alpha[1];
-        }
-        u32 pf[BN / 16][4];
-#pragma unroll
-        for (int n = 0; n < BN / 8; ++n) {
-            const float p0 = exp2f(s[n][0] - use[0]), p1 = exp2f(s[n][1] - use[0]);
-            const float p2 = exp2f(s[n][2] - use[1]), p3 = exp2f(s[n][3] - use[1]);
-            // l sums the probabilities as the product with v sees them (rounded to T)
-            const u32 lo = pack(p0, p1), hi = pack(p2, p3);
-            lrow[0] += half_lo(lo) + half_hi(lo);
-            lrow[1] += half_lo(hi) + half_hi(hi);
-            pf[n >> 1][(n & 1) * 2 + 0] = lo;
-            pf[n >> 1][(n & 1) * 2 + 1] = hi;
+            for (int n = 0; n < BN / 8; ++n) {
+                const float p0 = exp2f(s[w][n][0] - use[0]), p1 = exp2f(s[w][n][1] - use[0]);
+                const float p2 = exp2f(s[w][n][2] - use[1]), p3 = exp2f(s[w][n][3] - use[1]);
+                lrow[w][0] += p0 + p1;
+                lrow[w][1] += p2 + p3;
+                pf[w][n >> 1][(n & 1) * 2 + 0] = pack(p0, p1);
+                pf[w][n >> 1][(n & 1) * 2 + 1] = pack(p2, p3);
+            }
         }
         cp_wait<1>();
         __syncthreads();
@@ -209,10 +231,12 @@ extern "C" __global__ void __launch_bounds__(NW * 32) k_attn_fwd(const AttnArgs 
 #pragma unroll
             for (int d = 0; d < HD / 8; d += 2) {
                 u32 r[4];
-                const int mi = lane >> 3;
                 ldm4t(r, Vs + (kk * 16 + (mi & 1) * 8 + (lane & 7)) * LDS + d * 8 + (mi >> 1) * 8);
-                mma(acc[d], pf[kk], r[0], r[1]);
-                mma(acc[d + 1], pf[kk], r[2], r[3]);
+#pragma unroll
+                for (int w = 0; w < RW; ++w) {
+                    mma(acc[w][d], pf[w][kk], r[0], r[1]);
+                    mma(acc[w][d + 1], pf[w][kk], r[2], r[3]);
+                }
             }
         }
         __syncthreads();
@@ -223,27 +247,31 @@ extern "C" __global__ void __launch_bounds__(NW * 32) k_attn_fwd(const AttnArgs 
     T* o = (T*)a.o + b * a.os[0] + h * a.os[1];
     float* lse = (float*)a.lse + b * a.ls[0] + h * a.ls[1];
 #pragma unroll
+    for (int w = 0; w < RW; ++w)
+#pragma unroll
     for (int r = 0; r < 2; ++r) {
-        float l = lrow[r];
+        float l = lrow[w][r];
         l += __shfl_xor_sync(0xffffffffu, l, 1);
         l += __shfl_xor_sync(0xffffffffu, l, 2);
         const bool dead = l == 0.f;
         const float inv = dead ? 0.f : 1.f / l;
-        const int i = row[r];
+        const int i = row[w][r];
         if (i < a.L) {
 #pragma unroll
             for (int d = 0; d < HD / 8; ++d) {
                 const int c = d * 8 + (lane & 3) * 2;
                 if (c < a.E) {
-                    const T lo = S(acc[d][r * 2] * inv), hi = S(acc[d][r * 2 + 1] * inv);
+                    const T lo = S(acc[w][d][r * 2] * inv), hi = S(acc[w][d][r * 2 + 1] * inv);
                     *(u32*)(o + (i64)i * a.os[2] + c) = (u32)lo.b | ((u32)hi.b << 16);
                 }
             }
             if ((lane & 3) == 0)
-                lse[(i64)i * a.ls[2]] = dead ? -INFINITY : (mrow[r] + log2f(l)) * LN2;
+                lse[(i64)i * a.ls[2]] = dead ? -INFINITY : (mrow[w][r] + log2f(l)) * LN2;
         }
     }
 }
+#undef RW
+#undef BMF
 #undef BN
 
 // D_i = do_i·o_i (f32), one warp per query row.
@@ -272,7 +300,7 @@ __device__ __forceinline__ float prob(float x, float lse2) {
 }
 
 // dq: per block 64 query rows (16 a warp), over key tiles of BN.
-#define BN 32
+#define BN (HD <= 64 ? 64 : 32)
 extern "C" __global__ void __launch_bounds__(NW * 32) k_attn_bwd_dq(const AttnArgs a) {
     __shared__ __align__(16) h16 Ks[BN * LDS];
     __shared__ __align__(16) h16 Vs[BN * LDS];
@@ -327,6 +355,8 @@ extern "C" __global__ void __launch_bounds__(NW * 32) k_attn_bwd_dq(const AttnAr
                 mma(dp[n + 1], gf[kk], r[2], r[3]);
             }
         }
+        const bool open = !a.mask_kind && n0 + BN <= a.S &&
+                          (!a.causal || (i64)(n0 + BN - 1) <= (i64)m0 + a.causal_off);
         u32 sf[BN / 16][4];
 #pragma unroll
         for (int n = 0; n < BN / 8; ++n) {
@@ -334,7 +364,9 @@ extern "C" __global__ void __launch_bounds__(NW * 32) k_attn_bwd_dq(const AttnAr
 #pragma unroll
             for (int e = 0; e < 4; ++e) {
                 const int j = n0 + n * 8 + (lane & 3) * 2 + (e & 1);
-                const float p = prob(masked(a, b, h, row[e >> 1], j, s[n][e] * a.scale_log2), lse2[e >> 1]);
+                float x = s[n][e] * a.scale_log2;
+                if (!open) x = masked(a, b, h, row[e >> 1], j, x);
+                const float p = prob(x, lse2[e >> 1]);
                 ds[e] = p * (dp[n][e] - dl[e >> 1]);
             }
             sf[n >> 1][(n & 1) * 2 + 0] = pack(ds[0], ds[1]);
@@ -370,7 +402,7 @@ extern "C" __global__ void __launch_bounds__(NW * 32) k_attn_bwd_dq(const AttnAr
 #undef BN
 
 // dk, dv: per block 64 keys (16 a warp), over the group's query heads and tiles of QT rows.
-#define QT 16
+#define QT (HD <= 64 ? 32 : 16)
 extern "C" __global__ void __launch_bounds__(NW * 32) k_attn_bwd_dkdv(const AttnArgs a) {
     __shared__ __align__(16) h16 Ks[BM * LDS];
     __shared__ __align__(16) h16 Vs[BM * LDS];
@@ -440,6 +472,8 @@ extern "C" __global__ void __launch_bounds__(NW * 32) k_attn_bwd_dkdv(const Attn
                     mma(dp[n + 1], va, r[2], r[3]);
                 }
             }
+            const bool open = !a.mask_kind && n0 + BM <= a.S &&
+                              (!a.causal || (i64)(n0 + BM - 1) <= (i64)m0 + a.causal_off);
             u32 pf[QT / 16][4], sf[QT / 16][4];
 #pragma unroll
             for (int n = 0; n < QT / 8; ++n) {
@@ -447,7 +481,8 @@ extern "C" __global__ void __launch_bounds__(NW * 32) k_attn_bwd_dkdv(const Attn
 #pragma unroll
                 for (int e = 0; e < 4; ++e) {
                     const int qi = n * 8 + (lane & 3) * 2 + (e & 1);
-                    const float x = masked(a, b, h, m0 + qi, key[e >> 1], s[n][e] * a.scale_log2);
+                    float x = s[n][e] * a.scale_log2;
+                    if (!open) x = masked(a, b, h, m0 + qi, key[e >> 1], x);
                     p[e] = prob(x, lse2s[qi]);
                     ds[e] = p[e] * (dp[n][e] - dls[qi]);
                 }
