@@ -197,37 +197,25 @@ impl Embedding {
 impl Module for Embedding {
     fn forward(&self, indices: &Tensor) -> Result<Tensor> {
         let w = self.weight.tensor();
-        let n = w.shape()[0];
         let out = w.embedding(indices)?;
-        let needs_grad = is_grad_enabled() && w.requires_grad();
-        if !needs_grad || (out.requires_grad() && self.padding_idx.is_none()) {
+        if !(is_grad_enabled() && w.requires_grad()) {
             return Ok(out);
         }
-        // Differentiable path composed from ops with gradients: a one-hot matrix times the
-        // table (used while stride-core's gather has no backward, and for padding_idx, whose
-        // row must get no gradient).
-        let flat = indices.reshape(&[-1])?;
-        let classes = Tensor::arange(0, n as i64, &indices.device())?.to_dtype(flat.dtype())?;
-        let mut onehot = flat.unsqueeze(1)?.eq(&classes.unsqueeze(0)?)?;
-        if let Some(p) = self.padding_idx {
-            onehot = onehot.logical_and(&classes.ne(p as i64)?.unsqueeze(0)?)?;
-        }
-        let picked = onehot.to_dtype(w.dtype())?.matmul(&w)?;
-        let y = match self.padding_idx {
-            // the padding row (zero unless changed by hand) is still returned as stored
+        // The lookup's gradient is a scatter-add of the output's gradient into the table's
+        // rows (deterministic: duplicates summed in index order); the padding row's
+        // positions take the stored row detached, so their gradient never reaches it. Memory
+        // O(indices × dim), never a one-hot (indices × num_embeddings) matrix.
+        match self.padding_idx {
+            None => Ok(out),
             Some(p) => {
-                let pad = flat.eq(p as i64)?.unsqueeze(1)?;
                 let row = {
                     let _ng = no_grad();
                     w.select(0, p as i64)?.detach()
                 };
-                pad.where_cond(&row.unsqueeze(0)?, &picked)?
+                let pad = indices.eq(p as i64)?.unsqueeze(-1)?;
+                pad.where_cond(&row, &out)
             }
-            None => picked,
-        };
-        let mut shape: Vec<i64> = indices.shape().iter().map(|&s| s as i64).collect();
-        shape.push(w.shape()[1] as i64);
-        y.reshape(&shape)
+        }
     }
     fn visit(&self, v: &mut dyn Visitor) {
         v.parameter("weight", &self.weight);
