@@ -161,7 +161,7 @@ struct Want {
     dv: (Vec<f64>, Vec<f64>),
 }
 
-#[allow(clippy::too_many_arguments)]
+#[allow(clippy::too_many_arguments, clippy::needless_range_loop)]
 fn reference(
     c: &Case,
     dtype: DType,
@@ -326,7 +326,7 @@ fn run(dev: &Device, dtype: DType, c: Case, seed: u64) {
             grads[2].clone().unwrap(),
         )
     };
-    let mask_host = mask.as_ref().map(|m| host(m));
+    let mask_host = mask.as_ref().map(host);
     let w = reference(
         &c,
         dtype,

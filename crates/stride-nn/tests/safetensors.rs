@@ -79,7 +79,14 @@ fn every_dtype_and_layout_round_trips() {
 
 #[test]
 fn f16_bf16_and_nan_bits_survive() {
-    let v: Vec<f32> = vec![f32::NAN, -0.0, f32::INFINITY, 1e-8, 65504.0, 3.1415927];
+    let v: Vec<f32> = vec![
+        f32::NAN,
+        -0.0,
+        f32::INFINITY,
+        1e-8,
+        65504.0,
+        std::f32::consts::PI,
+    ];
     let t = Tensor::from_vec(v.clone(), [6]).unwrap();
     let mut m = BTreeMap::new();
     m.insert("f32".to_string(), t.clone());

@@ -125,7 +125,7 @@ impl Tensor {
             scale,
             causal,
             mask: kind,
-            groups: if hk == 0 { 1 } else { hq / hk },
+            groups: hq.checked_div(hk).unwrap_or(1),
         };
         let (o, lse) = {
             let _g = no_grad();
