@@ -184,6 +184,19 @@ def main():
                             unavailable[key + suffix] = str(e)
                         torch.cuda.synchronize()
                         torch.cuda.empty_cache()
+    # one decode step's attention (as stride's `attention_decode` row): 8 sequences, 32 query
+    # heads over 8 key/value heads (GQA), head dim 128, one query over a 4,096-token bf16 cache;
+    # SDPA's default backend choice
+    if want("attention_decode"):
+        b, hq, hk, s, dh = 8, 32, 8, 4096, 128
+        q = torch.randn(b, hq, 1, dh, device=dev, generator=g).to(torch.bfloat16)
+        kc = torch.randn(b, hk, s, dh, device=dev, generator=g).to(torch.bfloat16)
+        vc = torch.randn(b, hk, s, dh, device=dev, generator=g).to(torch.bfloat16)
+        with torch.no_grad():
+            secs["attention_decode"] = gpu_time(lambda: torch.nn.functional.scaled_dot_product_attention(
+                q, kc, vc, enable_gqa=True))
+        del q, kc, vc
+        torch.cuda.empty_cache()
     calls = 1000 if quick else 10_000
     a = torch.randn(256, device=dev, generator=g)
     b = torch.randn(256, device=dev, generator=g)

@@ -6,7 +6,8 @@
 //! not a multiple of the tensor-core k step (16), grouped-query and multi-query heads, causal
 //! masks of both alignments (bottom-right with more queries than keys: rows with no key),
 //! bool and additive masks with fully masked rows, large logits (~1e4), permuted views of one
-//! fused QKV projection and transposed operands. Every float dtype on the CPU; f16 and bf16 on
+//! fused QKV projection and transposed operands; decode-shaped calls (a few queries over up to
+//! 1,000 keys) whose CUDA forward splits the keys. Every float dtype on the CPU; f16 and bf16 on
 //! CUDA (skipped, saying so, without a GPU — mandatory under STRIDE_REQUIRE_CUDA=1).
 //!
 //! Bounds, per element, with `u` the result dtype's unit roundoff (`ur = u` for f16/bf16,
@@ -368,6 +369,12 @@ fn cases(big: bool) -> Vec<Case> {
             Case::new(1, 2, 1, 129, 129, 72).causal(0).mask(Mask::Bool),
             Case::new(2, 2, 2, 64, 64, 128).layout(Layout::FusedQkv),
             Case::new(1, 4, 4, 65, 127, 96).mask(Mask::Additive),
+            // few query rows over many keys: the forward splits the keys (FlashDecoding)
+            Case::new(1, 4, 2, 1, 1000, 64).causal(999),
+            Case::new(2, 2, 2, 3, 513, 128).mask(Mask::Bool),
+            Case::new(1, 1, 1, 5, 700, 32)
+                .causal(695)
+                .mask(Mask::Additive),
             Case::new(1, 1, 1, 1, 1, 8),
             Case::new(1, 2, 2, 255, 1, 16),
         ]);

@@ -515,6 +515,39 @@ pub fn run(args: CudaArgs) -> Result<(), String> {
             }
         }
     }
+    // -- one decode step's attention -----------------------------------------------------
+    // 8 sequences, 32 query heads over 8 key/value heads (GQA), head dim 128, one new query
+    // over a 4,096-token bf16 cache: memory-bound (the cache read once: 134 MB), so the floor
+    // is bytes ÷ copy bandwidth; the forward splits the keys over the SMs (FlashDecoding).
+    if want("attention_decode") {
+        let (b, hq, hk, s, dh) = (8usize, 32usize, 8usize, 4096usize, 128usize);
+        let name =
+            format!("attention decode B {b}, Hq {hq}, Hk {hk}, 1 query over {s} keys, D {dh} bf16");
+        say(&format!("  {name}"));
+        let timed = (|| -> SResult<f64> {
+            use stride::nn::functional::scaled_dot_product_attention;
+            let _g = stride::autograd::no_grad();
+            let q = Tensor::randn([b, hq, 1, dh], DType::BF16, &dev, Some(&gen))?;
+            let kc = Tensor::randn([b, hk, s, dh], DType::BF16, &dev, Some(&gen))?;
+            let vc = Tensor::randn([b, hk, s, dh], DType::BF16, &dev, Some(&gen))?;
+            gpu_time_bounded(d, reps, batches, || {
+                scaled_dot_product_attention(&q, &kc, &vc, None, 0.0, false, None, true).map(|_| ())
+            })
+        })();
+        let _ = cuda::synchronize(d).and_then(|_| cuda::empty_cache(d));
+        rows.push(Row {
+            alt_peers: vec![],
+            id: "attention_decode".into(),
+            name,
+            seconds: *timed.as_ref().unwrap_or(&f64::NAN),
+            bytes: (2 * b * hk * s * dh * 2) as f64,
+            flops: 0.0,
+            target: Target::Report,
+            host: false,
+            peak: None,
+            error: timed.err().map(|e| e.to_string()),
+        });
+    }
     // -- host overhead of a tiny op ------------------------------------------------------
     if want("tiny_add_") {
         let calls = if q { 1000 } else { 10_000 };

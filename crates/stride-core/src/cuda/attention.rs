@@ -58,6 +58,8 @@ struct Args {
     dvs: [i64; 3],
     ms: [i64; 4],
     causal_off: i64,
+    part_o: u64,
+    part_lse: u64,
     b: i32,
     hq: i32,
     hk: i32,
@@ -67,6 +69,8 @@ struct Args {
     groups: i32,
     causal: i32,
     mask_kind: i32,
+    splits: i32,
+    chunk: i32,
     scale_log2: f32,
     scale: f32,
 }
@@ -298,24 +302,61 @@ pub(crate) fn attention(a: Attention, i: &[View], o: &[View]) -> Result<()> {
     (args.lse, args.ls) = (lse, three(&ls));
     let name = format!("attention_{}_d{hd}", tag(t));
     let func = dev.function(&name, "attn_fwd", || module(t, hd))?;
+    let blocks = d.b * d.hq * d.l.div_ceil(forward_rows(hd));
+    let (splits, chunk) = split_keys(blocks, d.s, dev.sm_count as usize);
+    (args.splits, args.chunk) = (splits as i32, chunk as i32);
+    // a split forward's partials: f32 outputs and log-sum-exps per split and query row
+    let rows = d.b * d.hq * d.l;
+    let parts = if splits > 1 {
+        let device = f.q.storage.device();
+        let po = Storage::alloc(&[splits * rows * d.e], DType::F32, &device, false)?;
+        let pl = Storage::alloc(&[splits * rows], DType::F32, &device, false)?;
+        args.part_o = raw_ptr(&po)?;
+        args.part_lse = raw_ptr(&pl)?;
+        Some((po, pl))
+    } else {
+        None
+    };
     let grid = (
         (d.b * d.hq) as u32,
         d.l.div_ceil(forward_rows(hd)) as u32,
-        1,
+        splits as u32,
     );
     let mut params = [arg(&args)];
-    unsafe {
-        launch_cfg(
-            &dev,
-            &func,
-            "attention",
-            grid,
-            (THREADS, 1, 1),
-            0,
-            &mut params,
-        )?
-    };
+    let block = (THREADS, 1, 1);
+    unsafe { launch_cfg(&dev, &func, "attention", grid, block, 0, &mut params)? };
+    if parts.is_some() {
+        let f = dev.function(&name, "attn_combine", || module(t, hd))?;
+        let grid = rows
+            .div_ceil(THREADS as usize / 32)
+            .min(dev.sm_count as usize * 16) as u32;
+        unsafe { launch_cfg(&dev, &f, "attention", (grid, 1, 1), block, 0, &mut params)? };
+    }
+    drop(parts);
     out.finish()
+}
+
+/// Key splits of the forward (FlashDecoding): when the blocks over query rows leave SMs
+/// idle — a decode step's few queries over a long cache — the keys are split into ranges of
+/// whole 64-key tiles (at least two each), each block of a range writes a partial result, and
+/// `k_attn_combine` merges them. `(splits, keys per split)`; one split covers every key.
+fn split_keys(blocks: usize, s: usize, sm_count: usize) -> (usize, usize) {
+    let tiles = s.div_ceil(64);
+    let want = (2 * sm_count).div_ceil(blocks.max(1));
+    let splits = want.min(tiles / 2).clamp(1, 64);
+    let per = tiles.div_ceil(splits);
+    (tiles.div_ceil(per.max(1)).max(1), per.max(1) * 64)
+}
+
+/// The device address of element 0 of a whole storage.
+fn raw_ptr(s: &Storage) -> Result<u64> {
+    let layout = Layout::contiguous(&[1]);
+    Ok(dptr(&View {
+        storage: s,
+        layout: &layout,
+        dtype: DType::F32,
+    })?
+    .1)
 }
 
 /// See [`crate::backend::attention::attention_backward`].

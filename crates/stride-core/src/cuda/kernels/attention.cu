@@ -24,7 +24,9 @@ struct AttnArgs {
     i64 qs[3], ks[3], vs[3], os[3], ls[3], gs[3], dqs[3], dks[3], dvs[3];
     i64 ms[4];
     i64 causal_off;
-    int B, Hq, Hk, L, S, E, groups, causal, mask_kind;
+    // split-KV forward (decode): `splits` key ranges of `chunk` keys each write f32 partials
+    u64 part_o, part_lse;
+    int B, Hq, Hk, L, S, E, groups, causal, mask_kind, splits, chunk;
     float scale_log2, scale;
 };
 
@@ -146,16 +148,19 @@ extern "C" __global__ void __launch_bounds__(NW * 32) k_attn_fwd(const AttnArgs 
         row[w][0] = r0 + (lane >> 2);
         row[w][1] = r0 + (lane >> 2) + 8;
     }
+    // this block's key tiles: all of them, or its split's chunk
     const int nend = key_end(a, m0, min(BMF, a.L - m0));
-    const int tiles = (nend + BN - 1) / BN;
-    if (tiles > 0) {
-        load_tile<BN>(Ks, k, a.ks[2], 0, a.S, a.E);
+    const int z = blockIdx.z;
+    const int t0 = z * (a.chunk / BN);
+    const int tiles = min((nend + BN - 1) / BN, (z + 1) * (a.chunk / BN));
+    if (t0 < tiles) {
+        load_tile<BN>(Ks, k, a.ks[2], t0 * BN, a.S, a.E);
         cp_commit();
-        load_tile<BN>(Vs, v, a.vs[2], 0, a.S, a.E);
+        load_tile<BN>(Vs, v, a.vs[2], t0 * BN, a.S, a.E);
         cp_commit();
     }
     const int mi = lane >> 3;
-    for (int t = 0; t < tiles; ++t) {
+    for (int t = t0; t < tiles; ++t) {
         const int n0 = t * BN;
         cp_wait<1>();
         __syncthreads();
@@ -256,7 +261,21 @@ extern "C" __global__ void __launch_bounds__(NW * 32) k_attn_fwd(const AttnArgs 
         const bool dead = l == 0.f;
         const float inv = dead ? 0.f : 1.f / l;
         const int i = row[w][r];
-        if (i < a.L) {
+        const float lse_i = dead ? -INFINITY : (mrow[w][r] + log2f(l)) * LN2;
+        if (i < a.L && a.splits > 1) {
+            // this split's normalised partial output and log-sum-exp (k_attn_combine)
+            const i64 pr = ((i64)z * a.B * a.Hq + (i64)b * a.Hq + h) * a.L + i;
+            float* po = (float*)a.part_o + pr * a.E;
+#pragma unroll
+            for (int d = 0; d < HD / 8; ++d) {
+                const int c = d * 8 + (lane & 3) * 2;
+                if (c < a.E) {
+                    po[c] = acc[w][d][r * 2] * inv;
+                    po[c + 1] = acc[w][d][r * 2 + 1] * inv;
+                }
+            }
+            if ((lane & 3) == 0) ((float*)a.part_lse)[pr] = lse_i;
+        } else if (i < a.L) {
 #pragma unroll
             for (int d = 0; d < HD / 8; ++d) {
                 const int c = d * 8 + (lane & 3) * 2;
@@ -265,8 +284,41 @@ extern "C" __global__ void __launch_bounds__(NW * 32) k_attn_fwd(const AttnArgs 
                     *(u32*)(o + (i64)i * a.os[2] + c) = (u32)lo.b | ((u32)hi.b << 16);
                 }
             }
-            if ((lane & 3) == 0)
-                lse[(i64)i * a.ls[2]] = dead ? -INFINITY : (mrow[w][r] + log2f(l)) * LN2;
+            if ((lane & 3) == 0) lse[(i64)i * a.ls[2]] = lse_i;
+        }
+    }
+}
+
+// The split-KV forward's last step: per query row (a warp each), the splits' partial outputs
+// weighted by exp(lse_s − max), in split order; the row's lse from the same sums.
+extern "C" __global__ void k_attn_combine(const AttnArgs a) {
+    const i64 rows = (i64)a.B * a.Hq * a.L;
+    const i64 stride = (i64)a.B * a.Hq * a.L;
+    const int lane = threadIdx.x & 31;
+    for (i64 w = ((i64)blockIdx.x * blockDim.x + threadIdx.x) >> 5; w < rows;
+         w += ((i64)gridDim.x * blockDim.x) >> 5) {
+        const float* pl = (const float*)a.part_lse + w;
+        float m = -INFINITY;
+        for (int z = 0; z < a.splits; ++z) m = fmaxf(m, pl[z * stride]);
+        const int i = (int)(w % a.L);
+        const i64 bh = w / a.L;
+        const int b = (int)(bh / a.Hq), h = (int)(bh % a.Hq);
+        T* o = (T*)a.o + b * a.os[0] + h * a.os[1] + i * a.os[2];
+        float sum = 0.f;
+        for (int z = 0; z < a.splits; ++z)
+            if (m != -INFINITY) sum += exp2f((pl[z * stride] - m) * LOG2E);
+        for (int c = lane; c < a.E; c += 32) {
+            float acc = 0.f;
+            if (m != -INFINITY)
+                for (int z = 0; z < a.splits; ++z) {
+                    const float wz = exp2f((pl[z * stride] - m) * LOG2E);
+                    acc += wz * ((const float*)a.part_o)[(w + z * stride) * a.E + c];
+                }
+            o[c] = S(m == -INFINITY ? 0.f : acc / sum);
+        }
+        if (lane == 0) {
+            float* lse = (float*)a.lse + b * a.ls[0] + h * a.ls[1];
+            lse[(i64)i * a.ls[2]] = m == -INFINITY ? -INFINITY : m + logf(sum);
         }
     }
 }
