@@ -14,6 +14,7 @@ use crate::backend::View;
 use crate::{DType, Error, Result};
 use half::{bf16, f16};
 use num_traits::{Float, Zero};
+use std::ops::Range;
 
 /// Query rows (forward, `dq`) or keys (`dk`/`dv`) per task.
 const BLOCK: usize = 64;
@@ -135,6 +136,17 @@ impl<T: FloatElem> Ops<T> {
     }
 }
 
+/// Runs `f(b, h, hk, rows)` for every (batch, query head, block of [`BLOCK`] query rows) —
+/// `hk` the key/value head `h` reads — one task each.
+fn per_query_block(d: Dims, groups: usize, f: &(dyn Fn(usize, usize, usize, Range<usize>) + Sync)) {
+    let blocks = d.l.div_ceil(BLOCK);
+    run_tasks(d.b * d.hq * blocks, &|t| {
+        let (bh, blk) = (t / blocks, t % blocks);
+        let (b, h) = (bh / d.hq, bh % d.hq);
+        f(b, h, h / groups, blk * BLOCK..((blk + 1) * BLOCK).min(d.l));
+    });
+}
+
 #[inline(always)]
 fn dot<C: Real>(a: &[C], b: &[C]) -> C {
     a.iter().zip(b).fold(C::zero(), |s, (&x, &y)| s + x * y)
@@ -198,22 +210,18 @@ fn forward<T: FloatElem>(a: Attention, i: &[View], o: &[View]) -> Result<()> {
     let out = Quad::<T>::of(&acc, &f.o);
     let lse = Quad::<T::C>::of(&acc, &f.lse);
     let d = x.d;
-    let blocks = d.l.div_ceil(BLOCK);
     let zero = T::C::zero();
     let ninf = T::C::neg_infinity();
-    run_tasks(d.b * d.hq * blocks, &|t| {
-        let (bh, blk) = (t / blocks, t % blocks);
-        let (b, h) = (bh / d.hq, bh % d.hq);
-        let hk = h / a.groups;
+    per_query_block(d, a.groups, &|b, h, hk, rows| {
         // SAFETY: every index below is inside its view (the frontend checked the shapes);
-        // this task writes rows blk·BLOCK.. of o and lse of head (b, h) alone.
+        // this task writes its rows of o and lse of head (b, h) alone.
         unsafe {
             let ks = Ops::<T>::rows(&x.k, b, hk, 0, d.s, d.e);
             let vs = Ops::<T>::rows(&x.v, b, hk, 0, d.s, d.ev);
             let mut qi = vec![zero; d.e];
             let mut sc = vec![zero; d.s];
             let mut oi = vec![zero; d.ev];
-            for r in blk * BLOCK..((blk + 1) * BLOCK).min(d.l) {
+            for r in rows {
                 Ops::<T>::row(&x.q, b, h, r, &mut qi);
                 let mut m = ninf;
                 for j in 0..d.s {
@@ -284,17 +292,13 @@ fn backward<T: FloatElem>(a: Attention, i: &[View], o: &[View]) -> Result<()> {
     let row_lse = |b: usize, h: usize, r: usize| unsafe { *lse.at(b, h, r, 0) };
 
     // dq: per (batch, query head, block of query rows)
-    let blocks = d.l.div_ceil(BLOCK);
-    run_tasks(d.b * d.hq * blocks, &|t| {
-        let (bh, blk) = (t / blocks, t % blocks);
-        let (b, h) = (bh / d.hq, bh % d.hq);
-        let hk = h / a.groups;
+    per_query_block(d, a.groups, &|b, h, hk, rows| {
         // SAFETY: indices inside their views; this task writes its rows of dq alone
         unsafe {
             let ks = Ops::<T>::rows(&x.k, b, hk, 0, d.s, d.e);
             let vs = Ops::<T>::rows(&x.v, b, hk, 0, d.s, d.ev);
             let (mut qi, mut gi, mut acc) = (vec![zero; d.e], vec![zero; d.ev], vec![zero; d.e]);
-            for r in blk * BLOCK..((blk + 1) * BLOCK).min(d.l) {
+            for r in rows {
                 acc.iter_mut().for_each(|v| *v = zero);
                 let m = row_lse(b, h, r);
                 if m != ninf {
