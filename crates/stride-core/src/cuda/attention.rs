@@ -4,10 +4,11 @@
 //! The kernels read `q`, `k`, `v` and `do` with 16-byte copies: an operand whose rows are not
 //! dense and 16-byte aligned is copied into a contiguous buffer first.
 
-use super::elementwise::copy_cast;
+use super::buffer::{alloc_dense, dense_copy, CudaBuffer};
 use super::launch::{arg, dptr, launch_cfg};
 use super::source::{ctype, tag};
 use crate::backend::attention::{Attention, AttnMask, Dims};
+use crate::backend::copy_cast;
 use crate::backend::View;
 use crate::{DType, Error, Layout, Result, Storage};
 
@@ -107,50 +108,28 @@ struct Staged {
     _copy: Option<Storage>,
 }
 
-/// Whether `v`'s rows are dense and each starts on a 16-byte boundary.
-fn aligned(v: &View, ptr: u64) -> bool {
-    let st = v.layout.strides();
-    let size = v.dtype.size_in_bytes() as u64;
-    let e = v.layout.shape()[3];
-    (st[3] == 1 || e <= 1)
-        && (ptr + v.layout.offset() as u64 * size).is_multiple_of(16)
-        && st[..3]
-            .iter()
-            .all(|&s| (s as i64 * size as i64).rem_euclid(16) == 0)
-}
-
-/// `v` as the kernels read it: in place if aligned, else a contiguous copy.
+/// `v` as the kernels read it: in place if its rows are dense and each starts on a 16-byte
+/// boundary, else a contiguous copy.
 fn stage(v: &View) -> Result<Staged> {
-    let (_, ptr) = dptr(v)?;
-    if aligned(v, ptr) {
-        let st = v.layout.strides();
-        let size = v.dtype.size_in_bytes() as u64;
+    let (ptr, st) = plain(v)?;
+    let size = v.dtype.size_in_bytes() as i64;
+    let dense = st[3] == 1 || v.layout.shape()[3] <= 1;
+    if dense && ptr.is_multiple_of(16) && st[..3].iter().all(|&s| (s * size).rem_euclid(16) == 0) {
         return Ok(Staged {
-            ptr: ptr + v.layout.offset() as u64 * size,
-            st: [st[0] as i64, st[1] as i64, st[2] as i64],
+            ptr,
+            st: three(&st),
             _copy: None,
         });
     }
-    let shape = v.layout.shape().to_vec();
-    let copy = Storage::alloc(&shape, v.dtype, &v.storage.device(), false)?;
-    let layout = Layout::contiguous(&shape);
-    copy_cast(
-        *v,
-        View {
-            storage: &copy,
-            layout: &layout,
-            dtype: v.dtype,
-        },
-    )?;
-    let (_, p) = dptr(&View {
+    let (copy, layout) = dense_copy(v)?;
+    let (ptr, st) = plain(&View {
         storage: &copy,
         layout: &layout,
         dtype: v.dtype,
     })?;
-    let st = layout.strides();
     Ok(Staged {
-        ptr: p,
-        st: [st[0] as i64, st[1] as i64, st[2] as i64],
+        ptr,
+        st: three(&st),
         _copy: Some(copy),
     })
 }
@@ -165,31 +144,25 @@ struct Out<'a> {
 }
 
 fn output<'a>(v: View<'a>) -> Result<Out<'a>> {
-    let (_, ptr) = dptr(&v)?;
-    let st = v.layout.strides();
-    let size = v.dtype.size_in_bytes() as u64;
-    let base = ptr + v.layout.offset() as u64 * size;
-    if st[3] == 1 && base.is_multiple_of(4) && st[..3].iter().all(|&s| s % 2 == 0) {
+    let (ptr, st) = plain(&v)?;
+    if st[3] == 1 && ptr.is_multiple_of(4) && st[..3].iter().all(|&s| s % 2 == 0) {
         return Ok(Out {
             view: v,
-            ptr: base,
-            st: [st[0] as i64, st[1] as i64, st[2] as i64],
+            ptr,
+            st: three(&st),
             scratch: None,
         });
     }
-    let shape = v.layout.shape().to_vec();
-    let s = Storage::alloc(&shape, v.dtype, &v.storage.device(), false)?;
-    let layout = Layout::contiguous(&shape);
-    let (_, p) = dptr(&View {
+    let (s, layout) = alloc_dense(&v, false)?;
+    let (ptr, st) = plain(&View {
         storage: &s,
         layout: &layout,
         dtype: v.dtype,
     })?;
-    let cs = layout.strides();
     Ok(Out {
         view: v,
-        ptr: p,
-        st: [cs[0] as i64, cs[1] as i64, cs[2] as i64],
+        ptr,
+        st: three(&st),
         scratch: Some((s, layout)),
     })
 }
@@ -308,11 +281,9 @@ pub(crate) fn attention(a: Attention, i: &[View], o: &[View]) -> Result<()> {
     // a split forward's partials: f32 outputs and log-sum-exps per split and query row
     let rows = d.b * d.hq * d.l;
     let parts = if splits > 1 {
-        let device = f.q.storage.device();
-        let po = Storage::alloc(&[splits * rows * d.e], DType::F32, &device, false)?;
-        let pl = Storage::alloc(&[splits * rows], DType::F32, &device, false)?;
-        args.part_o = raw_ptr(&po)?;
-        args.part_lse = raw_ptr(&pl)?;
+        let po = CudaBuffer::new(&dev, splits * rows * d.e * 4, false)?;
+        let pl = CudaBuffer::new(&dev, splits * rows * 4, false)?;
+        (args.part_o, args.part_lse) = (po.ptr, pl.ptr);
         Some((po, pl))
     } else {
         None
@@ -348,17 +319,6 @@ fn split_keys(blocks: usize, s: usize, sm_count: usize) -> (usize, usize) {
     (tiles.div_ceil(per.max(1)).max(1), per.max(1) * 64)
 }
 
-/// The device address of element 0 of a whole storage.
-fn raw_ptr(s: &Storage) -> Result<u64> {
-    let layout = Layout::contiguous(&[1]);
-    Ok(dptr(&View {
-        storage: s,
-        layout: &layout,
-        dtype: DType::F32,
-    })?
-    .1)
-}
-
 /// See [`crate::backend::attention::attention_backward`].
 pub(crate) fn attention_backward(a: Attention, i: &[View], o: &[View]) -> Result<()> {
     let g = a.bwd(i, o);
@@ -374,13 +334,7 @@ pub(crate) fn attention_backward(a: Attention, i: &[View], o: &[View]) -> Result
     let (o, os) = plain(&g.o)?;
     let (lse, ls) = plain(&g.lse)?;
     let rows = d.b * d.hq * d.l;
-    let delta = Storage::alloc(&[rows.max(1)], DType::F32, &g.q.storage.device(), false)?;
-    let delta_layout = Layout::contiguous(&[rows.max(1)]);
-    let (_, delta_ptr) = dptr(&View {
-        storage: &delta,
-        layout: &delta_layout,
-        dtype: DType::F32,
-    })?;
+    let delta = CudaBuffer::new(&dev, rows.max(1) * 4, false)?;
     (args.q, args.qs) = (q.ptr, q.st);
     (args.k, args.ks) = (k.ptr, k.st);
     (args.v, args.vs) = (v.ptr, v.st);
@@ -390,7 +344,7 @@ pub(crate) fn attention_backward(a: Attention, i: &[View], o: &[View]) -> Result
     (args.dq, args.dqs) = (dq.ptr, dq.st);
     (args.dk, args.dks) = (dk.ptr, dk.st);
     (args.dv, args.dvs) = (dv.ptr, dv.st);
-    args.delta = delta_ptr;
+    args.delta = delta.ptr;
     let name = format!("attention_{}_d{hd}", tag(t));
     let mut params = [arg(&args)];
     let block = (THREADS, 1, 1);

@@ -3,6 +3,8 @@
 
 use super::alloc;
 use super::device::CudaDevice;
+use crate::backend::View;
+use crate::{Layout, Result, Storage};
 use std::sync::Arc;
 
 /// The memory of one CUDA storage.
@@ -49,4 +51,24 @@ impl std::fmt::Debug for CudaBuffer {
             self.dev.ordinal, self.ptr, self.size
         )
     }
+}
+
+/// A fresh row-major storage of `v`'s shape and dtype on its device (zero-filled when `zero`),
+/// and its layout: scratch a kernel writes densely, through the storage API.
+pub(crate) fn alloc_dense(v: &View, zero: bool) -> Result<(Storage, Layout)> {
+    let shape = v.layout.shape();
+    let s = Storage::alloc(shape, v.dtype, &v.storage.device(), zero)?;
+    Ok((s, Layout::contiguous(shape)))
+}
+
+/// A row-major copy of `v` (for kernels that read only dense operands).
+pub(crate) fn dense_copy(v: &View) -> Result<(Storage, Layout)> {
+    let (s, l) = alloc_dense(v, false)?;
+    let dst = View {
+        storage: &s,
+        layout: &l,
+        dtype: v.dtype,
+    };
+    crate::backend::copy_cast(*v, dst)?;
+    Ok((s, l))
 }

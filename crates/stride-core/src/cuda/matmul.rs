@@ -10,6 +10,7 @@
 //! f32 runs in full f32 by default (TF32 off, as PyTorch's `allow_tf32 = False`);
 //! [`set_allow_tf32`] switches. f16 and bf16 accumulate in f32.
 
+use super::buffer::{alloc_dense, dense_copy};
 use super::device::CudaDevice;
 use super::launch::dptr;
 use crate::backend::View;
@@ -104,29 +105,13 @@ fn dtype_codes(dt: DType) -> Option<(cb::cudaDataType, cb::cublasComputeType_t)>
     })
 }
 
-/// A fresh row-major buffer of `v`'s shape and dtype on its device (zero-filled when `zero`):
-/// its storage and layout. Through the storage API, not the frontend's `Tensor`.
-fn alloc_dense(v: &View, zero: bool) -> Result<(Storage, Layout)> {
-    let shape = v.layout.shape();
-    let s =
-        Storage::alloc(shape, v.dtype, &v.storage.device(), zero).map_err(|e| e.in_op("matmul"))?;
-    Ok((s, Layout::contiguous(shape)))
-}
-
 /// A row-major copy of `v` (what `Tensor::contiguous` made here before): `None` when `v`
 /// is contiguous already.
 fn contiguous_copy(v: &View) -> Result<Option<(Storage, Layout)>> {
     if v.layout.is_contiguous() {
         return Ok(None);
     }
-    let (s, l) = alloc_dense(v, false)?;
-    let dst = View {
-        storage: &s,
-        layout: &l,
-        dtype: v.dtype,
-    };
-    crate::backend::copy_cast(*v, dst)?;
-    Ok(Some((s, l)))
+    dense_copy(v).map(Some).map_err(|e| e.in_op("matmul"))
 }
 
 pub(crate) fn matmul(a: View, b: View, dst: View) -> Result<()> {
@@ -180,7 +165,7 @@ pub(crate) fn matmul(a: View, b: View, dst: View) -> Result<()> {
     let tmp = if direct {
         None
     } else {
-        Some(alloc_dense(&dst, true)?)
+        Some(alloc_dense(&dst, true).map_err(|e| e.in_op("matmul"))?)
     };
     let lc = tmp.as_ref().map_or(dst.layout.clone(), |t| t.1.clone());
     let pc = base(&dst, &tmp)?.1;
