@@ -485,4 +485,15 @@ fn attention_refuses_bad_operands_with_errors() {
     let int_mask = Tensor::zeros([4, 5], DType::I64, &dev).unwrap();
     assert!(q.attention(&kk, &kk, Some(&int_mask), None, 1.0).is_err());
     assert!(q.attention(&kk, &kk, None, None, f64::NAN).is_err());
+    let trained = Tensor::zeros([4, 5], DType::F32, &dev)
+        .unwrap()
+        .requires_grad_(true)
+        .unwrap();
+    let err = q
+        .attention(&kk, &kk, Some(&trained), None, 1.0)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("requires grad"), "{err}");
+    let _ng = stride_core::autograd::no_grad();
+    assert!(q.attention(&kk, &kk, Some(&trained), None, 1.0).is_ok());
 }

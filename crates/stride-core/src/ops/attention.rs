@@ -38,7 +38,8 @@ impl Tensor {
     /// permuted views of one fused QKV projection are read in place.
     ///
     /// - `mask` broadcasts to `(B, Hq, L, S)`: bool is true where a query may attend; a float
-    ///   mask is added to the scaled scores (in the compute dtype). It gets no gradient.
+    ///   mask is added to the scaled scores (in the compute dtype). It gets no gradient: a
+    ///   mask that requires grad (while grad mode is on) is an error.
     /// - `causal = Some(offset)`: key `j` is visible to query `i` only if `j ≤ i + offset`
     ///   (0 is PyTorch's top-left `is_causal`; `S − L` is bottom-right, a KV-cache decode's).
     ///   It may be combined with `mask`.
@@ -95,6 +96,14 @@ impl Tensor {
                         a: device,
                         b: m.device(),
                     });
+                }
+                if m.requires_grad() && is_grad_enabled() {
+                    return Err(Error::invalid(
+                        OP,
+                        "the mask requires grad, and the fused kernel gives it none: detach it, \
+                         or use stride_nn's scaled_dot_product_attention (which composes the \
+                         ops for such a mask)",
+                    ));
                 }
                 let (m, kind) = match m.dtype() {
                     DType::Bool => (m.detach(), AttnMask::Bool),
