@@ -133,6 +133,45 @@ def main():
             secs[f"{name}_bwd"] = gpu_time(lambda: torch.autograd.grad(ny, wrt, ndy, retain_graph=True))
             del ny, ndy
         del nx, nw, nb
+    # rotary of a GPT's queries as stride's row: q a permuted view of one fused (B, T, 3, H, D)
+    # projection, half-split (Hugging Face's rotate_half, eager), f32 tables computed in f32
+    if want("rotary_fwd") or want("rotary_bwd"):
+        b, t, h, hd = (1 if quick else 4), 4096, 16, 128
+        qkv = torch.randn(b, t, 3, h, hd, device=dev, generator=g).to(torch.bfloat16).requires_grad_(True)
+        qv = qkv[:, :, 0].permute(0, 2, 1, 3)
+        ang = torch.randn(t, hd // 2, device=dev, generator=g)
+        rc, rs = torch.cat([ang.cos()] * 2, -1), torch.cat([ang.sin()] * 2, -1)
+        def rotate_half(x):
+            x1, x2 = x[..., : hd // 2], x[..., hd // 2:]
+            return torch.cat((-x2, x1), dim=-1)
+        def rope():
+            x = qv.float()
+            return (x * rc + rotate_half(x) * rs).to(torch.bfloat16)
+        if want("rotary_fwd"):
+            with torch.no_grad():
+                secs["rotary_fwd"] = gpu_time(rope)
+        if want("rotary_bwd"):
+            ry = rope()
+            rdy = torch.randn(*ry.shape, device=dev, generator=g).to(torch.bfloat16)
+            secs["rotary_bwd"] = gpu_time(lambda: torch.autograd.grad(ry, (qv,), rdy, retain_graph=True))
+            del ry, rdy
+        del qkv, qv, ang, rc, rs
+    # a gated MLP's activation (16,384 x 5,632 bf16): F.silu(gate) * up, eager
+    if want("swiglu_fwd") or want("swiglu_bwd"):
+        rows, cols = (2048 if quick else 16384), 5632
+        sg = torch.randn(rows, cols, device=dev, generator=g).to(torch.bfloat16).requires_grad_(True)
+        su = torch.randn(rows, cols, device=dev, generator=g).to(torch.bfloat16).requires_grad_(True)
+        def swiglu():
+            return torch.nn.functional.silu(sg) * su
+        if want("swiglu_fwd"):
+            with torch.no_grad():
+                secs["swiglu_fwd"] = gpu_time(swiglu)
+        if want("swiglu_bwd"):
+            sy = swiglu()
+            sdy = torch.randn(rows, cols, device=dev, generator=g).to(torch.bfloat16)
+            secs["swiglu_bwd"] = gpu_time(lambda: torch.autograd.grad(sy, (sg, su), sdy, retain_graph=True))
+            del sy, sdy
+        del sg, su
     # the loss over a large vocabulary (16,384 tokens x 49,152, bf16 logits, mean)
     if want("cross_entropy_fwd") or want("cross_entropy_bwd"):
         rows, vocab = (1024 if quick else 16384), 49152

@@ -7,7 +7,9 @@
 //! may be *exactly* an input: same storage and layout, for in-place ops). Everything else —
 //! softmax, losses, optimizers — is composed from these in the frontend, except the fused
 //! primitives a few hot compositions have: the Adam update ([`optim`]), the normalisations
-//! ([`norm`]) and the cross-entropy over rows of logits ([`cross_entropy`]).
+//! ([`norm`]), the cross-entropy over rows of logits ([`cross_entropy`]), attention
+//! ([`attention`]) and the multi-operand pointwise ops: rotary embeddings and gated
+//! activations ([`pointwise`]).
 
 use crate::debug::{self, Replay};
 use crate::{DType, Device, Error, Layout, Result, Scalar, Storage};
@@ -20,6 +22,7 @@ pub mod index; // index primitives: gather, scatter, masked scans (backend/index
 pub mod norm; // row normalisation: rms_norm, layer_norm (backend/norm.rs)
 pub(crate) mod op_table; // every elementwise op and reduction, declared once
 pub mod optim; // fused optimizer updates (backend/optim.rs)
+pub mod pointwise; // fused pointwise ops: rotary, gated activations (backend/pointwise.rs)
 pub mod sort; // sorting and selection primitives (backend/sort.rs)
 
 /// One operand of a primitive: a storage seen through a layout.

@@ -36,6 +36,7 @@ mod view;
 
 pub use backend::cross_entropy::CrossEntropyRows;
 pub use backend::optim::AdamStep;
+pub use backend::pointwise::GateActivation;
 pub use creation::MemoryFormat;
 pub use device::Device;
 pub use dtype::{Category, DType, Element};
@@ -46,6 +47,7 @@ pub use ops::index::ScatterReduce;
 pub use ops::join::{Indexing, PadMode};
 pub use ops::opmath::in_compute_dtype;
 pub use ops::reduce::compute_dtype;
+pub use ops::rotary::RotaryStyle;
 pub use promote::{result_type, Operand};
 pub use random::{default_generator, manual_seed, Generator, GeneratorState};
 pub use scalar::Scalar;

@@ -1514,6 +1514,219 @@ fn attention() -> OpInfo {
     })
 }
 
+// ----- Fused pointwise: rotary embeddings and gated activations -----------------------------
+
+/// Rotary samples: `x (B, H, T, D)` and tables `(T, R/2)` (angles drawn per position and
+/// pair, stored in the dtype); `ints = [style]` (0 half-split, 1 interleaved). The base case
+/// takes `T` from the base shape; variants: the other style, partial rotary (`R < D`, both
+/// styles), a length crossing the kernel's blocks (1,024 pairs) and one crossing a thread's 4
+/// positions in the middle of a head.
+fn rotary_sampler(ctx: &mut SampleCtx) -> Vec<Sample> {
+    let t = ctx.shape.first().copied().unwrap_or(3).clamp(1, 5);
+    // (x shape, R/2, style)
+    let mut cases: Vec<(Vec<usize>, usize, i64)> = vec![(vec![1, 2, t, 4], 2, 0)];
+    if ctx.variants {
+        cases.extend([
+            (vec![1, 2, t, 4], 2, 1),
+            (vec![2, 1, 3, 6], 2, 0),
+            (vec![2, 1, 3, 6], 2, 1),
+            (vec![1, 3, 257, 8], 4, 0),
+            (vec![1, 2, 129, 10], 5, 1),
+        ]);
+    }
+    let d = ctx.dtype;
+    cases
+        .into_iter()
+        .map(|(shape, half, style)| {
+            let x = Domain::range(-4.0, 4.0).values(d, numel(&shape), &mut ctx.rng, ctx.tame);
+            let t = shape[2];
+            let angles: Vec<f64> = (0..t * half)
+                .map(|_| ctx.rng.range_f64(-4.0, 4.0))
+                .collect();
+            let table = |f: fn(f64) -> f64| -> Vec<f64> {
+                angles
+                    .iter()
+                    .map(|&a| crate::host::store(f(a), d))
+                    .collect()
+            };
+            let args = vec![
+                tensor(d, shape, x),
+                tensor(d, vec![t, half], table(f64::cos)),
+                tensor(d, vec![t, half], table(f64::sin)),
+            ];
+            Sample::new(args, ints(&[style]))
+        })
+        .collect()
+}
+
+/// Rotary embedding (`Tensor::rotary`): pair `i` of position `p`, `(a, b)`, becomes
+/// `(a·cos − b·sin, a·sin + b·cos)`; features past `R` pass through. Bound: one rounding of
+/// the result (`k = 0`), and the two products and their sum in the compute dtype: `n = 2`,
+/// `S = |a·cos| + |b·sin|`.
+fn rotary_ref(c: &RefCtx, a: &[RefArg]) -> Result<Computed, String> {
+    let (x, cos, sin) = (a[0].t(), a[1].t(), a[2].t());
+    let n = x.shape.len();
+    if n < 2 || cos.shape.len() != 2 || cos.shape != sin.shape || cos.shape[0] != x.shape[n - 2] {
+        return Err("rotary takes x (..., T, D) and tables (T, R/2)".into());
+    }
+    let (t, d, half) = (x.shape[n - 2], x.shape[n - 1], cos.shape[1]);
+    if half == 0 || 2 * half > d {
+        return Err("the tables must rotate 0 < R ≤ D features".into());
+    }
+    let interleaved = c.params.ints.first() == Some(&1);
+    let mut out = Vec::with_capacity(x.values.len());
+    for (r, row) in x.values.chunks(d).enumerate() {
+        let pos = r % t;
+        for j in 0..d {
+            if j >= 2 * half {
+                out.push(Terms {
+                    value: row[j],
+                    ..Terms::default()
+                });
+                continue;
+            }
+            let (i, first, pa, pb) = match interleaved {
+                true => (j / 2, j % 2 == 0, j & !1, j | 1),
+                false => (j % half, j < half, j % half, j % half + half),
+            };
+            let (xa, xb) = (row[pa], row[pb]);
+            let (co, si) = (cos.values[pos * half + i], sin.values[pos * half + i]);
+            let (value, s) = match first {
+                true => (xa * co - xb * si, (xa * co).abs() + (xb * si).abs()),
+                false => (xa * si + xb * co, (xa * si).abs() + (xb * co).abs()),
+            };
+            out.push(Terms {
+                value,
+                m: 0.0,
+                n: 2.0,
+                s,
+            });
+        }
+    }
+    Ok((x.shape.clone(), out))
+}
+
+fn rotary() -> OpInfo {
+    let mut cos = ArgSpec::tensor("cos", Domain::range(-1.0, 1.0));
+    let mut sin = ArgSpec::tensor("sin", Domain::range(-1.0, 1.0));
+    // the tables compute in the input's compute dtype: the result has the input's dtype
+    cos.promotes = false;
+    sin.promotes = false;
+    entry(
+        "nn.rotary",
+        vec![ArgSpec::tensor("input", Domain::range(-4.0, 4.0)), cos, sin],
+        0.0,
+        rotary_ref,
+    )
+    .sampler(rotary_sampler)
+    .functional(|a, p| {
+        let style = match p.ints.first() {
+            Some(1) => stride_core::RotaryStyle::Interleaved,
+            _ => stride_core::RotaryStyle::HalfSplit,
+        };
+        a[0].t().rotary(a[1].t(), a[2].t(), style)
+    })
+}
+
+/// Gated-unit samples: `gate` and `up` of the base shape and, with variants, `up`
+/// broadcasting over the gate's leading dim, long rows crossing the kernel's blocks, and
+/// gates out to ±12 (sigmoid and erf saturate, `1 + erf` cancels).
+fn gated_sampler(ctx: &mut SampleCtx) -> Vec<Sample> {
+    let d = ctx.dtype;
+    let base = norm_input(&ctx.shape);
+    let mut cases = vec![(base.clone(), base.clone(), 4.0)];
+    if ctx.variants {
+        let mut up = base.clone();
+        up[0] = 1;
+        cases.push((base.clone(), up, 4.0));
+        cases.push((vec![3, 1025], vec![3, 1025], 4.0));
+        cases.push((base.clone(), base, 12.0));
+    }
+    cases
+        .into_iter()
+        .map(|(g, u, wide)| {
+            let gv = Domain::range(-wide, wide).values(d, numel(&g), &mut ctx.rng, ctx.tame);
+            let uv = Domain::range(-2.0, 2.0).values(d, numel(&u), &mut ctx.rng, ctx.tame);
+            Sample::new(vec![tensor(d, g, gv), tensor(d, u, uv)], Params::default())
+        })
+        .collect()
+}
+
+/// `act(gate)·up` from the exact activations (f64; `gelu`'s erf from the reference's
+/// series). Bound: one rounding of the result (`k = 0`), and the activation and product in
+/// the compute dtype: `S = (|gate| + |act|)·|up|` — `|gate|` covers the cancellation of
+/// `1 + erf`/`1 + tanh` for very negative gates — over `n = 8` roundings (64 for the exact
+/// GELU, whose f64 reference erf is good to 64 ulps).
+fn gated_terms(act: stride_core::GateActivation, a: &[RefArg]) -> Result<Computed, String> {
+    use stride_core::GateActivation as A;
+    let f = |x: f64| match act {
+        A::Silu => x / (1.0 + (-x).exp()),
+        A::Gelu => 0.5 * x * (1.0 + crate::reference::erf(x / std::f64::consts::SQRT_2)),
+        A::GeluTanh => {
+            let k = (2.0 / std::f64::consts::PI).sqrt();
+            0.5 * x * (1.0 + (k * (x + 0.044715 * x * x * x)).tanh())
+        }
+    };
+    let (g, u) = (a[0].t(), a[1].t());
+    let shape = crate::reference::broadcast_shapes(&[&g.shape, &u.shape])
+        .ok_or("gate and up must broadcast")?;
+    let n = if act == A::Gelu { 64.0 } else { 8.0 };
+    let mut idx = vec![0; shape.len()];
+    let terms = (0..numel(&shape))
+        .map(|i| {
+            crate::reference::unravel(i, &shape, &mut idx);
+            let (x, v) = (broadcast_at(g, &idx), broadcast_at(u, &idx));
+            let y = f(x);
+            Terms {
+                value: y * v,
+                m: 0.0,
+                n,
+                s: (x.abs() + y.abs()) * v.abs(),
+            }
+        })
+        .collect();
+    Ok((shape, terms))
+}
+
+/// The value of `t` at index `idx` of a shape it broadcasts to.
+fn broadcast_at(t: &crate::reference::RefTensor, idx: &[usize]) -> f64 {
+    let lead = idx.len() - t.shape.len();
+    let mut lin = 0;
+    for (d, &n) in t.shape.iter().enumerate() {
+        lin = lin * n + if n == 1 { 0 } else { idx[lead + d] };
+    }
+    t.values[lin]
+}
+
+fn swiglu_ref(_: &RefCtx, a: &[RefArg]) -> Result<Computed, String> {
+    gated_terms(stride_core::GateActivation::Silu, a)
+}
+fn geglu_ref(_: &RefCtx, a: &[RefArg]) -> Result<Computed, String> {
+    gated_terms(stride_core::GateActivation::Gelu, a)
+}
+fn geglu_tanh_ref(_: &RefCtx, a: &[RefArg]) -> Result<Computed, String> {
+    gated_terms(stride_core::GateActivation::GeluTanh, a)
+}
+
+fn gated(name: &'static str, act: stride_core::GateActivation) -> OpInfo {
+    let compute: Compute = match act {
+        stride_core::GateActivation::Silu => swiglu_ref,
+        stride_core::GateActivation::Gelu => geglu_ref,
+        stride_core::GateActivation::GeluTanh => geglu_tanh_ref,
+    };
+    entry(
+        name,
+        vec![
+            ArgSpec::tensor("gate", Domain::range(-4.0, 4.0)),
+            ArgSpec::tensor("up", Domain::range(-2.0, 2.0)),
+        ],
+        0.0,
+        compute,
+    )
+    .sampler(gated_sampler)
+    .functional(move |a, _| a[0].t().gated(a[1].t(), act))
+}
+
 /// Every entry of this family.
 pub fn ops() -> Vec<OpInfo> {
     vec![
@@ -1530,6 +1743,10 @@ pub fn ops() -> Vec<OpInfo> {
         cross_entropy_probs(),
         nll(),
         attention(),
+        rotary(),
+        gated("nn.swiglu", stride_core::GateActivation::Silu),
+        gated("nn.geglu", stride_core::GateActivation::Gelu),
+        gated("nn.geglu_tanh", stride_core::GateActivation::GeluTanh),
     ]
 }
 
@@ -1539,7 +1756,13 @@ pub fn ops() -> Vec<OpInfo> {
 /// every composed layer and loss (its gradient is that of the ops it composes).
 pub fn grad(name: &str) -> super::Grad {
     match name {
-        "nn.layer_norm" | "nn.rms_norm" | "nn.scaled_dot_product_attention" => super::Grad::Twice,
+        "nn.layer_norm"
+        | "nn.rms_norm"
+        | "nn.scaled_dot_product_attention"
+        | "nn.rotary"
+        | "nn.swiglu"
+        | "nn.geglu"
+        | "nn.geglu_tanh" => super::Grad::Twice,
         "nn.embedding"
         | "nn.embedding.grad"
         | "nn.mse_loss"

@@ -384,6 +384,104 @@ pub fn run(args: CudaArgs) -> Result<(), String> {
             );
         }
     }
+    // rotary embeddings of a GPT's queries (16,384 tokens, 16 heads of 128, bf16): q a permuted
+    // view of one fused (B, T, 3, H, D) projection, half-split pairs, f32 tables (T, 64) —
+    // floor = read q, write the rotated copy (the tables are 1 MB, read from cache); backward
+    // = read dy, write dx
+    if want("rotary_fwd") || want("rotary_bwd") {
+        let (b, t, h, hd) = (if q { 1 } else { 4 }, 4096usize, 16usize, 128usize);
+        let qkv = Tensor::randn([b, t, 3, h, hd], DType::BF16, &dev, Some(&gen))
+            .and_then(|t| t.requires_grad_(true))
+            .map_err(e)?;
+        let qv = qkv
+            .select(2, 0)
+            .and_then(|x| x.permute(&[0, 2, 1, 3]))
+            .map_err(e)?;
+        let angles = Tensor::randn([t, hd / 2], DType::F32, &dev, Some(&gen)).map_err(e)?;
+        let (cos, sin) = (angles.cos().map_err(e)?, angles.sin().map_err(e)?);
+        let style = stride::RotaryStyle::HalfSplit;
+        let nb = (b * t * h * hd * 2) as f64;
+        let what = format!("rotary of q [{b}, {h}, {t}, {hd}] bf16 (a view of fused QKV)");
+        if want("rotary_fwd") {
+            let _g = stride::autograd::no_grad();
+            let secs = gpu_time(d, reps, batches, || {
+                qv.rotary(&cos, &sin, style).map(|_| ())
+            })
+            .map_err(e)?;
+            add(
+                "rotary_fwd",
+                format!("{what}, forward"),
+                secs,
+                2.0 * nb,
+                0.0,
+                Target::Bandwidth(0.85),
+            );
+        }
+        if want("rotary_bwd") {
+            let y = qv.rotary(&cos, &sin, style).map_err(e)?;
+            let dy = Tensor::randn(y.shape(), DType::BF16, &dev, Some(&gen)).map_err(e)?;
+            let opts = stride::autograd::GradOptions {
+                retain_graph: true,
+                ..Default::default()
+            };
+            let secs = gpu_time(d, reps, batches, || {
+                stride::autograd::grad(&[&y], &[&qv], Some(&[&dy]), opts).map(|_| ())
+            })
+            .map_err(e)?;
+            add(
+                "rotary_bwd",
+                format!("{what}, backward (dq)"),
+                secs,
+                2.0 * nb,
+                0.0,
+                Target::Bandwidth(0.85),
+            );
+        }
+    }
+    // a gated MLP's activation at a Llama-style size (16,384 tokens, 5,632 hidden, bf16):
+    // forward floor = read gate and up, write the product; backward = read dy, gate and up,
+    // write both gradients
+    if want("swiglu_fwd") || want("swiglu_bwd") {
+        let (rows, cols) = (if q { 2048 } else { 16384 }, 5632usize);
+        let param = || -> SResult<Tensor> {
+            Tensor::randn([rows, cols], DType::BF16, &dev, Some(&gen))?.requires_grad_(true)
+        };
+        let (gate, up) = (param().map_err(e)?, param().map_err(e)?);
+        let nb = (rows * cols * 2) as f64;
+        let what = format!("swiglu [{rows}, {cols}] bf16");
+        if want("swiglu_fwd") {
+            let _g = stride::autograd::no_grad();
+            let secs = gpu_time(d, reps, batches, || gate.swiglu(&up).map(|_| ())).map_err(e)?;
+            add(
+                "swiglu_fwd",
+                format!("{what}, forward"),
+                secs,
+                3.0 * nb,
+                0.0,
+                Target::Bandwidth(0.85),
+            );
+        }
+        if want("swiglu_bwd") {
+            let y = gate.swiglu(&up).map_err(e)?;
+            let dy = Tensor::randn([rows, cols], DType::BF16, &dev, Some(&gen)).map_err(e)?;
+            let opts = stride::autograd::GradOptions {
+                retain_graph: true,
+                ..Default::default()
+            };
+            let secs = gpu_time(d, reps, batches, || {
+                stride::autograd::grad(&[&y], &[&gate, &up], Some(&[&dy]), opts).map(|_| ())
+            })
+            .map_err(e)?;
+            add(
+                "swiglu_bwd",
+                format!("{what}, backward (dgate, dup)"),
+                secs,
+                5.0 * nb,
+                0.0,
+                Target::Bandwidth(0.85),
+            );
+        }
+    }
     // the loss over a large vocabulary (16,384 tokens × SmolLM2's 49,152, bf16 logits, mean):
     // forward floor = read the logits once; backward floor = read them and write their
     // gradient (the targets and per-row values are a few hundred KB)

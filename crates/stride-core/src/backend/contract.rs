@@ -25,6 +25,7 @@ use super::cross_entropy::CrossEntropyRows;
 use super::index::{IndexDim, ScatterOp};
 use super::norm::Norm;
 use super::optim::{composed_adam, AdamStep};
+use super::pointwise::Pointwise;
 use super::sort::SortedRows;
 use super::{ArgReduceOp, BinaryOp, CumulativeOp, RandomDist, ReduceOp, TernaryOp, UnaryOp, View};
 use crate::storage::CpuBuffer;
@@ -262,6 +263,14 @@ pub(crate) trait Backend: Sync {
     fn norm_backward(&self, n: Norm, inputs: &[View], outputs: &[View]) -> Result<()> {
         via_cpu(self, "norm_backward", inputs, outputs, |i, o| {
             crate::cpu::norm::norm_backward(n, i, o)
+        })
+    }
+
+    /// A fused pointwise op (see [`super::pointwise`]): a CPU round trip unless the backend
+    /// has a kernel.
+    fn pointwise(&self, p: Pointwise, inputs: &[View], outputs: &[View]) -> Result<()> {
+        via_cpu(self, p.name(), inputs, outputs, |i, o| {
+            crate::cpu::pointwise::pointwise(p, i, o)
         })
     }
 
@@ -535,6 +544,11 @@ macro_rules! forward_to_kernels {
     (@ norm_backward $f:path) => {
         fn norm_backward(&self, n: $crate::backend::norm::Norm, inputs: &[$crate::backend::View<'_>], outputs: &[$crate::backend::View<'_>]) -> $crate::Result<()> {
             $f(n, inputs, outputs)
+        }
+    };
+    (@ pointwise $f:path) => {
+        fn pointwise(&self, p: $crate::backend::pointwise::Pointwise, inputs: &[$crate::backend::View<'_>], outputs: &[$crate::backend::View<'_>]) -> $crate::Result<()> {
+            $f(p, inputs, outputs)
         }
     };
     (@ attention $f:path) => {

@@ -26,6 +26,7 @@ pub(crate) mod matmul;
 pub(crate) mod norm;
 pub(crate) mod pages;
 pub(crate) mod parallel;
+pub(crate) mod pointwise;
 pub(crate) mod prefetch;
 pub(crate) mod primitives;
 pub(crate) mod random;

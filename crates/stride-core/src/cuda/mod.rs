@@ -53,6 +53,7 @@ pub(crate) mod launch;
 pub(crate) mod matmul;
 pub(crate) mod norm;
 pub(crate) mod optim;
+pub(crate) mod pointwise;
 pub(crate) mod primitives;
 pub(crate) mod random;
 pub(crate) mod reduce;

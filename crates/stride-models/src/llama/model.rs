@@ -300,9 +300,9 @@ impl CausalLm for Llama {
             .reshape(&[bi, ti, (hq * hd) as i64])?;
             let h = x.add(&a.matmul(&layer.wo.t()?)?)?;
             let m = rms_norm(&h, &[d], Some(&layer.ffn_norm), eps)?;
-            let g = m.matmul(&layer.w_gate.t()?)?.silu()?;
+            let g = m.matmul(&layer.w_gate.t()?)?;
             let u = m.matmul(&layer.w_up.t()?)?;
-            x = h.add(&g.mul(&u)?.matmul(&layer.w_down.t()?)?)?;
+            x = h.add(&g.swiglu(&u)?.matmul(&layer.w_down.t()?)?)?;
         }
         let x = rms_norm(&x, &[d], Some(&w.output_norm), eps)?;
         let logits = x.matmul(&w.lm_head.t()?)?.to_dtype(DType::F32)?;

@@ -7,7 +7,8 @@
 //!   [`causal_mask`] for the bottom-right (KV-cache) alignment;
 //! - [`Rotary`]: rotary position embeddings in both conventions ([`RotaryStyle::HalfSplit`]
 //!   for Hugging Face checkpoints, [`RotaryStyle::Interleaved`] for llama.cpp's GGUF files),
-//!   with per-row position offsets;
+//!   with per-row position offsets, rotated by stride-core's fused [`stride_core::Tensor::rotary`]
+//!   (gated MLPs: [`stride_core::Tensor::swiglu`], [`stride_core::Tensor::geglu`], [`stride_core::Tensor::gated`]);
 //! - [`rms_norm`] and [`layer_norm`] (the [`crate::RmsNorm`] and [`crate::LayerNorm`]
 //!   modules call them): stride-core's fused kernels, one pass forward and backward.
 //!

@@ -1,25 +1,12 @@
 //! Rotary position embeddings (RoPE, Su et al. 2021) in the two conventions checkpoints use.
 
-use stride_core::{in_compute_dtype, DType, Device, Error, Result, Tensor};
+use stride_core::{DType, Device, Error, Result, Tensor};
 
 const OP: &str = "Rotary";
 
-/// Which features of a head are rotated together (the angle of pair `i` is
-/// `position · base^(−2i/dim)` in both).
-///
-/// **The trap:** the same Llama weights need different styles depending on the file. Hugging
-/// Face checkpoints (safetensors) use [`RotaryStyle::HalfSplit`]; llama.cpp's converter
-/// permutes the rows of the Q and K projections of `llama` GGUF files so that llama.cpp's
-/// adjacent-pair rotation ([`RotaryStyle::Interleaved`], `LLAMA_ROPE_TYPE_NORM`) computes the
-/// same attention. A GGUF `llama` model must use `Interleaved`, an HF model `HalfSplit`;
-/// the wrong one runs without error and produces nonsense.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum RotaryStyle {
-    /// Pairs `(i, i + dim/2)`: Hugging Face / GPT-NeoX `rotate_half`.
-    HalfSplit,
-    /// Pairs `(2i, 2i + 1)`: llama.cpp's `LLAMA_ROPE_TYPE_NORM`, the original RoPE / GPT-J.
-    Interleaved,
-}
+/// Which features of a head are rotated together: stride-core's [`RotaryStyle`] (its docs
+/// name the trap: GGUF `llama` files want `Interleaved`, Hugging Face ones `HalfSplit`).
+pub use stride_core::RotaryStyle;
 
 /// Per-row cos/sin tables for one input geometry ([`Rotary::row_tables`]).
 #[derive(Clone, Debug)]
@@ -291,48 +278,9 @@ impl Rotary {
         self.rotate(x, &tables.cos, &tables.sin)
     }
 
-    /// `x` rotated with tables `c`, `s` broadcasting to `(..., T, dim/2)`.
+    /// `x` rotated with tables `c`, `s` broadcasting to `(..., T, dim/2)`: stride-core's fused
+    /// [`Tensor::rotary`] (one pass, any layout; the features past `dim` pass through).
     fn rotate(&self, x: &Tensor, c: &Tensor, s: &Tensor) -> Result<Tensor> {
-        let d = *x.shape().last().expect("checked: ≥ 2 dims");
-        let half = self.dim / 2;
-        let style = self.style;
-        let rd = self.dim;
-        in_compute_dtype(&[x], |t| {
-            let x = &t[0];
-            let xr = if rd < d {
-                x.narrow(-1, 0, rd)?
-            } else {
-                x.clone()
-            };
-            let rotated = match style {
-                RotaryStyle::HalfSplit => {
-                    let a = xr.narrow(-1, 0, half)?;
-                    let b = xr.narrow(-1, half as i64, half)?;
-                    let ra = a.mul(c)?.sub(&b.mul(s)?)?;
-                    let rb = b.mul(c)?.add(&a.mul(s)?)?;
-                    Tensor::cat(&[&ra, &rb], -1)?
-                }
-                RotaryStyle::Interleaved => {
-                    let mut pairs: Vec<i64> = xr.shape()[..xr.dim() - 1]
-                        .iter()
-                        .map(|&v| v as i64)
-                        .collect();
-                    pairs.extend([half as i64, 2]);
-                    let p = xr.reshape(&pairs)?;
-                    let a = p.select(-1, 0)?;
-                    let b = p.select(-1, 1)?;
-                    let ra = a.mul(c)?.sub(&b.mul(s)?)?;
-                    let rb = a.mul(s)?.add(&b.mul(c)?)?;
-                    let full: Vec<i64> = xr.shape().iter().map(|&v| v as i64).collect();
-                    Tensor::stack(&[&ra, &rb], -1)?.reshape(&full)?
-                }
-            };
-            if rd < d {
-                let rest = x.narrow(-1, rd as i64, d - rd)?;
-                Tensor::cat(&[&rotated, &rest], -1)
-            } else {
-                Ok(rotated)
-            }
-        })
+        x.rotary(c, s, self.style)
     }
 }
