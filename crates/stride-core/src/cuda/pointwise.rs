@@ -70,9 +70,10 @@ pub(crate) fn pointwise(p: Pointwise, i: &[View], o: &[View]) -> Result<()> {
     }
     let narrow = (w.n < i32::MAX as i64) as i32;
     let (kernel, flag): (&'static str, i32) = match p {
-        Pointwise::Rotary { inverse } => ("k_rotary", inverse as i32),
-        Pointwise::Gated(a) => ("k_gated", act(a)),
-        Pointwise::GatedBackward(a) => ("k_gated_backward", act(a)),
+        // the loader adds the `k_` of the kernels' names
+        Pointwise::Rotary { inverse } => ("rotary", inverse as i32),
+        Pointwise::Gated(a) => ("gated", act(a)),
+        Pointwise::GatedBackward(a) => ("gated_backward", act(a)),
     };
     let module = format!("pointwise_{}", tag(t));
     let f = dev.function(&module, kernel, || pointwise_module(t))?;
