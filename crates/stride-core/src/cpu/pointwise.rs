@@ -90,38 +90,44 @@ fn each<const N: usize>(views: [&View; N], f: impl Fn([isize; N]) + Sync) {
     });
 }
 
-/// `act(x)`, as the unary op of that name computes it.
+/// The argument `2y` of `sigmoid(2y) = (1 + tanh y)/2`, `y` the tanh GELU's inner value.
+#[inline(always)]
+fn tanh_arg<F: Real>(x: F) -> F {
+    let (beta, kappa) = (F::c((2.0 / std::f64::consts::PI).sqrt()), F::c(0.044715));
+    F::c(2.0) * (beta * (x + kappa * x * x * x))
+}
+
+/// `act(x)`. The GELUs use forms without cancellation for negative `x` (the unary ops'
+/// `1 + erf`, `1 + tanh` lose every digit there): `1 + erf(z) = erfc(−z)`, and with
+/// `s = sigmoid(2y)`, `1 + tanh(y) = 2s` and `1 − tanh²(y) = 4s(1 − s)`.
 #[inline(always)]
 pub(crate) fn gate<F: Real>(act: GateActivation, x: F) -> F {
     match act {
         GateActivation::Silu => x * math::sigmoid(x),
-        GateActivation::Gelu => math::gelu_erf(x),
-        GateActivation::GeluTanh => math::gelu_tanh(x),
+        GateActivation::Gelu => F::c(0.5) * x * (-x * F::c(std::f64::consts::FRAC_1_SQRT_2)).erfc(),
+        GateActivation::GeluTanh => x * math::sigmoid(tanh_arg(x)),
     }
 }
 
-/// `(act(x), act′(x))`: the derivatives of the composed backward
-/// (`autograd/formulas/elementwise.rs`), in the compute type.
+/// `(act(x), act′(x))` in the compute type, in the order CUDA's `gate_slope` computes them.
 #[inline(always)]
 pub(crate) fn gate_grad<F: Real>(act: GateActivation, x: F) -> (F, F) {
     let (one, half) = (F::one(), F::c(0.5));
-    match act {
+    let slope = match act {
         GateActivation::Silu => {
             let s = math::sigmoid(x);
-            (x * s, s * (x * (one - s) + one))
+            s * (x * (one - s) + one)
         }
         GateActivation::Gelu => {
-            let cdf = half * (one + (x * F::c(std::f64::consts::FRAC_1_SQRT_2)).erf());
+            let cdf = half * (-x * F::c(std::f64::consts::FRAC_1_SQRT_2)).erfc();
             let pdf = (-half * x * x).exp() * F::c(1.0 / (2.0 * std::f64::consts::PI).sqrt());
-            (math::gelu_erf(x), cdf + x * pdf)
+            cdf + x * pdf
         }
         GateActivation::GeluTanh => {
             let (beta, kappa) = (F::c((2.0 / std::f64::consts::PI).sqrt()), F::c(0.044715));
-            let x2 = x * x;
-            let t = (beta * (x + kappa * x2 * x)).tanh();
-            let slope =
-                half * (one + t) + half * x * (one - t * t) * (one + F::c(3.0) * kappa * x2) * beta;
-            (math::gelu_tanh(x), slope)
+            let s = math::sigmoid(tanh_arg(x));
+            s + F::c(2.0) * x * (s * (one - s)) * (one + F::c(3.0) * kappa * x * x) * beta
         }
-    }
+    };
+    (gate(act, x), slope)
 }

@@ -12,11 +12,13 @@ use crate::shape::broadcast_shapes;
 use crate::{DType, Error, Result, Tensor};
 
 impl Tensor {
-    /// The gated unit `act(self)·up` of a gated MLP (`self` is the gate projection), as the
-    /// composed `self.silu()?.mul(up)` (or `gelu`, `gelu_tanh`) computes it but in one pass:
-    /// `act` and the product in the compute dtype (f32 for f16/bf16), rounded once. The
-    /// operands broadcast; the result has their promoted (float) dtype. The backward is one
-    /// pass too, giving both gradients.
+    /// The gated unit `act(self)·up` of a gated MLP (`self` is the gate projection): the
+    /// composed `self.silu()?.mul(up)` (or `gelu`, `gelu_tanh`) in one pass, `act` and the
+    /// product in the compute dtype (f32 for f16/bf16), rounded once. The GELUs take forms
+    /// that keep their digits for negative gates (`1 + erf(z)` as `erfc(−z)`, `1 + tanh(y)` as
+    /// `2·sigmoid(2y)`), where the unary ops' formulas cancel. The operands broadcast; the
+    /// result has their promoted (float) dtype. The backward is one pass too, giving both
+    /// gradients.
     ///
     /// ```
     /// use stride_core::{GateActivation, Tensor};

@@ -11,6 +11,7 @@ use num_traits::Float;
 pub(crate) trait Real: Float + Send + Sync + 'static + std::fmt::Debug {
     fn c(v: f64) -> Self;
     fn erf(self) -> Self;
+    fn erfc(self) -> Self;
     fn round_even(self) -> Self;
 }
 impl Real for f64 {
@@ -21,6 +22,10 @@ impl Real for f64 {
     #[inline(always)]
     fn erf(self) -> Self {
         libm::erf(self)
+    }
+    #[inline(always)]
+    fn erfc(self) -> Self {
+        libm::erfc(self)
     }
     #[inline(always)]
     fn round_even(self) -> Self {
@@ -35,6 +40,10 @@ impl Real for f32 {
     #[inline(always)]
     fn erf(self) -> Self {
         libm::erff(self)
+    }
+    #[inline(always)]
+    fn erfc(self) -> Self {
+        libm::erfcf(self)
     }
     #[inline(always)]
     fn round_even(self) -> Self {

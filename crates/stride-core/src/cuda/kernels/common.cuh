@@ -159,7 +159,7 @@ M1(m_exp, expf, exp) M1(m_exp2, exp2f, exp2) M1(m_log, logf, log) M1(m_log2, log
 M1(m_log1p, log1pf, log1p) M1(m_expm1, expm1f, expm1) M1(m_sqrt, sqrtf, sqrt)
 M1(m_sin, sinf, sin) M1(m_cos, cosf, cos) M1(m_tan, tanf, tan) M1(m_tanh, tanhf, tanh)
 M1(m_floor, floorf, floor) M1(m_ceil, ceilf, ceil) M1(m_rint, rintf, rint) M1(m_trunc, truncf, trunc)
-M1(m_erf, erff, erf) M1(m_fabs, fabsf, fabs)
+M1(m_erf, erff, erf) M1(m_erfc, erfcf, erfc) M1(m_fabs, fabsf, fabs)
 #define M2(NAME, FF, DF) \
     __device__ __forceinline__ float NAME(float x, float y) { return FF(x, y); } \
     __device__ __forceinline__ double NAME(double x, double y) { return DF(x, y); }

@@ -13,48 +13,60 @@ struct Strs6 { Str s[6]; };
 
 template <int N> struct Cursor { i64 o[N]; i64 c[MAXD]; };
 
+// Every loop over dims is unrolled over MAXD with a guard, so the cursor's arrays are indexed
+// by constants and stay in registers.
 template <int N>
 __device__ __forceinline__ void seek(const Geo& g, const Str* s, i64 i, bool narrow, Cursor<N>& u) {
+#pragma unroll
     for (int k = 0; k < N; ++k) u.o[k] = s[k].off;
-    for (int d = g.ndim - 1; d > 0; --d) {
+#pragma unroll
+    for (int d = MAXD - 1; d > 0; --d) {
+        if (d >= g.ndim) continue;
         i64 n = g.size[d], q;
         if (narrow) q = (i64)((u32)i / (u32)n); else q = i / n;
         i64 r = i - q * n;
         u.c[d] = r;
+#pragma unroll
         for (int k = 0; k < N; ++k) u.o[k] += r * s[k].st[d];
         i = q;
     }
     u.c[0] = i;
+#pragma unroll
     for (int k = 0; k < N; ++k) u.o[k] += i * s[k].st[0];
 }
 
 template <int N>
 __device__ __forceinline__ void step(const Geo& g, const Str* s, Cursor<N>& u) {
-    int d = g.ndim - 1;
-    while (true) {
+#pragma unroll
+    for (int d = MAXD - 1; d >= 0; --d) {
+        if (d >= g.ndim) continue;
+#pragma unroll
         for (int k = 0; k < N; ++k) u.o[k] += s[k].st[d];
         if (++u.c[d] < g.size[d] || d == 0) break;
+#pragma unroll
         for (int k = 0; k < N; ++k) u.o[k] -= g.size[d] * s[k].st[d];
         u.c[d] = 0;
-        --d;
     }
 }
 
-// Visits positions [i0, min(i0 + PER, n)) of the walk with `f(cursor offsets)`.
+// Visits positions [i0, min(i0 + PER, n)) of the walk, `o` the offsets of each.
 #define WALK(N, ...) \
     const i64 i0 = ((i64)blockIdx.x * blockDim.x + threadIdx.x) * PER; \
     if (i0 >= n) return; \
     Cursor<N> u; \
     seek<N>(g, s.s, i0, narrow, u); \
     const int len = (int)(n - i0 < PER ? n - i0 : PER); \
-    for (int e = 0; e < len; ++e) { \
+    _Pragma("unroll") \
+    for (int e = 0; e < PER; ++e) { \
+        if (e >= len) break; \
         if (e) step<N>(g, s.s, u); \
         const i64* o = u.o; \
         __VA_ARGS__ \
     }
 
 // Rotary: [ya, yb, a, b, cos, sin]; inverse negates sin.
-extern "C" __global__ void k_rotary(Geo g, i64 n, int narrow, Ptrs6 p, Strs6 s, int inverse) {
+extern "C" __global__ void k_rotary(const __grid_constant__ Geo g, const i64 n, const int narrow,
+                                  const __grid_constant__ Ptrs6 p, const __grid_constant__ Strs6 s, int inverse) {
     T* ya = (T*)p.p[0]; T* yb = (T*)p.p[1];
     const T* a = (const T*)p.p[2]; const T* b = (const T*)p.p[3];
     const C* cs = (const C*)p.p[4]; const C* sn = (const C*)p.p[5];
@@ -67,14 +79,18 @@ extern "C" __global__ void k_rotary(Geo g, i64 n, int narrow, Ptrs6 p, Strs6 s, 
     })
 }
 
-// act(x) (act: 0 silu, 1 gelu, 2 gelu_tanh), as the unary ops compute it.
+// act(x) (act: 0 silu, 1 gelu, 2 gelu_tanh) and act'(x), in the order of the CPU's
+// gate_grad (cpu/pointwise.rs). The GELUs use forms without cancellation for negative x:
+// 1 + erf(z) = erfc(−z), and with s = sigmoid(2y), 1 + tanh(y) = 2s, 1 − tanh²(y) = 4s(1 − s).
+__device__ __forceinline__ C tanh_arg(C x) {
+    const C beta = (C)0.7978845608028654, kappa = (C)0.044715;
+    return (C)2 * (beta * (x + kappa * x * x * x));
+}
 __device__ __forceinline__ C gate(int act, C x) {
     if (act == 0) return x * sigmoid(x);
-    if (act == 1) return gelu_erf(x);
-    return gelu_tanh(x);
+    if (act == 1) return (C)0.5 * x * m_erfc(-x * (C)0.7071067811865476);
+    return x * sigmoid(tanh_arg(x));
 }
-
-// act'(x), in the order of the CPU's gate_grad (cpu/pointwise.rs).
 __device__ __forceinline__ C gate_slope(int act, C x) {
     const C one = (C)1, half = (C)0.5;
     if (act == 0) {
@@ -82,18 +98,18 @@ __device__ __forceinline__ C gate_slope(int act, C x) {
         return s * (x * (one - s) + one);
     }
     if (act == 1) {
-        C cdf = half * (one + m_erf(x * (C)0.7071067811865476));
+        C cdf = half * m_erfc(-x * (C)0.7071067811865476);
         C pdf = m_exp(-half * x * x) * (C)0.3989422804014327;
         return cdf + x * pdf;
     }
     const C beta = (C)0.7978845608028654, kappa = (C)0.044715;
-    C x2 = x * x;
-    C t = m_tanh(beta * (x + kappa * x2 * x));
-    return half * (one + t) + half * x * (one - t * t) * (one + (C)3 * kappa * x2) * beta;
+    C s = sigmoid(tanh_arg(x));
+    return s + (C)2 * x * (s * (one - s)) * (one + (C)3 * kappa * x * x) * beta;
 }
 
 // Gated: [y, gate, up].
-extern "C" __global__ void k_gated(Geo g, i64 n, int narrow, Ptrs6 p, Strs6 s, int act) {
+extern "C" __global__ void k_gated(const __grid_constant__ Geo g, const i64 n, const int narrow,
+                                  const __grid_constant__ Ptrs6 p, const __grid_constant__ Strs6 s, int act) {
     T* y = (T*)p.p[0];
     const T* gt = (const T*)p.p[1]; const T* up = (const T*)p.p[2];
     WALK(3, {
@@ -103,7 +119,8 @@ extern "C" __global__ void k_gated(Geo g, i64 n, int narrow, Ptrs6 p, Strs6 s, i
 }
 
 // Gated backward: [dgate, dup, dy, gate, up].
-extern "C" __global__ void k_gated_backward(Geo g, i64 n, int narrow, Ptrs6 p, Strs6 s, int act) {
+extern "C" __global__ void k_gated_backward(const __grid_constant__ Geo g, const i64 n, const int narrow,
+                                  const __grid_constant__ Ptrs6 p, const __grid_constant__ Strs6 s, int act) {
     T* dg = (T*)p.p[0]; T* du = (T*)p.p[1];
     const T* dy = (const T*)p.p[2]; const T* gt = (const T*)p.p[3]; const T* up = (const T*)p.p[4];
     WALK(5, {
