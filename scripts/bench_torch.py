@@ -133,6 +133,19 @@ def main():
             secs[f"{name}_bwd"] = gpu_time(lambda: torch.autograd.grad(ny, wrt, ndy, retain_graph=True))
             del ny, ndy
         del nx, nw, nb
+    # the AdamW step of a 124M-parameter GPT (GPT-2 small's 148 tensors, f32), fused=True
+    if want("adamw_gpt2"):
+        v, c = (8192 if quick else 50257), 768
+        shapes = [(v, c), (1024, c)]
+        for _ in range(12):
+            shapes += [(c,), (c,), (c, 3 * c), (3 * c,), (c, c), (c,), (c,), (c,), (c, 4 * c), (4 * c,), (4 * c, c), (c,)]
+        shapes += [(c,), (c,)]
+        ps = [torch.randn(*s, device=dev, generator=g).requires_grad_(True) for s in shapes]
+        for p in ps:
+            p.grad = torch.randn(*p.shape, device=dev, generator=g)
+        opt = torch.optim.AdamW(ps, lr=1e-4, weight_decay=0.1, fused=True)
+        secs["adamw_gpt2"] = gpu_time(opt.step)
+        del ps, opt
     # rotary of a GPT's queries as stride's row: q a permuted view of one fused (B, T, 3, H, D)
     # projection, half-split (Hugging Face's rotate_half, eager), f32 tables computed in f32
     if want("rotary_fwd") or want("rotary_bwd"):

@@ -298,3 +298,130 @@ fn fused_adam_refuses_what_it_cannot_update() {
     // nothing was written by any refused call
     assert!(p.to_vec::<f32>().unwrap().iter().all(|&x| x == 0.0));
 }
+
+/// `fused_adam_` over many parameters at once — more than one CUDA launch takes (36), sizes
+/// on both sides of a block's 65,536 elements, f32 and bf16 mixed, dense parameters beside a
+/// transposed one (still one run each) and one whose gradient is transposed (its own kernel)
+/// — against the composed update of each, bit for bit, for Adam, AdamW and amsgrad.
+fn many(dev: &Device) {
+    let cpu = Device::Cpu;
+    let gen = Generator::new(11);
+    let sizes: Vec<(usize, usize)> = (0..40)
+        .map(|k| match k % 8 {
+            0 => (1, 65537),
+            1 => (2, 65536),
+            2 => (1, 1),
+            3 => (3, 5),
+            4 => (257, 3),
+            5 => (16, 16),
+            6 => (1, 131075),
+            _ => (7, 33),
+        })
+        .collect();
+    let dtype_of = |k: usize| if k % 3 == 0 { DType::BF16 } else { DType::F32 };
+    // (param/moment layout, gradient layout) of parameter k
+    let lay_of = |k: usize| match k {
+        5 => (Lay::Transposed, Lay::Transposed),
+        13 => (Lay::Dense, Lay::Transposed),
+        _ => (Lay::Dense, Lay::Dense),
+    };
+    for (name, h, amsgrad) in variants()
+        .into_iter()
+        .filter(|(n, _, _)| ["adam", "adamw", "amsgrad"].contains(n))
+    {
+        let mut fused = vec![];
+        let mut reference = vec![];
+        for (k, &(r, c)) in sizes.iter().enumerate() {
+            let p0 = Tensor::randn([r, c], DType::F64, &cpu, Some(&gen))
+                .unwrap()
+                .to_dtype(dtype_of(k))
+                .unwrap();
+            let z = Tensor::zeros([r, c], dtype_of(k), &cpu).unwrap();
+            let lay = lay_of(k).0;
+            // fresh storage for every operand (a dense CPU `laid` is a view of its input)
+            let make = |lay| -> Vec<Tensor> {
+                [&p0, &z, &z, &z]
+                    .iter()
+                    .map(|t| laid(&t.clone_tensor().unwrap(), lay, dev))
+                    .collect()
+            };
+            fused.push(make(lay));
+            reference.push(make(Lay::Dense));
+        }
+        for step in 1..=2 {
+            let h = AdamStep { step, ..h };
+            let grads: Vec<Tensor> = sizes
+                .iter()
+                .enumerate()
+                .map(|(k, &(r, c))| {
+                    let g = Tensor::randn([r, c], DType::F64, &cpu, Some(&gen))
+                        .unwrap()
+                        .to_dtype(dtype_of(k))
+                        .unwrap();
+                    laid(&g, lay_of(k).1, dev)
+                })
+                .collect();
+            let col = |i: usize| fused.iter().map(|t| &t[i]).collect::<Vec<&Tensor>>();
+            let vmax = col(3);
+            stride_core::fused_adam_(
+                &col(0),
+                &grads.iter().collect::<Vec<_>>(),
+                &col(1),
+                &col(2),
+                amsgrad.then_some(vmax.as_slice()),
+                &h,
+            )
+            .unwrap_or_else(|e| panic!("{name} step {step}: {e}"));
+            for (k, r) in reference.iter().enumerate() {
+                let vm = amsgrad.then(|| r[3].clone());
+                composed(&h, &r[0], &grads[k], &r[1], &r[2], vm.as_ref()).unwrap();
+                for (i, part) in ["param", "exp_avg", "exp_avg_sq", "max_exp_avg_sq"]
+                    .iter()
+                    .enumerate()
+                    .take(3 + amsgrad as usize)
+                {
+                    let what = format!("{name} step {step}, parameter {k} {:?}: {part}", sizes[k]);
+                    same(&what, &r[i], &fused[k][i]);
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn many_parameters_in_one_call_are_each_the_composed_update() {
+    many(&Device::Cpu);
+    match cuda::require_or_skip("many_parameters_in_one_call_are_each_the_composed_update on cuda")
+    {
+        Some(dev) => {
+            many(&dev);
+            // the whole step without a host wait
+            let p = Tensor::zeros([3, 4], DType::F32, &dev).unwrap();
+            let like = || p.zeros_like(MemoryFormat::Preserve).unwrap();
+            let (g, m, v) = (like(), like(), like());
+            let _no_waits = stride_core::debug::forbid_sync();
+            stride_core::fused_adam_(&[&p], &[&g], &[&m], &[&v], None, &BASE).unwrap();
+        }
+        None => {}
+    }
+}
+
+#[test]
+fn fused_adam_over_lists_refuses_mismatched_lists() {
+    let dev = Device::Cpu;
+    let p = Tensor::zeros([2], DType::F32, &dev).unwrap();
+    let like = || p.zeros_like(MemoryFormat::Preserve).unwrap();
+    let (g, m, v) = (like(), like(), like());
+    let e = stride_core::fused_adam_(&[&p], &[&g, &g], &[&m], &[&v], None, &BASE)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("1 parameters but 2 grads"), "{e}");
+    // one bad parameter refuses the whole call before anything is written
+    let q = Tensor::zeros([3], DType::F32, &dev).unwrap();
+    let ones = Tensor::ones([2], DType::F32, &dev).unwrap();
+    let e = stride_core::fused_adam_(&[&p, &q], &[&ones, &g], &[&m, &m], &[&v, &v], None, &BASE)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("shape"), "{e}");
+    assert!(p.to_vec::<f32>().unwrap().iter().all(|&x| x == 0.0));
+}

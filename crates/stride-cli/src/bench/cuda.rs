@@ -384,6 +384,75 @@ pub fn run(args: CudaArgs) -> Result<(), String> {
             );
         }
     }
+    // the AdamW step of a 124M-parameter GPT (GPT-2 small's 148 tensors, f32, tied
+    // embedding): floor = read p, g, m, v and write p, m, v once (28 bytes a parameter)
+    if want("adamw_gpt2") {
+        let (v, c, layers) = (if q { 8192 } else { 50257 }, 768usize, 12usize);
+        let mut shapes: Vec<Vec<usize>> = vec![vec![v, c], vec![1024, c]];
+        for _ in 0..layers {
+            shapes.extend([
+                vec![c],
+                vec![c],
+                vec![c, 3 * c],
+                vec![3 * c],
+                vec![c, c],
+                vec![c],
+                vec![c],
+                vec![c],
+                vec![c, 4 * c],
+                vec![4 * c],
+                vec![4 * c, c],
+                vec![c],
+            ]);
+        }
+        shapes.extend([vec![c], vec![c]]);
+        let make = |s: &Vec<usize>| Tensor::randn(s.clone(), DType::F32, &dev, Some(&gen));
+        let zeros = |s: &Vec<usize>| Tensor::zeros(s.clone(), DType::F32, &dev);
+        let params: Vec<Tensor> = shapes.iter().map(make).collect::<SResult<_>>().map_err(e)?;
+        let grads: Vec<Tensor> = shapes.iter().map(make).collect::<SResult<_>>().map_err(e)?;
+        let ms: Vec<Tensor> = shapes
+            .iter()
+            .map(zeros)
+            .collect::<SResult<_>>()
+            .map_err(e)?;
+        let vs: Vec<Tensor> = shapes
+            .iter()
+            .map(zeros)
+            .collect::<SResult<_>>()
+            .map_err(e)?;
+        let n: usize = params.iter().map(|p| p.numel()).sum();
+        fn refs(ts: &[Tensor]) -> Vec<&Tensor> {
+            ts.iter().collect()
+        }
+        let (pr, gr, mr, vr) = (refs(&params), refs(&grads), refs(&ms), refs(&vs));
+        let h = stride::AdamStep {
+            lr: 1e-4,
+            beta1: 0.9,
+            beta2: 0.999,
+            eps: 1e-8,
+            weight_decay: 0.1,
+            decoupled_weight_decay: true,
+            maximize: false,
+            step: 1,
+        };
+        let _g = stride::autograd::no_grad();
+        let secs = gpu_time(d, reps, batches, || {
+            stride::fused_adam_(&pr, &gr, &mr, &vr, None, &h)
+        })
+        .map_err(e)?;
+        add(
+            "adamw_gpt2",
+            format!(
+                "AdamW step of a GPT's {} tensors ({:.1}M f32 parameters), fused",
+                shapes.len(),
+                n as f64 / 1e6
+            ),
+            secs,
+            28.0 * n as f64,
+            0.0,
+            Target::Bandwidth(0.85),
+        );
+    }
     // rotary embeddings of a GPT's queries (16,384 tokens, 16 heads of 128, bf16): q a permuted
     // view of one fused (B, T, 3, H, D) projection, half-split pairs, f32 tables (T, 64) —
     // floor = read q, write the rotated copy (the tables are 1 MB, read from cache); backward

@@ -24,7 +24,7 @@ use super::attention::Attention;
 use super::cross_entropy::CrossEntropyRows;
 use super::index::{IndexDim, ScatterOp};
 use super::norm::Norm;
-use super::optim::{composed_adam, AdamStep};
+use super::optim::{composed_adam, AdamStep, AdamViews};
 use super::pointwise::Pointwise;
 use super::sort::SortedRows;
 use super::{ArgReduceOp, BinaryOp, CumulativeOp, RandomDist, ReduceOp, TernaryOp, UnaryOp, View};
@@ -305,6 +305,22 @@ pub(crate) trait Backend: Sync {
     ) -> Result<()> {
         composed_adam(self, h, param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq)
     }
+
+    /// One Adam step of many parameters (see [`super::optim::adam_multi`]): each through
+    /// [`Backend::adam`] unless the backend steps several in one launch.
+    fn adam_multi(&self, h: &AdamStep, items: &[AdamViews]) -> Result<()> {
+        for it in items {
+            self.adam(
+                h,
+                it.param,
+                it.grad,
+                it.exp_avg,
+                it.exp_avg_sq,
+                it.max_exp_avg_sq,
+            )?;
+        }
+        Ok(())
+    }
 }
 
 /// Runs `cpu` (a CPU kernel) on host copies of the operands' storages, then writes the
@@ -544,6 +560,11 @@ macro_rules! forward_to_kernels {
     (@ norm_backward $f:path) => {
         fn norm_backward(&self, n: $crate::backend::norm::Norm, inputs: &[$crate::backend::View<'_>], outputs: &[$crate::backend::View<'_>]) -> $crate::Result<()> {
             $f(n, inputs, outputs)
+        }
+    };
+    (@ adam_multi $f:path) => {
+        fn adam_multi(&self, h: &$crate::backend::optim::AdamStep, items: &[$crate::backend::optim::AdamViews<'_>]) -> $crate::Result<()> {
+            $f(h, items)
         }
     };
     (@ pointwise $f:path) => {

@@ -99,20 +99,16 @@ pub(crate) fn adam(
     max_exp_avg_sq: Option<View>,
 ) -> Result<()> {
     let op = "adam_step";
-    let shape = param.layout.shape();
-    let all = [
-        Some(param),
-        Some(grad),
-        Some(exp_avg),
-        Some(exp_avg_sq),
-        max_exp_avg_sq,
-    ];
-    for v in all.iter().flatten() {
-        if v.layout.shape() != shape || v.dtype != param.dtype || !v.dtype.is_float() {
-            return Err(internal(op, "operands disagree"));
-        }
-        check_extent(op, v, 0)?;
-    }
+    check_views(
+        op,
+        &AdamViews {
+            param,
+            grad,
+            exp_avg,
+            exp_avg_sq,
+            max_exp_avg_sq,
+        },
+    )?;
     let mut outputs = vec![param, exp_avg, exp_avg_sq];
     outputs.extend(max_exp_avg_sq);
     debug::primitive(op, Replay::SameDtype, &[grad], &outputs, |i, o| {
@@ -120,6 +116,76 @@ pub(crate) fn adam(
         let device = super::same_device(op, &views)?;
         backend_for(device).adam(h, o[0], i[0], o[1], o[2], o.get(3).copied())
     })
+}
+
+/// One parameter's operands of [`adam_multi`].
+#[derive(Clone, Copy)]
+pub(crate) struct AdamViews<'a> {
+    pub param: View<'a>,
+    pub grad: View<'a>,
+    pub exp_avg: View<'a>,
+    pub exp_avg_sq: View<'a>,
+    pub max_exp_avg_sq: Option<View<'a>>,
+}
+
+/// One Adam step of many parameters on one device, each as [`adam`] steps it (every one with
+/// `max_exp_avg_sq`, or none): a backend may take them in a few launches
+/// ([`Backend::adam_multi`]).
+pub(crate) fn adam_multi(h: &AdamStep, items: &[AdamViews]) -> Result<()> {
+    let op = "adam_step";
+    let Some(first) = items.first() else {
+        return Ok(());
+    };
+    let amsgrad = first.max_exp_avg_sq.is_some();
+    let (mut inputs, mut outputs) = (vec![], vec![]);
+    for it in items {
+        if it.max_exp_avg_sq.is_some() != amsgrad {
+            return Err(internal(
+                op,
+                "amsgrad differs between the parameters of one step",
+            ));
+        }
+        check_views(op, it)?;
+        inputs.push(it.grad);
+        outputs.extend([it.param, it.exp_avg, it.exp_avg_sq]);
+        outputs.extend(it.max_exp_avg_sq);
+    }
+    let per = 3 + amsgrad as usize;
+    debug::primitive(op, Replay::SameDtype, &inputs, &outputs, |i, o| {
+        let views: Vec<View> = o.iter().chain(i).copied().collect();
+        let device = super::same_device(op, &views)?;
+        let items: Vec<AdamViews> = i
+            .iter()
+            .zip(o.chunks(per))
+            .map(|(g, o)| AdamViews {
+                param: o[0],
+                grad: *g,
+                exp_avg: o[1],
+                exp_avg_sq: o[2],
+                max_exp_avg_sq: o.get(3).copied(),
+            })
+            .collect();
+        backend_for(device).adam_multi(h, &items)
+    })
+}
+
+/// Every operand of one parameter has its shape and float dtype and lies inside its storage.
+fn check_views(op: &'static str, it: &AdamViews) -> Result<()> {
+    let (param, shape) = (it.param, it.param.layout.shape());
+    let all = [
+        Some(it.param),
+        Some(it.grad),
+        Some(it.exp_avg),
+        Some(it.exp_avg_sq),
+        it.max_exp_avg_sq,
+    ];
+    for v in all.iter().flatten() {
+        if v.layout.shape() != shape || v.dtype != param.dtype || !v.dtype.is_float() {
+            return Err(internal(op, "operands disagree"));
+        }
+        check_extent(op, v, 0)?;
+    }
+    Ok(())
 }
 
 /// The composed update, from `b`'s elementwise primitives: the [`Backend::adam`] default body,

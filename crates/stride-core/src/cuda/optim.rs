@@ -1,9 +1,10 @@
-//! Fused optimizer updates on CUDA: one launch per parameter (kernels/adam.cu), bit-identical
-//! to the composed update (`backend/optim.rs`).
+//! Fused optimizer updates on CUDA (kernels/adam.cu), bit-identical to the composed update
+//! (`backend/optim.rs`): one launch per parameter through its layouts, or one launch for up
+//! to 36 parameters whose operands are dense.
 
-use super::launch::{arg, dptr, launch, walk};
+use super::launch::{arg, dptr, launch, launch_cfg, walk, BLOCK};
 use super::source::{ctype, tag};
-use crate::backend::optim::AdamStep;
+use crate::backend::optim::{AdamStep, AdamViews};
 use crate::backend::View;
 use crate::DType;
 use crate::Result;
@@ -38,7 +39,6 @@ pub(crate) fn adam(
     max_exp_avg_sq: Option<View>,
 ) -> Result<()> {
     let t = param.dtype;
-    let s = h.scalars(t);
     let (dev, pp) = dptr(&param)?;
     let (_, pg) = dptr(&grad)?;
     let (_, pm) = dptr(&exp_avg)?;
@@ -48,11 +48,7 @@ pub(crate) fn adam(
     let (_, pvmax) = dptr(&vmax)?;
     let w = walk("adam_step", [&param, &grad, &exp_avg, &exp_avg_sq, &vmax])?;
     let f = dev.function(&format!("adam_{}", tag(t)), "adam", || adam_module(t))?;
-    let flags: i32 = (h.maximize as i32)
-        | (h.decoupled() as i32) << 1
-        | (h.l2() as i32) << 2
-        | ((h.weight_decay == 1.0) as i32) << 3
-        | (max_exp_avg_sq.is_some() as i32) << 4;
+    let s = AdamArgs::new(h, t, max_exp_avg_sq.is_some());
     let [sp, sg, sm, sv, svmax] = w.strs;
     let mut args = [
         arg(&w.geo),
@@ -68,15 +64,167 @@ pub(crate) fn adam(
         arg(&sv),
         arg(&pvmax),
         arg(&svmax),
-        arg(&flags),
-        arg(&s.decay),
-        arg(&s.weight_decay),
-        arg(&s.one_minus_beta1),
-        arg(&s.beta2),
-        arg(&s.one_minus_beta2),
-        arg(&s.bias_correction2_sqrt),
-        arg(&s.eps),
-        arg(&s.neg_step_size),
+        arg(&s),
     ];
     unsafe { launch(&dev, &f, "adam_step", w.n, &mut args) }
+}
+
+/// The flags and scalars of one step (`AdamArgs` in adam.cu).
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct AdamArgs {
+    flags: i32,
+    decay: f64,
+    wd: f64,
+    w1: f64,
+    b2: f64,
+    omb2: f64,
+    bc2s: f64,
+    eps: f64,
+    neg_step: f64,
+}
+
+impl AdamArgs {
+    fn new(h: &AdamStep, t: DType, amsgrad: bool) -> AdamArgs {
+        let s = h.scalars(t);
+        AdamArgs {
+            flags: (h.maximize as i32)
+                | (h.decoupled() as i32) << 1
+                | (h.l2() as i32) << 2
+                | ((h.weight_decay == 1.0) as i32) << 3
+                | (amsgrad as i32) << 4,
+            decay: s.decay,
+            wd: s.weight_decay,
+            w1: s.one_minus_beta1,
+            b2: s.beta2,
+            omb2: s.one_minus_beta2,
+            bc2s: s.bias_correction2_sqrt,
+            eps: s.eps,
+            neg_step: s.neg_step_size,
+        }
+    }
+}
+
+/// Parameters one `k_adam_multi` launch takes, and the elements each block takes (`MT`,
+/// `CHUNK` in adam.cu).
+const MT: usize = 36;
+const CHUNK: u64 = 65536;
+
+/// `AdamMulti` in adam.cu: up to [`MT`] dense parameters' operand addresses and lengths, and
+/// each one's first block.
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct AdamMulti {
+    p: [u64; MT],
+    g: [u64; MT],
+    m: [u64; MT],
+    v: [u64; MT],
+    vmax: [u64; MT],
+    n: [i64; MT],
+    chunk0: [i32; MT + 1],
+}
+
+/// The address of a dense view's first element.
+fn first(v: &View) -> Result<u64> {
+    Ok(dptr(v)?.1 + (v.layout.offset() * v.dtype.size_in_bytes()) as u64)
+}
+
+/// Whether the five operands of one parameter can be stepped as one run each: every view dense
+/// (no gaps, no overlap) with the parameter's strides, so position `i` of the run is the same
+/// element in all of them.
+fn one_run(it: &AdamViews) -> bool {
+    let l = it.param.layout;
+    let views = [
+        Some(it.grad),
+        Some(it.exp_avg),
+        Some(it.exp_avg_sq),
+        it.max_exp_avg_sq,
+    ];
+    l.is_non_overlapping_and_dense()
+        && views
+            .iter()
+            .flatten()
+            .all(|v| v.layout.strides() == l.strides() && v.layout.shape() == l.shape())
+}
+
+/// See [`crate::backend::optim::adam_multi`]: the parameters whose operands are dense runs go
+/// [`MT`] to a launch (grouped by dtype); any other takes [`adam`].
+pub(crate) fn adam_multi(h: &AdamStep, items: &[AdamViews]) -> Result<()> {
+    let mut batches: Vec<(DType, Vec<&AdamViews>)> = vec![];
+    for it in items {
+        if it.param.layout.numel() == 0 {
+            continue;
+        }
+        let chunks = (it.param.layout.numel() as u64).div_ceil(CHUNK);
+        if !one_run(it) || chunks > i32::MAX as u64 / 2 {
+            adam(
+                h,
+                it.param,
+                it.grad,
+                it.exp_avg,
+                it.exp_avg_sq,
+                it.max_exp_avg_sq,
+            )?;
+            continue;
+        }
+        let t = it.param.dtype;
+        match batches.iter_mut().find(|(d, b)| *d == t && b.len() < MT) {
+            Some((_, b)) => b.push(it),
+            None => batches.push((t, vec![it])),
+        }
+    }
+    for (t, batch) in batches {
+        launch_multi(h, t, &batch)?;
+    }
+    Ok(())
+}
+
+/// One `k_adam_multi` launch over `batch` (≤ [`MT`] dense parameters of dtype `t`).
+fn launch_multi(h: &AdamStep, t: DType, batch: &[&AdamViews]) -> Result<()> {
+    let mut a = AdamMulti {
+        p: [0; MT],
+        g: [0; MT],
+        m: [0; MT],
+        v: [0; MT],
+        vmax: [0; MT],
+        n: [0; MT],
+        chunk0: [0; MT + 1],
+    };
+    let mut blocks: i64 = 0;
+    for (k, it) in batch.iter().enumerate() {
+        a.p[k] = first(&it.param)?;
+        a.g[k] = first(&it.grad)?;
+        a.m[k] = first(&it.exp_avg)?;
+        a.v[k] = first(&it.exp_avg_sq)?;
+        a.vmax[k] = first(&it.max_exp_avg_sq.unwrap_or(it.exp_avg_sq))?;
+        a.n[k] = it.param.layout.numel() as i64;
+        a.chunk0[k] = blocks as i32;
+        blocks += (a.n[k] as u64).div_ceil(CHUNK) as i64;
+        if blocks > i32::MAX as i64 {
+            return Err(crate::Error::invalid(
+                "adam_step",
+                "these parameters need more blocks than one launch has; step fewer at a time",
+            ));
+        }
+    }
+    a.chunk0[batch.len()] = blocks as i32;
+    let amsgrad = batch[0].max_exp_avg_sq.is_some();
+    let s = AdamArgs::new(h, t, amsgrad);
+    let count = batch.len() as i32;
+    let (dev, _) = dptr(&batch[0].param)?;
+    let f = dev.function(&format!("adam_{}", tag(t)), "adam_multi", || adam_module(t))?;
+    let mut args = [arg(&a), arg(&count), arg(&s)];
+    // SAFETY: the arguments match k_adam_multi's (AdamMulti, int, AdamArgs); every run lies
+    // inside its storage (the frontend checked each view's extent)
+    unsafe {
+        launch_cfg(
+            &dev,
+            &f,
+            "adam_step",
+            (blocks as u32, 1, 1),
+            (BLOCK, 1, 1),
+            0,
+            &mut args,
+        )
+    }
 }

@@ -51,6 +51,7 @@ impl Backend for Cuda {
         bincount => super::sort::bincount;
         histc => super::sort::histc;
         adam => super::optim::adam;
+        adam_multi => super::optim::adam_multi;
         norm => super::norm::norm;
         cross_entropy => super::cross_entropy::cross_entropy;
         cross_entropy_backward => super::cross_entropy::cross_entropy_backward;

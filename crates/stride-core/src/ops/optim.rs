@@ -1,7 +1,8 @@
-//! Fused optimizer updates: [`Tensor::adam_step_`].
+//! Fused optimizer updates: [`Tensor::adam_step_`] and, for many parameters at once,
+//! [`fused_adam_`].
 
 use crate::autograd::record::needs_grad;
-use crate::backend::optim::{self, check_adam_operands, AdamStep};
+use crate::backend::optim::{self, check_adam_operands, AdamStep, AdamViews};
 use crate::backend::View;
 use crate::{Error, Result, Tensor};
 
@@ -55,20 +56,7 @@ impl Tensor {
         h: &AdamStep,
     ) -> Result<()> {
         let op = "adam_step_";
-        let mut written = vec![
-            ("param", self),
-            ("exp_avg", exp_avg),
-            ("exp_avg_sq", exp_avg_sq),
-        ];
-        written.extend(max_exp_avg_sq.map(|t| ("max_exp_avg_sq", t)));
-        let all: Vec<&Tensor> = written.iter().map(|w| w.1).chain([grad]).collect();
-        if needs_grad(&all) {
-            return Err(Error::invalid(
-                op,
-                "an operand requires grad and grad mode is on; run optimizer updates under no_grad()",
-            ));
-        }
-        check_adam_operands(op, &written, grad)?;
+        let written = check_step(op, self, grad, exp_avg, exp_avg_sq, max_exp_avg_sq)?;
         if self.numel() == 0 {
             return Ok(());
         }
@@ -85,4 +73,112 @@ impl Tensor {
         }
         Ok(())
     }
+}
+
+/// Refuses what one parameter's step cannot take (operands requiring grad under grad mode,
+/// and [`check_adam_operands`]); the tensors the step writes, named.
+fn check_step<'a>(
+    op: &'static str,
+    param: &'a Tensor,
+    grad: &'a Tensor,
+    exp_avg: &'a Tensor,
+    exp_avg_sq: &'a Tensor,
+    max_exp_avg_sq: Option<&'a Tensor>,
+) -> Result<Vec<(&'static str, &'a Tensor)>> {
+    let mut written = vec![
+        ("param", param),
+        ("exp_avg", exp_avg),
+        ("exp_avg_sq", exp_avg_sq),
+    ];
+    written.extend(max_exp_avg_sq.map(|t| ("max_exp_avg_sq", t)));
+    let all: Vec<&Tensor> = written.iter().map(|w| w.1).chain([grad]).collect();
+    if needs_grad(&all) {
+        return Err(Error::invalid(
+            op,
+            "an operand requires grad and grad mode is on; run optimizer updates under no_grad()",
+        ));
+    }
+    check_adam_operands(op, &written, grad)?;
+    Ok(written)
+}
+
+/// One Adam (or AdamW) step of many parameters at once, PyTorch's `torch._fused_adam_` (what
+/// `Adam(..., fused=True)` runs): parameter `k` is updated from `grads[k]` with the moments
+/// `exp_avgs[k]`, `exp_avg_sqs[k]` (and `max_exp_avg_sqs[k]`: amsgrad) exactly as
+/// [`Tensor::adam_step_`] would update it — the same bits — but on CUDA the parameters whose
+/// operands are dense (every one with the parameter's strides, no gaps) go up to 36 to one
+/// launch, so a model's hundreds of small tensors do not cost a launch each; any other layout
+/// takes its own kernel. Every list has one entry per parameter; all parameters are on one
+/// device; each parameter's operands follow [`Tensor::adam_step_`]'s rules. `stride_nn`'s
+/// `Adam` steps every parameter of a group through this.
+///
+/// ```
+/// use stride_core::{fused_adam_, AdamStep, MemoryFormat, Tensor};
+/// let a = Tensor::from_vec(vec![1.0f32, -2.0], [2])?;
+/// let b = Tensor::from_vec(vec![3.0f32], [1])?;
+/// let zeros = |t: &Tensor| t.zeros_like(MemoryFormat::Preserve);
+/// let (ga, gb) = (Tensor::from_vec(vec![0.5f32, 0.25], [2])?, Tensor::from_vec(vec![-1.0f32], [1])?);
+/// let (ma, va, mb, vb) = (zeros(&a)?, zeros(&a)?, zeros(&b)?, zeros(&b)?);
+/// let h = AdamStep { lr: 0.1, beta1: 0.9, beta2: 0.999, eps: 1e-8, weight_decay: 0.0,
+///                    decoupled_weight_decay: false, maximize: false, step: 1 };
+/// fused_adam_(&[&a, &b], &[&ga, &gb], &[&ma, &mb], &[&va, &vb], None, &h)?;
+/// // the first step moves each weight by about lr against its gradient's sign
+/// assert!((a.to_vec::<f32>()?[0] - 0.9).abs() < 1e-5 && (b.to_vec::<f32>()?[0] - 3.1).abs() < 1e-5);
+/// # Ok::<(), stride_core::Error>(())
+/// ```
+pub fn fused_adam_(
+    params: &[&Tensor],
+    grads: &[&Tensor],
+    exp_avgs: &[&Tensor],
+    exp_avg_sqs: &[&Tensor],
+    max_exp_avg_sqs: Option<&[&Tensor]>,
+    h: &AdamStep,
+) -> Result<()> {
+    let op = "fused_adam_";
+    let n = params.len();
+    let lens = [
+        ("grads", grads.len()),
+        ("exp_avgs", exp_avgs.len()),
+        ("exp_avg_sqs", exp_avg_sqs.len()),
+        ("max_exp_avg_sqs", max_exp_avg_sqs.map_or(n, |m| m.len())),
+    ];
+    for (what, len) in lens {
+        if len != n {
+            return Err(Error::invalid(
+                op,
+                format!(
+                    "{n} parameters but {len} {what}: every list needs one entry per parameter"
+                ),
+            ));
+        }
+    }
+    let mut items = Vec::with_capacity(n);
+    let mut written = vec![];
+    for k in 0..n {
+        let vmax = max_exp_avg_sqs.map(|m| m[k]);
+        let w = check_step(op, params[k], grads[k], exp_avgs[k], exp_avg_sqs[k], vmax)?;
+        if params[k].device() != params[0].device() {
+            return Err(Error::DeviceMismatch {
+                op,
+                a: params[0].device(),
+                b: params[k].device(),
+            });
+        }
+        if params[k].numel() == 0 {
+            continue;
+        }
+        items.push(AdamViews {
+            param: view(params[k]),
+            grad: view(grads[k]),
+            exp_avg: view(exp_avgs[k]),
+            exp_avg_sq: view(exp_avg_sqs[k]),
+            max_exp_avg_sq: vmax.map(view),
+        });
+        written.extend(w);
+    }
+    optim::adam_multi(h, &items)?;
+    for (_, t) in &written {
+        t.storage().bump_version();
+    }
+    Ok(())
 }

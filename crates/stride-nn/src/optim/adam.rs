@@ -3,7 +3,7 @@
 use super::{get_f64, load_state_tensor, Algorithm, Optim};
 use crate::invalid;
 use std::collections::BTreeMap;
-use stride_core::{AdamStep, DType, MemoryFormat, Result, Tensor};
+use stride_core::{fused_adam_, AdamStep, DType, Device, MemoryFormat, Result, Tensor};
 
 /// Hyperparameters of [`Adam`] (PyTorch's names and defaults). `decoupled_weight_decay`
 /// makes it AdamW ([`AdamConfig::adamw`] has AdamW's defaults).
@@ -58,8 +58,8 @@ impl AdamConfig {
 /// ```
 ///
 /// The moments are `zeros_like(p)` with `p`'s strides, and `p` is updated in place through its
-/// own layout, by [`Tensor::adam_step_`]: one kernel per parameter on CUDA, the same bits as
-/// the composed ops above on every device.
+/// own layout, by [`stride_core::fused_adam_`]: on CUDA one kernel per 36 dense parameters
+/// (PyTorch's `fused=True`), the same bits as the composed ops above on every device.
 pub type Adam = Optim<AdamAlgorithm>;
 /// AdamW is [`Adam`] with [`AdamConfig::adamw`] (or any config with
 /// `decoupled_weight_decay`).
@@ -122,40 +122,54 @@ impl Algorithm for AdamAlgorithm {
         grad: &Tensor,
         state: &mut Option<AdamState>,
     ) -> Result<()> {
-        if state.is_none() {
-            *state = Some(AdamState {
-                step: 0,
-                exp_avg: param.zeros_like(MemoryFormat::Preserve)?,
-                exp_avg_sq: param.zeros_like(MemoryFormat::Preserve)?,
-                max_exp_avg_sq: if c.amsgrad {
-                    Some(param.zeros_like(MemoryFormat::Preserve)?)
-                } else {
-                    None
-                },
-            });
-        }
-        let st = state.as_mut().expect("initialised above");
-        st.step += 1;
-        if c.amsgrad && st.max_exp_avg_sq.is_none() {
-            // amsgrad switched on after some steps (e.g. by load_state_dict)
-            st.max_exp_avg_sq = Some(param.zeros_like(MemoryFormat::Preserve)?);
-        }
-        let step = AdamStep {
-            lr: c.lr,
-            beta1: c.betas.0,
-            beta2: c.betas.1,
-            eps: c.eps,
-            weight_decay: c.weight_decay,
-            decoupled_weight_decay: c.decoupled_weight_decay,
-            maximize: c.maximize,
-            step: st.step,
-        };
-        let vmax = if c.amsgrad {
-            st.max_exp_avg_sq.as_ref()
-        } else {
-            None
-        };
+        let st = advance(c, param, state)?;
+        let step = adam_step(c, st.step);
+        let vmax = st.max_exp_avg_sq.as_ref().filter(|_| c.amsgrad);
         param.adam_step_(grad, &st.exp_avg, &st.exp_avg_sq, vmax, &step)
+    }
+    fn update_all(
+        c: &AdamConfig,
+        items: &[(usize, Tensor, Tensor)],
+        states: &mut [Option<AdamState>],
+    ) -> Result<()> {
+        for (i, param, _) in items {
+            advance(c, param, &mut states[*i])?;
+        }
+        // one fused step per (step count, device): normally the whole group at once
+        let mut batches: Vec<(u64, Device, Vec<usize>)> = vec![];
+        for (k, (i, param, _)) in items.iter().enumerate() {
+            let step = states[*i].as_ref().expect("advanced above").step;
+            match batches
+                .iter_mut()
+                .find(|(s, d, _)| *s == step && *d == param.device())
+            {
+                Some((_, _, ks)) => ks.push(k),
+                None => batches.push((step, param.device(), vec![k])),
+            }
+        }
+        for (step, _, ks) in batches {
+            let state = |k: &usize| states[items[*k].0].as_ref().expect("advanced above");
+            let params: Vec<&Tensor> = ks.iter().map(|k| &items[*k].1).collect();
+            let grads: Vec<&Tensor> = ks.iter().map(|k| &items[*k].2).collect();
+            let ms: Vec<&Tensor> = ks.iter().map(|k| &state(k).exp_avg).collect();
+            let vs: Vec<&Tensor> = ks.iter().map(|k| &state(k).exp_avg_sq).collect();
+            let vmax: Option<Vec<&Tensor>> = match c.amsgrad {
+                true => ks
+                    .iter()
+                    .map(|k| state(k).max_exp_avg_sq.as_ref())
+                    .collect(),
+                false => None,
+            };
+            fused_adam_(
+                &params,
+                &grads,
+                &ms,
+                &vs,
+                vmax.as_deref(),
+                &adam_step(c, step),
+            )?;
+        }
+        Ok(())
     }
     fn moments(s: &AdamState) -> Vec<(&'static str, Tensor)> {
         let mut v = vec![
@@ -236,5 +250,46 @@ impl Algorithm for AdamAlgorithm {
             maximize: flag("maximize", b.maximize),
             decoupled_weight_decay: flag("decoupled_weight_decay", b.decoupled_weight_decay),
         })
+    }
+}
+
+/// Creates `param`'s state on its first step and counts the step; the state.
+fn advance<'a>(
+    c: &AdamConfig,
+    param: &Tensor,
+    state: &'a mut Option<AdamState>,
+) -> Result<&'a AdamState> {
+    if state.is_none() {
+        *state = Some(AdamState {
+            step: 0,
+            exp_avg: param.zeros_like(MemoryFormat::Preserve)?,
+            exp_avg_sq: param.zeros_like(MemoryFormat::Preserve)?,
+            max_exp_avg_sq: if c.amsgrad {
+                Some(param.zeros_like(MemoryFormat::Preserve)?)
+            } else {
+                None
+            },
+        });
+    }
+    let st = state.as_mut().expect("initialised above");
+    st.step += 1;
+    if c.amsgrad && st.max_exp_avg_sq.is_none() {
+        // amsgrad switched on after some steps (e.g. by load_state_dict)
+        st.max_exp_avg_sq = Some(param.zeros_like(MemoryFormat::Preserve)?);
+    }
+    Ok(st)
+}
+
+/// The hyperparameters of step `step` under `c`.
+fn adam_step(c: &AdamConfig, step: u64) -> AdamStep {
+    AdamStep {
+        lr: c.lr,
+        beta1: c.betas.0,
+        beta2: c.betas.1,
+        eps: c.eps,
+        weight_decay: c.weight_decay,
+        decoupled_weight_decay: c.decoupled_weight_decay,
+        maximize: c.maximize,
+        step,
     }
 }

@@ -140,6 +140,20 @@ pub trait Algorithm {
         grad: &Tensor,
         state: &mut Option<Self::State>,
     ) -> Result<()>;
+    /// Updates every parameter of one group that has a gradient: `items` holds each one's
+    /// index in the group, the tensor to write and its gradient; `states` is the group's
+    /// state, by index. The default calls [`Algorithm::update`] per parameter; an algorithm
+    /// with a multi-tensor kernel steps them together. Runs under no_grad.
+    fn update_all(
+        c: &Self::Config,
+        items: &[(usize, Tensor, Tensor)],
+        states: &mut [Option<Self::State>],
+    ) -> Result<()> {
+        for (i, param, grad) in items {
+            Self::update(c, param, grad, &mut states[*i])?;
+        }
+        Ok(())
+    }
     /// Tensors to check for finiteness after a step.
     fn moments(s: &Self::State) -> Vec<(&'static str, Tensor)>;
     fn state_to_dict(s: &Self::State) -> Result<BTreeMap<String, Tensor>>;
@@ -257,6 +271,7 @@ impl<A: Algorithm> Optimizer for Optim<A> {
         let checking = self.health.enabled;
         let mut snapshots = vec![];
         for (g, group) in self.groups.iter().enumerate() {
+            let mut items = vec![];
             for (i, (name, p)) in group.params.iter().enumerate() {
                 let t = p.tensor();
                 let Some(grad) = t.grad() else { continue };
@@ -277,8 +292,9 @@ impl<A: Algorithm> Optimizer for Optim<A> {
                 } else {
                     t.detach()
                 };
-                A::update(&group.config, &target, &grad, &mut self.state[g][i])?;
+                items.push((i, target, grad));
             }
+            A::update_all(&group.config, &items, &mut self.state[g])?;
         }
         if checking {
             let mut report = HealthReport::default();

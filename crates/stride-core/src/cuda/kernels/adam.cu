@@ -1,9 +1,9 @@
-// One Adam/AdamW step of one parameter (backend/optim.rs): p, m, v (and vmax: amsgrad)
-// updated in place from g, every operand through its own (Geo, Str). Each position is
-// computed as the composed ops compute it (Backend::adam's default body): R() rounds to T
-// wherever the composed path stores an intermediate tensor, the scalars arrive rounded as
-// the composed ops round them, and with --fmad=false every product and sum rounds on its own.
-// The host defines T, C, L and S.
+// Adam/AdamW steps (backend/optim.rs): p, m, v (and vmax: amsgrad) updated in place from g.
+// Each position is computed as the composed ops compute it (Backend::adam's default body):
+// R() rounds to T wherever the composed path stores an intermediate tensor, the scalars
+// arrive rounded as the composed ops round them, and with --fmad=false every product and sum
+// rounds on its own. k_adam walks one parameter's operands through their layouts; k_adam_multi
+// steps up to MT dense parameters in one launch. The host defines T, C, L and S.
 
 #define R(v) L(S(v))
 #define ADAM_MAXIMIZE 1
@@ -12,37 +12,76 @@
 #define ADAM_L2_ONE 8
 #define ADAM_AMSGRAD 16
 
+// The flags and scalars of one step (AdamScalars on the host).
+struct AdamArgs {
+    int flags;
+    double decay, wd, w1, b2, omb2, bc2s, eps, neg_step;
+};
+
+// One position; `vmax` is read and written only with ADAM_AMSGRAD.
+__device__ __forceinline__ void adam_at(const AdamArgs& s, T* p, const T* gr, T* m, T* v, T* vmax) {
+    const int flags = s.flags;
+    C gi = L(*gr);
+    if (flags & ADAM_MAXIMIZE) gi = R(-gi);
+    C pi = L(*p);
+    if (flags & ADAM_DECOUPLED) pi = R(pi * (C)s.decay);
+    if (flags & ADAM_L2) gi = R(gi + ((flags & ADAM_L2_ONE) ? pi : R(pi * (C)s.wd)));
+    const C mi = R(lerp_f(L(*m), gi, (C)s.w1));
+    C vi = R(L(*v) * (C)s.b2);
+    vi = R(vi + (C)s.omb2 * gi * gi);
+    C root;
+    if (flags & ADAM_AMSGRAD) {
+        const C mx = R(max_nan(L(*vmax), vi));
+        *vmax = S(mx);
+        root = R(m_sqrt(mx));
+    } else {
+        root = R(m_sqrt(vi));
+    }
+    C denom = R(root / (C)s.bc2s);
+    denom = R(denom + (C)s.eps);
+    pi = R(pi + (C)s.neg_step * (mi / denom));
+    *p = S(pi);
+    *m = S(mi);
+    *v = S(vi);
+}
+
 extern "C" __global__ void k_adam(const __grid_constant__ Geo g, const i64 n, const int contig,
                                   T* p, const __grid_constant__ Str sp,
                                   const T* gr, const __grid_constant__ Str sg,
                                   T* m, const __grid_constant__ Str sm,
                                   T* v, const __grid_constant__ Str sv,
                                   T* vmax, const __grid_constant__ Str svmax,
-                                  const int flags, const double decay, const double wd,
-                                  const double w1, const double b2, const double omb2,
-                                  const double bc2s, const double eps, const double neg_step) {
+                                  const __grid_constant__ AdamArgs s) {
     GRID_LOOP(i, n) {
-        C gi = L(LOAD(gr, sg, i));
-        if (flags & ADAM_MAXIMIZE) gi = R(-gi);
-        C pi = L(LOAD(p, sp, i));
-        if (flags & ADAM_DECOUPLED) pi = R(pi * (C)decay);
-        if (flags & ADAM_L2) gi = R(gi + ((flags & ADAM_L2_ONE) ? pi : R(pi * (C)wd)));
-        const C mi = R(lerp_f(L(LOAD(m, sm, i)), gi, (C)w1));
-        C vi = R(L(LOAD(v, sv, i)) * (C)b2);
-        vi = R(vi + (C)omb2 * gi * gi);
-        C root;
-        if (flags & ADAM_AMSGRAD) {
-            const C mx = R(max_nan(L(LOAD(vmax, svmax, i)), vi));
-            STORE(vmax, svmax, i, S(mx));
-            root = R(m_sqrt(mx));
-        } else {
-            root = R(m_sqrt(vi));
-        }
-        C denom = R(root / (C)bc2s);
-        denom = R(denom + (C)eps);
-        pi = R(pi + (C)neg_step * (mi / denom));
-        STORE(p, sp, i, S(pi));
-        STORE(m, sm, i, S(mi));
-        STORE(v, sv, i, S(vi));
+#define OFF(st) (contig ? (st).off + i : at(g, (st), i))
+        adam_at(s, p + OFF(sp), gr + OFF(sg), m + OFF(sm), v + OFF(sv), vmax + OFF(svmax));
+#undef OFF
     }
+}
+
+// Up to MT dense parameters (each operand one run of n[t] elements from its base address):
+// block b takes CHUNK elements of the parameter t whose blocks chunk0[t]..chunk0[t + 1]
+// include b.
+#define MT 36
+#define CHUNK 65536
+struct AdamMulti {
+    u64 p[MT], g[MT], m[MT], v[MT], vmax[MT];
+    i64 n[MT];
+    int chunk0[MT + 1];
+};
+
+extern "C" __global__ void k_adam_multi(const __grid_constant__ AdamMulti a, const int count,
+                                        const __grid_constant__ AdamArgs s) {
+    const int b = blockIdx.x;
+    int t = 0;
+    while (t + 1 < count && a.chunk0[t + 1] <= b) ++t;
+    T* p = (T*)a.p[t];
+    const T* gr = (const T*)a.g[t];
+    T* m = (T*)a.m[t];
+    T* v = (T*)a.v[t];
+    T* vmax = (T*)a.vmax[t];
+    const i64 start = (i64)(b - a.chunk0[t]) * CHUNK;
+    const i64 end = start + CHUNK < a.n[t] ? start + CHUNK : a.n[t];
+    for (i64 i = start + threadIdx.x; i < end; i += blockDim.x)
+        adam_at(s, p + i, gr + i, m + i, v + i, vmax + i);
 }
