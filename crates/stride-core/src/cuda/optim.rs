@@ -211,10 +211,17 @@ fn launch_multi(h: &AdamStep, t: DType, batch: &[&AdamViews]) -> Result<()> {
     let amsgrad = batch[0].max_exp_avg_sq.is_some();
     let s = AdamArgs::new(h, t, amsgrad);
     let count = batch.len() as i32;
+    // one vector access per PER (4) positions when every run starts aligned to it
+    let align = 4 * t.size_in_bytes() as u64;
+    let vec = batch.iter().enumerate().all(|(k, _)| {
+        [a.p[k], a.g[k], a.m[k], a.v[k], a.vmax[k]]
+            .iter()
+            .all(|x| x % align == 0)
+    }) as i32;
     let (dev, _) = dptr(&batch[0].param)?;
     let f = dev.function(&format!("adam_{}", tag(t)), "adam_multi", || adam_module(t))?;
-    let mut args = [arg(&a), arg(&count), arg(&s)];
-    // SAFETY: the arguments match k_adam_multi's (AdamMulti, int, AdamArgs); every run lies
+    let mut args = [arg(&a), arg(&count), arg(&vec), arg(&s)];
+    // SAFETY: the arguments match k_adam_multi's (AdamMulti, int, int, AdamArgs); every run lies
     // inside its storage (the frontend checked each view's extent)
     unsafe {
         launch_cfg(

@@ -69,6 +69,8 @@ pub(crate) fn pointwise(p: Pointwise, i: &[View], o: &[View]) -> Result<()> {
         return Ok(());
     }
     let narrow = (w.n < i32::MAX as i64) as i32;
+    let sizes: Vec<usize> = views.iter().map(|v| v.dtype.size_in_bytes()).collect();
+    let vec = vectorised(&w.geo, &strs.0[..views.len()], &ptrs[..views.len()], &sizes) as i32;
     let (kernel, flag): (&'static str, i32) = match p {
         // the loader adds the `k_` of the kernels' names
         Pointwise::Rotary { inverse } => ("rotary", inverse as i32),
@@ -82,6 +84,7 @@ pub(crate) fn pointwise(p: Pointwise, i: &[View], o: &[View]) -> Result<()> {
         arg(&w.geo),
         arg(&w.n),
         arg(&narrow),
+        arg(&vec),
         arg(&ptrs),
         arg(&strs),
         arg(&flag),
@@ -93,9 +96,26 @@ pub(crate) fn pointwise(p: Pointwise, i: &[View], o: &[View]) -> Result<()> {
             format!("{} elements are more than one launch covers", w.n),
         )
     })?;
-    // SAFETY: the arguments match the kernel's (Geo, i64, int, Ptrs6, Strs6, int); every
+    // SAFETY: the arguments match the kernel's (Geo, i64, int, int, Ptrs6, Strs6, int); every
     // operand was checked to lie inside its storage (backend/pointwise.rs)
     unsafe { launch_cfg(&dev, &f, op, (blocks, 1, 1), (BLOCK, 1, 1), 0, &mut args) }
+}
+
+/// Whether every operand's runs along the innermost dim can be read [`PER`] elements at a
+/// time with one aligned vector access (`vec` in pointwise.cu): unit inner strides (a
+/// broadcast operand's 0 does not qualify), an inner length, every other stride and every
+/// offset a multiple of [`PER`], and base addresses aligned to [`PER`] elements.
+fn vectorised(geo: &super::launch::Geo, strs: &[Str], ptrs: &[u64], sizes: &[usize]) -> bool {
+    let nd = geo.ndim as usize;
+    let per = PER as i64;
+    nd > 0
+        && geo.size[nd - 1] % per == 0
+        && strs.iter().zip(ptrs).zip(sizes).all(|((s, &p), &size)| {
+            s.st[nd - 1] == 1
+                && s.off % per == 0
+                && s.st[..nd - 1].iter().all(|&x| x % per == 0)
+                && p % (PER * size as u64) == 0
+        })
 }
 
 /// The kernels' activation code.

@@ -18,21 +18,21 @@ struct AdamArgs {
     double decay, wd, w1, b2, omb2, bc2s, eps, neg_step;
 };
 
-// One position; `vmax` is read and written only with ADAM_AMSGRAD.
-__device__ __forceinline__ void adam_at(const AdamArgs& s, T* p, const T* gr, T* m, T* v, T* vmax) {
+// One position, in registers; `vmax` is read and written only with ADAM_AMSGRAD.
+__device__ __forceinline__ void adam_v(const AdamArgs& s, T& p, const T gr, T& m, T& v, T& vmax) {
     const int flags = s.flags;
-    C gi = L(*gr);
+    C gi = L(gr);
     if (flags & ADAM_MAXIMIZE) gi = R(-gi);
-    C pi = L(*p);
+    C pi = L(p);
     if (flags & ADAM_DECOUPLED) pi = R(pi * (C)s.decay);
     if (flags & ADAM_L2) gi = R(gi + ((flags & ADAM_L2_ONE) ? pi : R(pi * (C)s.wd)));
-    const C mi = R(lerp_f(L(*m), gi, (C)s.w1));
-    C vi = R(L(*v) * (C)s.b2);
+    const C mi = R(lerp_f(L(m), gi, (C)s.w1));
+    C vi = R(L(v) * (C)s.b2);
     vi = R(vi + (C)s.omb2 * gi * gi);
     C root;
     if (flags & ADAM_AMSGRAD) {
-        const C mx = R(max_nan(L(*vmax), vi));
-        *vmax = S(mx);
+        const C mx = R(max_nan(L(vmax), vi));
+        vmax = S(mx);
         root = R(m_sqrt(mx));
     } else {
         root = R(m_sqrt(vi));
@@ -40,9 +40,20 @@ __device__ __forceinline__ void adam_at(const AdamArgs& s, T* p, const T* gr, T*
     C denom = R(root / (C)s.bc2s);
     denom = R(denom + (C)s.eps);
     pi = R(pi + (C)s.neg_step * (mi / denom));
-    *p = S(pi);
-    *m = S(mi);
-    *v = S(vi);
+    p = S(pi);
+    m = S(mi);
+    v = S(vi);
+}
+
+// One position through pointers.
+__device__ __forceinline__ void adam_at(const AdamArgs& s, T* p, const T* gr, T* m, T* v, T* vmax) {
+    const bool ams = s.flags & ADAM_AMSGRAD;
+    T pv = *p, mv = *m, vv = *v, xv = ams ? *vmax : pv;
+    adam_v(s, pv, *gr, mv, vv, xv);
+    *p = pv;
+    *m = mv;
+    *v = vv;
+    if (ams) *vmax = xv;
 }
 
 extern "C" __global__ void k_adam(const __grid_constant__ Geo g, const i64 n, const int contig,
@@ -61,17 +72,20 @@ extern "C" __global__ void k_adam(const __grid_constant__ Geo g, const i64 n, co
 
 // Up to MT dense parameters (each operand one run of n[t] elements from its base address):
 // block b takes CHUNK elements of the parameter t whose blocks chunk0[t]..chunk0[t + 1]
-// include b.
+// include b. With `vec` (every address aligned to PER elements) a thread takes PER
+// consecutive positions with one vector access per operand.
 #define MT 36
 #define CHUNK 65536
+#define PER 4
 struct AdamMulti {
     u64 p[MT], g[MT], m[MT], v[MT], vmax[MT];
     i64 n[MT];
     int chunk0[MT + 1];
 };
+struct __align__(PER * sizeof(T)) TV { T v[PER]; };
 
 extern "C" __global__ void k_adam_multi(const __grid_constant__ AdamMulti a, const int count,
-                                        const __grid_constant__ AdamArgs s) {
+                                        const int vec, const __grid_constant__ AdamArgs s) {
     const int b = blockIdx.x;
     int t = 0;
     while (t + 1 < count && a.chunk0[t + 1] <= b) ++t;
@@ -82,6 +96,22 @@ extern "C" __global__ void k_adam_multi(const __grid_constant__ AdamMulti a, con
     T* vmax = (T*)a.vmax[t];
     const i64 start = (i64)(b - a.chunk0[t]) * CHUNK;
     const i64 end = start + CHUNK < a.n[t] ? start + CHUNK : a.n[t];
-    for (i64 i = start + threadIdx.x; i < end; i += blockDim.x)
+    i64 tail = start;
+    if (vec) {
+        const bool ams = s.flags & ADAM_AMSGRAD;
+        tail = start + (end - start) / PER * PER;
+        for (i64 i = start + (i64)PER * threadIdx.x; i < tail; i += (i64)PER * blockDim.x) {
+            TV pv = *(TV*)(p + i), mv = *(TV*)(m + i), vv = *(TV*)(v + i);
+            const TV gv = *(const TV*)(gr + i);
+            TV xv = ams ? *(TV*)(vmax + i) : pv;
+#pragma unroll
+            for (int e = 0; e < PER; ++e) adam_v(s, pv.v[e], gv.v[e], mv.v[e], vv.v[e], xv.v[e]);
+            *(TV*)(p + i) = pv;
+            *(TV*)(m + i) = mv;
+            *(TV*)(v + i) = vv;
+            if (ams) *(TV*)(vmax + i) = xv;
+        }
+    }
+    for (i64 i = tail + threadIdx.x; i < end; i += blockDim.x)
         adam_at(s, p + i, gr + i, m + i, v + i, vmax + i);
 }

@@ -49,13 +49,22 @@ __device__ __forceinline__ void step(const Geo& g, const Str* s, Cursor<N>& u) {
     }
 }
 
-// Visits positions [i0, min(i0 + PER, n)) of the walk, `o` the offsets of each.
-#define WALK(N, ...) \
+// PER consecutive elements of one operand, one vector access (the host sets `vec` only when
+// every operand's innermost dim is unit-stride, a multiple of PER long and PER-aligned, so a
+// thread's PER positions are one aligned run of each operand).
+struct __align__(PER * sizeof(T)) TV { T v[PER]; };
+struct __align__(PER * sizeof(C)) CV { C v[PER]; };
+
+// The thread's first position and its cursor; returns from the kernel past the end.
+#define START(N) \
     const i64 i0 = ((i64)blockIdx.x * blockDim.x + threadIdx.x) * PER; \
     if (i0 >= n) return; \
     Cursor<N> u; \
     seek<N>(g, s.s, i0, narrow, u); \
-    const int len = (int)(n - i0 < PER ? n - i0 : PER); \
+    const int len = (int)(n - i0 < PER ? n - i0 : PER);
+
+// Visits the thread's positions one by one (`o`: their offsets), stepping the cursor.
+#define EACH(N, ...) \
     _Pragma("unroll") \
     for (int e = 0; e < PER; ++e) { \
         if (e >= len) break; \
@@ -64,19 +73,32 @@ __device__ __forceinline__ void step(const Geo& g, const Str* s, Cursor<N>& u) {
         __VA_ARGS__ \
     }
 
+__device__ __forceinline__ void rotate(C x, C y, C c, C t, int inverse, T& ra, T& rb) {
+    if (inverse) t = -t;
+    ra = S(x * c - y * t);
+    rb = S(x * t + y * c);
+}
+
 // Rotary: [ya, yb, a, b, cos, sin]; inverse negates sin.
 extern "C" __global__ void k_rotary(const __grid_constant__ Geo g, const i64 n, const int narrow,
-                                  const __grid_constant__ Ptrs6 p, const __grid_constant__ Strs6 s, int inverse) {
+                                    const int vec, const __grid_constant__ Ptrs6 p,
+                                    const __grid_constant__ Strs6 s, const int inverse) {
     T* ya = (T*)p.p[0]; T* yb = (T*)p.p[1];
     const T* a = (const T*)p.p[2]; const T* b = (const T*)p.p[3];
     const C* cs = (const C*)p.p[4]; const C* sn = (const C*)p.p[5];
-    WALK(6, {
-        C x = L(a[o[2]]), y = L(b[o[3]]);
-        C c = cs[o[4]], t = sn[o[5]];
-        if (inverse) t = -t;
-        ya[o[0]] = S(x * c - y * t);
-        yb[o[1]] = S(x * t + y * c);
-    })
+    START(6)
+    if (vec) {
+        const TV va = *(const TV*)(a + u.o[2]), vb = *(const TV*)(b + u.o[3]);
+        const CV vc = *(const CV*)(cs + u.o[4]), vs = *(const CV*)(sn + u.o[5]);
+        TV ra, rb;
+#pragma unroll
+        for (int e = 0; e < PER; ++e)
+            rotate(L(va.v[e]), L(vb.v[e]), vc.v[e], vs.v[e], inverse, ra.v[e], rb.v[e]);
+        *(TV*)(ya + u.o[0]) = ra;
+        *(TV*)(yb + u.o[1]) = rb;
+        return;
+    }
+    EACH(6, rotate(L(a[o[2]]), L(b[o[3]]), cs[o[4]], sn[o[5]], inverse, ya[o[0]], yb[o[1]]);)
 }
 
 // act(x) (act: 0 silu, 1 gelu, 2 gelu_tanh) and act'(x), in the order of the CPU's
@@ -109,23 +131,45 @@ __device__ __forceinline__ C gate_slope(int act, C x) {
 
 // Gated: [y, gate, up].
 extern "C" __global__ void k_gated(const __grid_constant__ Geo g, const i64 n, const int narrow,
-                                  const __grid_constant__ Ptrs6 p, const __grid_constant__ Strs6 s, int act) {
+                                   const int vec, const __grid_constant__ Ptrs6 p,
+                                   const __grid_constant__ Strs6 s, const int act) {
     T* y = (T*)p.p[0];
     const T* gt = (const T*)p.p[1]; const T* up = (const T*)p.p[2];
-    WALK(3, {
-        C x = L(gt[o[1]]);
-        y[o[0]] = S(gate(act, x) * L(up[o[2]]));
-    })
+    START(3)
+    if (vec) {
+        const TV vg = *(const TV*)(gt + u.o[1]), vu = *(const TV*)(up + u.o[2]);
+        TV r;
+#pragma unroll
+        for (int e = 0; e < PER; ++e) r.v[e] = S(gate(act, L(vg.v[e])) * L(vu.v[e]));
+        *(TV*)(y + u.o[0]) = r;
+        return;
+    }
+    EACH(3, y[o[0]] = S(gate(act, L(gt[o[1]])) * L(up[o[2]]));)
+}
+
+__device__ __forceinline__ void gated_grads(int act, C d, C x, C v, T& dg, T& du) {
+    dg = S(d * v * gate_slope(act, x));
+    du = S(d * gate(act, x));
 }
 
 // Gated backward: [dgate, dup, dy, gate, up].
-extern "C" __global__ void k_gated_backward(const __grid_constant__ Geo g, const i64 n, const int narrow,
-                                  const __grid_constant__ Ptrs6 p, const __grid_constant__ Strs6 s, int act) {
+extern "C" __global__ void k_gated_backward(const __grid_constant__ Geo g, const i64 n,
+                                            const int narrow, const int vec,
+                                            const __grid_constant__ Ptrs6 p,
+                                            const __grid_constant__ Strs6 s, const int act) {
     T* dg = (T*)p.p[0]; T* du = (T*)p.p[1];
     const T* dy = (const T*)p.p[2]; const T* gt = (const T*)p.p[3]; const T* up = (const T*)p.p[4];
-    WALK(5, {
-        C d = L(dy[o[2]]), x = L(gt[o[3]]), v = L(up[o[4]]);
-        dg[o[0]] = S(d * v * gate_slope(act, x));
-        du[o[1]] = S(d * gate(act, x));
-    })
+    START(5)
+    if (vec) {
+        const TV vd = *(const TV*)(dy + u.o[2]), vg = *(const TV*)(gt + u.o[3]);
+        const TV vu = *(const TV*)(up + u.o[4]);
+        TV rg, ru;
+#pragma unroll
+        for (int e = 0; e < PER; ++e)
+            gated_grads(act, L(vd.v[e]), L(vg.v[e]), L(vu.v[e]), rg.v[e], ru.v[e]);
+        *(TV*)(dg + u.o[0]) = rg;
+        *(TV*)(du + u.o[1]) = ru;
+        return;
+    }
+    EACH(5, gated_grads(act, L(dy[o[2]]), L(gt[o[3]]), L(up[o[4]]), dg[o[0]], du[o[1]]);)
 }
