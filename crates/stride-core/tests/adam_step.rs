@@ -318,7 +318,13 @@ fn many(dev: &Device) {
             _ => (7, 33),
         })
         .collect();
-    let dtype_of = |k: usize| if k % 3 == 0 { DType::BF16 } else { DType::F32 };
+    let dtype_of = |k: usize| {
+        if k.is_multiple_of(3) {
+            DType::BF16
+        } else {
+            DType::F32
+        }
+    };
     // (param/moment layout, gradient layout) of parameter k
     let lay_of = |k: usize| match k {
         5 => (Lay::Transposed, Lay::Transposed),
@@ -391,18 +397,15 @@ fn many(dev: &Device) {
 #[test]
 fn many_parameters_in_one_call_are_each_the_composed_update() {
     many(&Device::Cpu);
-    match cuda::require_or_skip("many_parameters_in_one_call_are_each_the_composed_update on cuda")
-    {
-        Some(dev) => {
-            many(&dev);
-            // the whole step without a host wait
-            let p = Tensor::zeros([3, 4], DType::F32, &dev).unwrap();
-            let like = || p.zeros_like(MemoryFormat::Preserve).unwrap();
-            let (g, m, v) = (like(), like(), like());
-            let _no_waits = stride_core::debug::forbid_sync();
-            stride_core::fused_adam_(&[&p], &[&g], &[&m], &[&v], None, &BASE).unwrap();
-        }
-        None => {}
+    let name = "many_parameters_in_one_call_are_each_the_composed_update on cuda";
+    if let Some(dev) = cuda::require_or_skip(name) {
+        many(&dev);
+        // the whole step without a host wait
+        let p = Tensor::zeros([3, 4], DType::F32, &dev).unwrap();
+        let like = || p.zeros_like(MemoryFormat::Preserve).unwrap();
+        let (g, m, v) = (like(), like(), like());
+        let _no_waits = stride_core::debug::forbid_sync();
+        stride_core::fused_adam_(&[&p], &[&g], &[&m], &[&v], None, &BASE).unwrap();
     }
 }
 

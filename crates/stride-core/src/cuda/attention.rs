@@ -6,7 +6,7 @@
 
 use super::buffer::{alloc_dense, dense_copy, CudaBuffer};
 use super::launch::{arg, dptr, launch_cfg};
-use super::source::{ctype, tag};
+use super::source::{float_preamble, tag};
 use crate::backend::attention::{Attention, AttnMask, Dims};
 use crate::backend::copy_cast;
 use crate::backend::View;
@@ -79,8 +79,8 @@ struct Args {
 /// The attention module of `t` (f16 or bf16) for head dims up to `hd` (`attention_<t>_d<hd>`).
 pub(crate) fn module(t: DType, hd: usize) -> String {
     format!(
-        "{COMMON}\ntypedef {} T;\ntypedef E<T>::C C;\n#define L(v) E<T>::ld(v)\n#define S(v) E<T>::st(v)\n#define MT \"{}\"\n#define HD {hd}\n{ATTENTION}",
-        ctype(t),
+        "{COMMON}{}#define MT \"{}\"\n#define HD {hd}\n{ATTENTION}",
+        float_preamble(t),
         tag(t)
     )
 }

@@ -7,7 +7,7 @@ use super::buffer::CudaBuffer;
 use super::index::{describe, read_words};
 use super::launch::{arg, dptr, launch_cfg};
 use super::rows::{grid_for, operand, vectorised};
-use super::source::{ctype, tag};
+use super::source::{float_modules, float_preamble, tag};
 use crate::backend::cross_entropy::{rows, CrossEntropyRows};
 use crate::backend::View;
 use crate::{DType, Error, Result};
@@ -21,18 +21,12 @@ const BLOCK: usize = 256;
 
 /// The cross-entropy module of float dtype `t` (`cross_entropy_<t>`).
 pub(crate) fn module(t: DType) -> String {
-    format!(
-        "{COMMON}\ntypedef {} T;\ntypedef E<T>::C C;\n#define L(v) E<T>::ld(v)\n#define S(v) E<T>::st(v)\n{ROWS}{CROSS_ENTROPY}",
-        ctype(t)
-    )
+    format!("{COMMON}{}{ROWS}{CROSS_ENTROPY}", float_preamble(t))
 }
 
 /// Every cross-entropy module (for warmup).
 pub(crate) fn all_modules() -> Vec<(String, String)> {
-    [DType::F64, DType::F32, DType::F16, DType::BF16]
-        .iter()
-        .map(|&t| (format!("cross_entropy_{}", tag(t)), module(t)))
-        .collect()
+    float_modules("cross_entropy", module)
 }
 
 /// See [`crate::backend::cross_entropy::cross_entropy`].

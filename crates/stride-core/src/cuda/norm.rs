@@ -4,7 +4,7 @@
 
 use super::launch::{arg, dptr, launch_cfg};
 use super::rows::{grid_for, operand, vectorised, NONE};
-use super::source::{ctype, tag};
+use super::source::{float_modules, float_preamble, tag};
 use crate::backend::norm::{stat_dtype, Norm, NormKind};
 use crate::backend::{ReduceOp, View};
 use crate::{DType, Layout, Result, Storage};
@@ -21,18 +21,12 @@ const MAX_BLOCK: usize = 1024;
 
 /// The normalisation module of float dtype `t` (`norm_<t>`).
 pub(crate) fn norm_module(t: DType) -> String {
-    format!(
-        "{COMMON}\ntypedef {} T;\ntypedef E<T>::C C;\n#define L(v) E<T>::ld(v)\n#define S(v) E<T>::st(v)\n{ROWS}{NORM}",
-        ctype(t)
-    )
+    format!("{COMMON}{}{ROWS}{NORM}", float_preamble(t))
 }
 
 /// Every normalisation module (for warmup).
 pub(crate) fn all_modules() -> Vec<(String, String)> {
-    [DType::F64, DType::F32, DType::F16, DType::BF16]
-        .iter()
-        .map(|&t| (format!("norm_{}", tag(t)), norm_module(t)))
-        .collect()
+    float_modules("norm", norm_module)
 }
 
 /// Threads per block for rows of `n`: enough for `held` elements each, a whole number of

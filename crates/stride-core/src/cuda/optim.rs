@@ -3,7 +3,7 @@
 //! to 36 parameters whose operands are dense.
 
 use super::launch::{arg, dptr, launch, launch_cfg, walk, BLOCK};
-use super::source::{ctype, tag};
+use super::source::{float_modules, float_preamble, tag};
 use crate::backend::optim::{AdamStep, AdamViews};
 use crate::backend::View;
 use crate::DType;
@@ -15,18 +15,12 @@ const ADAM: &str = include_str!("kernels/adam.cu");
 
 /// The Adam module of float dtype `t` (`adam_<t>`).
 pub(crate) fn adam_module(t: DType) -> String {
-    format!(
-        "{COMMON}{ELEMENTWISE}\ntypedef {} T;\ntypedef E<T>::C C;\n#define L(v) E<T>::ld(v)\n#define S(v) E<T>::st(v)\n{ADAM}",
-        ctype(t)
-    )
+    format!("{COMMON}{ELEMENTWISE}{}{ADAM}", float_preamble(t))
 }
 
 /// Every optimizer module (for warmup).
 pub(crate) fn all_modules() -> Vec<(String, String)> {
-    [DType::F64, DType::F32, DType::F16, DType::BF16]
-        .iter()
-        .map(|&t| (format!("adam_{}", tag(t)), adam_module(t)))
-        .collect()
+    float_modules("adam", adam_module)
 }
 
 /// See [`crate::backend::optim::adam`].

@@ -2,7 +2,7 @@
 //! `backend/pointwise.rs`): one launch, every operand walked through its layout.
 
 use super::launch::{arg, dptr, launch_cfg, walk_layouts, Str, BLOCK, MAXD};
-use super::source::{ctype, tag};
+use super::source::{float_modules, float_preamble, tag};
 use crate::backend::pointwise::{GateActivation, Pointwise};
 use crate::backend::View;
 use crate::{DType, Result};
@@ -15,18 +15,12 @@ const PER: u64 = 4;
 
 /// The pointwise module of float dtype `t` (`pointwise_<t>`).
 pub(crate) fn pointwise_module(t: DType) -> String {
-    format!(
-        "{COMMON}\ntypedef {} T;\ntypedef E<T>::C C;\n#define L(v) E<T>::ld(v)\n#define S(v) E<T>::st(v)\n{POINTWISE}",
-        ctype(t)
-    )
+    format!("{COMMON}{}{POINTWISE}", float_preamble(t))
 }
 
 /// Every pointwise module (for warmup).
 pub(crate) fn all_modules() -> Vec<(String, String)> {
-    [DType::F64, DType::F32, DType::F16, DType::BF16]
-        .iter()
-        .map(|&t| (format!("pointwise_{}", tag(t)), pointwise_module(t)))
-        .collect()
+    float_modules("pointwise", pointwise_module)
 }
 
 /// Up to six operands' base addresses (`Ptrs6`).

@@ -32,6 +32,23 @@ pub(crate) fn ctype(d: DType) -> &'static str {
     }
 }
 
+/// The preamble of a module computing in float dtype `t` (after common.cuh, before its
+/// kernels): the storage type `T`, the compute type `C` and the load/store macros `L`/`S`.
+pub(crate) fn float_preamble(t: DType) -> String {
+    format!(
+        "\ntypedef {} T;\ntypedef E<T>::C C;\n#define L(v) E<T>::ld(v)\n#define S(v) E<T>::st(v)\n",
+        ctype(t)
+    )
+}
+
+/// `(<name>_<t>, source(t))` for every float dtype: a module family's warmup list.
+pub(crate) fn float_modules(name: &str, source: fn(DType) -> String) -> Vec<(String, String)> {
+    [DType::F64, DType::F32, DType::F16, DType::BF16]
+        .iter()
+        .map(|&t| (format!("{name}_{}", tag(t)), source(t)))
+        .collect()
+}
+
 /// Short dtype name used in module and kernel names.
 pub(crate) fn tag(d: DType) -> &'static str {
     match d {
