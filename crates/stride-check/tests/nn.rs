@@ -31,7 +31,7 @@ fn layer_norm() -> OpInfo {
 #[test]
 fn every_entry_is_registered_and_checks_results() {
     let ops = nn::ops();
-    assert_eq!(ops.len(), 13);
+    assert_eq!(ops.len(), 17);
     let report = run(&ops);
     for op in &ops {
         assert!(

@@ -4,7 +4,8 @@
 //! every loss of `stride_nn::loss`, with weight and bias operands, every reduction,
 //! `ignore_index`, `label_smoothing` and class-probability targets, and
 //! `scaled_dot_product_attention` (causal, bool and float masks, GQA, explicit scales, lengths
-//! and head dims across kernel tiles) — in every float dtype and over the registry's layouts
+//! and head dims across kernel tiles), and stride-core's fused pointwise ops: `rotary` (both
+//! pairings, partial rotary) and the gated units `swiglu`, `geglu`, `geglu_tanh` — in every float dtype and over the registry's layouts
 //! (each operand — weight, bias and mask too — transposed, stepped, offset, expanded, …).
 //!
 //! The references are written from the math in f64 (PyTorch's formulas, cited per entry);
