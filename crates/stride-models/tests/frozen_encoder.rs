@@ -1,7 +1,8 @@
 //! The README's troubleshooting story, end to end: PyTorch's Apple-GPU bug (addcmul_/addcdiv_
 //! dropping their writes into non-contiguous outputs) reproduced with stride's fault
-//! injector on the Adam update (the fused `adam_step` primitive) freezes the SAE's transposed
-//! encoder without an error or a NaN; one training step
+//! injector on the Adam update (the fused `adam_step` primitive, which steps every parameter
+//! at once and loses the writes of the strided ones) freezes the SAE's transposed encoder
+//! while the contiguous decoder trains, without an error or a NaN; one training step
 //! under `debug::cross_check` names the op, its layouts and the line that called it.
 
 use stride_core::debug;
@@ -47,7 +48,11 @@ fn a_dropped_strided_write_freezes_the_encoder_and_cross_check_names_it() {
     tr.step().unwrap();
     let first = check.first().expect("the dropped writes must be caught");
     assert_eq!(first.op, "adam_step", "{first}");
-    assert_eq!(first.api.as_deref(), Some("Tensor::adam_step_"), "{first}");
+    assert_eq!(
+        first.api.as_deref(),
+        Some("stride_core::fused_adam_"),
+        "{first}"
+    );
     assert!(first.operands.contains("strides [1, 64]"), "{first}");
     assert!(first.operands.contains("non-contiguous"), "{first}");
     assert!(first.site.contains("adam.rs:"), "{first}");
@@ -69,6 +74,7 @@ fn a_dropped_strided_write_freezes_the_encoder_and_cross_check_names_it() {
         "{}",
         check.disagreements()[0]
     );
-    assert!(check.checked() > 50, "{} ops checked", check.checked());
+    // a whole step: forward, backward and one Adam primitive for all four parameters (48)
+    assert!(check.checked() > 40, "{} ops checked", check.checked());
     assert_ne!(enc(&tr), enc0, "the encoder trains again");
 }

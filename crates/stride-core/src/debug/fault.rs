@@ -65,20 +65,30 @@ impl Drop for FaultGuard {
     }
 }
 
-/// Runs the op into contiguous copies of its outputs and drops them.
+/// Runs the op with each non-contiguous output replaced by a contiguous copy that is then
+/// dropped; contiguous outputs are written as usual (a multi-tensor primitive, such as the
+/// fused Adam over many parameters, loses only the strided tensors' writes, as the emulated
+/// per-tensor kernel would).
 pub(crate) fn run_faulty(
     _fault: &Fault,
     inputs: &[View],
     outputs: &[View],
     run: &dyn Fn(&[View], &[View]) -> Result<()>,
 ) -> Result<()> {
-    let temps: Vec<Tensor> = {
+    let temps: Vec<Option<Tensor>> = {
         let _q = state::quiet();
         outputs
             .iter()
-            .map(|o| tensor_of(o).clone_with(MemoryFormat::Contiguous))
+            .map(|o| match o.layout.is_contiguous() {
+                true => Ok(None),
+                false => tensor_of(o).clone_with(MemoryFormat::Contiguous).map(Some),
+            })
             .collect::<Result<_>>()?
     };
-    let views: Vec<View> = temps.iter().map(|t| t.view_ref()).collect();
+    let views: Vec<View> = temps
+        .iter()
+        .zip(outputs)
+        .map(|(t, o)| t.as_ref().map_or(*o, |t| t.view_ref()))
+        .collect();
     run(inputs, &views)
 }

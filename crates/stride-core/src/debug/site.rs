@@ -104,6 +104,12 @@ fn short_api(f: &Frame) -> Option<String> {
     // a short name from line tables (`addcmul_<&Tensor, &Tensor, f64>`): drop the generics;
     // files of Tensor methods say whose it is
     let name = full.split('<').next().unwrap_or(full);
+    // a free function of an op frontend is public at the crate root (`stride_core::fused_adam_`)
+    if let Some(rest) = name.strip_prefix("stride_core::ops::") {
+        if let Some((_, f)) = rest.rsplit_once("::") {
+            return Some(format!("stride_core::{f}"));
+        }
+    }
     if name.contains("::") {
         return Some(name.trim_start_matches("stride_core::").to_string());
     }
