@@ -1,6 +1,9 @@
 //! Fused optimizer updates: `Tensor::adam_step_` (one Adam/AdamW step of a parameter and its
 //! moments), an entry per written tensor: `adam_step_` (the parameter), `.exp_avg`,
-//! `.exp_avg_sq`, `.max_exp_avg_sq` (amsgrad).
+//! `.exp_avg_sq`, `.max_exp_avg_sq` (amsgrad); and `fused_adam_` (the same four) stepping two
+//! parameters in one call — a dense copy of the case first, then the case in its own layout,
+//! whose tensors are returned — so a dense case takes CUDA's multi-tensor kernel as its second
+//! parameter and any other layout the single-tensor kernel beside it.
 //!
 //! The reference is the composed update the fused kernel replaces (PyTorch's
 //! `_single_tensor_adam`: `lerp_`, `mul_`, `addcmul_`, `sqrt`, `div`, `add_`, `addcdiv_`),
@@ -157,7 +160,7 @@ fn writable(t: &Tensor) -> stride_core::Result<Tensor> {
     Ok(own)
 }
 
-fn call(a: &[Arg], p: &Params, part: Part) -> stride_core::Result<Tensor> {
+fn call(a: &[Arg], p: &Params, part: Part, many: bool) -> stride_core::Result<Tensor> {
     let (h, amsgrad) = step_of(p, part == Part::MaxExpAvgSq);
     let param = writable(a[0].t())?;
     let (m, v, vmax) = (
@@ -165,7 +168,25 @@ fn call(a: &[Arg], p: &Params, part: Part) -> stride_core::Result<Tensor> {
         writable(a[3].t())?,
         writable(a[4].t())?,
     );
-    param.adam_step_(a[1].t(), &m, &v, amsgrad.then_some(&vmax), &h)?;
+    if many {
+        // a dense first parameter with the case's values, then the case
+        let dense = |t: &Tensor| t.contiguous()?.clone_tensor();
+        let first = [&param, a[1].t(), &m, &v, &vmax]
+            .iter()
+            .map(|t| dense(t))
+            .collect::<stride_core::Result<Vec<Tensor>>>()?;
+        let vmaxes = [&first[4], &vmax];
+        stride_core::fused_adam_(
+            &[&first[0], &param],
+            &[&first[1], a[1].t()],
+            &[&first[2], &m],
+            &[&first[3], &v],
+            amsgrad.then_some(&vmaxes[..]),
+            &h,
+        )?;
+    } else {
+        param.adam_step_(a[1].t(), &m, &v, amsgrad.then_some(&vmax), &h)?;
+    }
     let written = match part {
         Part::Param => param,
         Part::ExpAvg => m,
@@ -179,7 +200,7 @@ fn call(a: &[Arg], p: &Params, part: Part) -> stride_core::Result<Tensor> {
     Ok(out)
 }
 
-fn entry(name: &'static str, part: Part) -> OpInfo {
+fn entry(name: &'static str, part: Part, many: bool) -> OpInfo {
     let specs = vec![
         ArgSpec::tensor("param", Domain::range(-4.0, 4.0)),
         ArgSpec::tensor("grad", Domain::range(-4.0, 4.0)),
@@ -193,15 +214,19 @@ fn entry(name: &'static str, part: Part) -> OpInfo {
         .sampler(elementwise_sampler(specs, adam_params))
         .reference(move |c, a| adam_ref(c, a, part))
         .tol(|_| Tol::EXACT)
-        .functional(move |a, p| call(a, p, part))
+        .functional(move |a, p| call(a, p, part, many))
 }
 
 pub fn ops() -> Vec<OpInfo> {
     vec![
-        entry("adam_step_", Part::Param),
-        entry("adam_step_.exp_avg", Part::ExpAvg),
-        entry("adam_step_.exp_avg_sq", Part::ExpAvgSq),
-        entry("adam_step_.max_exp_avg_sq", Part::MaxExpAvgSq),
+        entry("adam_step_", Part::Param, false),
+        entry("adam_step_.exp_avg", Part::ExpAvg, false),
+        entry("adam_step_.exp_avg_sq", Part::ExpAvgSq, false),
+        entry("adam_step_.max_exp_avg_sq", Part::MaxExpAvgSq, false),
+        entry("fused_adam_", Part::Param, true),
+        entry("fused_adam_.exp_avg", Part::ExpAvg, true),
+        entry("fused_adam_.exp_avg_sq", Part::ExpAvgSq, true),
+        entry("fused_adam_.max_exp_avg_sq", Part::MaxExpAvgSq, true),
     ]
 }
 
