@@ -426,5 +426,17 @@ fn fused_adam_over_lists_refuses_mismatched_lists() {
         .unwrap_err()
         .to_string();
     assert!(e.contains("shape"), "{e}");
+    // one launch steps every parameter at once: no two may share memory
+    let (m2, v2) = (like(), like());
+    let e = stride_core::fused_adam_(&[&p, &p], &[&g, &g], &[&m, &m2], &[&v, &v2], None, &BASE)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("parameters 0 and 1 share memory"), "{e}");
+    // parameter 1's gradient is parameter 0's exp_avg, which the same launch writes
+    let (p2, m3) = (like(), like());
+    let e = stride_core::fused_adam_(&[&p, &p2], &[&g, &m], &[&m, &m3], &[&v, &v2], None, &BASE)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("parameters 0 and 1 share memory"), "{e}");
     assert!(p.to_vec::<f32>().unwrap().iter().all(|&x| x == 0.0));
 }

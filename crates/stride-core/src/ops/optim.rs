@@ -109,7 +109,9 @@ fn check_step<'a>(
 /// operands are dense (every one with the parameter's strides, no gaps) go up to 36 to one
 /// launch, so a model's hundreds of small tensors do not cost a launch each; any other layout
 /// takes its own kernel. Every list has one entry per parameter; all parameters are on one
-/// device; each parameter's operands follow [`Tensor::adam_step_`]'s rules. `stride_nn`'s
+/// device; each parameter's operands follow [`Tensor::adam_step_`]'s rules, and no tensor a
+/// parameter's step writes may share memory (by element range) with another parameter's
+/// operands — they are updated at once. `stride_nn`'s
 /// `Adam` steps every parameter of a group through this.
 ///
 /// ```
@@ -154,6 +156,15 @@ pub fn fused_adam_(
     }
     let mut items = Vec::with_capacity(n);
     let mut written = vec![];
+    // (storage, first element, one past the last) of every written tensor and every gradient,
+    // with its parameter: one launch updates them all at once, so no parameter's written
+    // tensors may share memory with another's operands (within one, check_step checks)
+    let mut writes: Vec<(u64, usize, usize, usize)> = vec![];
+    let mut reads: Vec<(u64, usize, usize, usize)> = vec![];
+    let range = |t: &Tensor, k: usize| {
+        let l = t.layout();
+        (t.storage().id(), l.offset(), l.storage_extent(), k)
+    };
     for k in 0..n {
         let vmax = max_exp_avg_sqs.map(|m| m[k]);
         let w = check_step(op, params[k], grads[k], exp_avgs[k], exp_avg_sqs[k], vmax)?;
@@ -167,6 +178,8 @@ pub fn fused_adam_(
         if params[k].numel() == 0 {
             continue;
         }
+        writes.extend(w.iter().map(|(_, t)| range(t, k)));
+        reads.push(range(grads[k], k));
         items.push(AdamViews {
             param: view(params[k]),
             grad: view(grads[k]),
@@ -176,9 +189,49 @@ pub fn fused_adam_(
         });
         written.extend(w);
     }
+    check_disjoint(op, writes, &reads)?;
     optim::adam_multi(h, &items)?;
     for (_, t) in &written {
         t.storage().bump_version();
+    }
+    Ok(())
+}
+
+/// Refuses a multi-parameter step where a tensor one parameter's step writes shares memory
+/// with another parameter's written tensor or gradient. `writes`/`reads` are (storage, start,
+/// end, parameter); O(n log n): the written ranges sorted, then each gradient looked up.
+fn check_disjoint(
+    op: &'static str,
+    mut writes: Vec<(u64, usize, usize, usize)>,
+    reads: &[(u64, usize, usize, usize)],
+) -> Result<()> {
+    let clash = |a: usize, b: usize| {
+        Error::invalid(
+            op,
+            format!(
+                "parameters {} and {} share memory (a parameter, moment or gradient of one is written by the other's step); each parameter needs its own tensors",
+                a.min(b),
+                a.max(b)
+            ),
+        )
+    };
+    writes.sort_unstable();
+    // written ranges of one parameter never overlap (check_step), so any overlap between
+    // neighbours in (storage, start) order is between two parameters
+    for pair in writes.windows(2) {
+        let ((s0, _, e0, k0), (s1, b1, _, k1)) = (pair[0], pair[1]);
+        if s0 == s1 && b1 < e0 && k0 != k1 {
+            return Err(clash(k0, k1));
+        }
+    }
+    for &(s, b, e, k) in reads {
+        // the last written range of storage `s` starting before `e`
+        let i = writes.partition_point(|w| (w.0, w.1) < (s, e));
+        if let Some(&(ws, _, we, wk)) = i.checked_sub(1).map(|i| &writes[i]) {
+            if ws == s && we > b && wk != k {
+                return Err(clash(k, wk));
+            }
+        }
     }
     Ok(())
 }
