@@ -155,7 +155,15 @@ fn rotate(
         y
     };
     if needs_grad(&[x, cos, sin]) {
-        let saved = (x.clone(), cos.clone(), sin.clone());
+        // the input only for the tables' gradients: a rotary over q/k need not keep them
+        let tables = cos.requires_grad() || sin.requires_grad();
+        let input = tables.then(|| x.clone());
+        let wants_dx = x.requires_grad();
+        let (c, s) = (cos.clone(), sin.clone());
+        let mut keep = vec![(cos, "cos"), (sin, "sin")];
+        if tables {
+            keep.push((x, "input"));
+        }
         record(
             if inverse {
                 "RotaryInverseBackward"
@@ -164,20 +172,18 @@ fn rotate(
             },
             &[x, cos, sin],
             &[&y],
-            &[(x, "input"), (cos, "cos"), (sin, "sin")],
+            &keep,
             move |g| {
-                let (x, cos, sin) = &saved;
                 let g = &g[0];
-                let dx = match x.requires_grad() {
+                let dx = match wants_dx {
                     // the transpose of a rotation is the rotation back: the same kernel,
                     // itself recorded (double backward rotates forward again)
-                    true => Some(rotate(g, cos, sin, style, !inverse)?),
+                    true => Some(rotate(g, &c, &s, style, !inverse)?),
                     false => None,
                 };
-                let tables = cos.requires_grad() || sin.requires_grad();
-                let (dc, ds) = match tables {
-                    true => table_grads(x, g, cos, sin, half, style, inverse)?,
-                    false => (None, None),
+                let (dc, ds) = match &input {
+                    Some(x) => table_grads(x, g, &c, &s, half, style, inverse)?,
+                    None => (None, None),
                 };
                 Ok(vec![dx, dc, ds])
             },
