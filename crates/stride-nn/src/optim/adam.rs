@@ -122,10 +122,9 @@ impl Algorithm for AdamAlgorithm {
         grad: &Tensor,
         state: &mut Option<AdamState>,
     ) -> Result<()> {
-        let st = advance(c, param, state)?;
-        let step = adam_step(c, st.step);
-        let vmax = st.max_exp_avg_sq.as_ref().filter(|_| c.amsgrad);
-        param.adam_step_(grad, &st.exp_avg, &st.exp_avg_sq, vmax, &step)
+        // one parameter is a group of one: the same path as a whole group
+        let item = [(0, param.clone(), grad.clone())];
+        Self::update_all(c, &item, std::slice::from_mut(state))
     }
     fn update_all(
         c: &AdamConfig,
