@@ -12,6 +12,7 @@
 //!   [`cuda`].
 
 mod alloc;
+pub mod autocast;
 pub mod autograd;
 pub mod backend;
 mod cpu;

@@ -239,6 +239,10 @@ impl Tensor {
     pub fn shares_storage_with(&self, other: &Tensor) -> bool {
         self.0.storage.same(&other.0.storage)
     }
+    /// Whether `self` and `other` are handles to the same tensor (not just the same storage).
+    pub(crate) fn same_tensor(&self, other: &Tensor) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
     /// The storage's version counter: bumped by every in-place write through any view.
     pub fn version(&self) -> u64 {
         self.0.storage.version()

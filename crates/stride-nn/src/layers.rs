@@ -136,12 +136,8 @@ impl Linear {
 }
 impl Module for Linear {
     fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        let w = self.weight.tensor();
-        let y = x.matmul(&w.t()?)?;
-        match &self.bias {
-            Some(b) => y.add(&b.tensor()),
-            None => Ok(y),
-        }
+        let b = self.bias.as_ref().map(|b| b.tensor());
+        crate::functional::linear(x, &self.weight.tensor(), b.as_ref())
     }
     fn visit(&self, v: &mut dyn Visitor) {
         v.parameter("weight", &self.weight);

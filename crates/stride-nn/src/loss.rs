@@ -14,6 +14,7 @@
 //! ```
 
 use crate::invalid;
+use stride_core::autocast::autocast_inputs;
 use stride_core::{in_compute_dtype, DType, Error, Result, Tensor};
 
 /// How per-element losses are combined (PyTorch's `reduction=`).
@@ -61,6 +62,9 @@ fn float_input(op: &'static str, t: &Tensor, what: &str) -> Result<()> {
 
 /// Mean squared error `(input − target)²`.
 pub fn mse_loss(input: &Tensor, target: &Tensor, reduction: Reduction) -> Result<Tensor> {
+    if let Some(c) = autocast_inputs("mse_loss", &[input, target])? {
+        return mse_loss(&c.tensors[0], &c.tensors[1], reduction);
+    }
     same_shape("mse_loss", input, target)?;
     in_compute_dtype(&[input, target], |t| {
         reduce(t[0].sub(&t[1])?.square()?, reduction)
@@ -69,6 +73,9 @@ pub fn mse_loss(input: &Tensor, target: &Tensor, reduction: Reduction) -> Result
 
 /// Mean absolute error `|input − target|`.
 pub fn l1_loss(input: &Tensor, target: &Tensor, reduction: Reduction) -> Result<Tensor> {
+    if let Some(c) = autocast_inputs("l1_loss", &[input, target])? {
+        return l1_loss(&c.tensors[0], &c.tensors[1], reduction);
+    }
     same_shape("l1_loss", input, target)?;
     in_compute_dtype(&[input, target], |t| {
         reduce(t[0].sub(&t[1])?.abs()?, reduction)
@@ -83,6 +90,9 @@ pub fn smooth_l1_loss(
     reduction: Reduction,
     beta: f64,
 ) -> Result<Tensor> {
+    if let Some(c) = autocast_inputs("smooth_l1_loss", &[input, target])? {
+        return smooth_l1_loss(&c.tensors[0], &c.tensors[1], reduction, beta);
+    }
     same_shape("smooth_l1_loss", input, target)?;
     // as PyTorch ("not implemented for 'Long'"): with beta > 0 the integer difference would
     // silently promote to float through the scalar arithmetic
@@ -238,6 +248,9 @@ fn pick(op: &'static str, input: &Tensor, target: &Tensor, o: &CrossEntropy) -> 
 /// integer class `target`s, with PyTorch's `weight`, `ignore_index` and reductions (the mean
 /// divides by the summed weights of the non-ignored targets). `label_smoothing` is not used.
 pub fn nll_loss(input: &Tensor, target: &Tensor, o: &CrossEntropy) -> Result<Tensor> {
+    if let Some(c) = autocast_inputs("nll_loss", &[input, target])? {
+        return nll_loss(&c.tensors[0], &c.tensors[1], o);
+    }
     float_input("nll_loss", input, "input")?;
     in_compute_dtype(&[input, target], |t| nll_loss_impl(&t[0], &t[1], o))
 }
@@ -277,6 +290,9 @@ fn nll_loss_impl(input: &Tensor, target: &Tensor, o: &CrossEntropy) -> Result<Te
 /// # Ok::<(), stride_core::Error>(())
 /// ```
 pub fn cross_entropy(input: &Tensor, target: &Tensor, o: &CrossEntropy) -> Result<Tensor> {
+    if let Some(c) = autocast_inputs("cross_entropy", &[input, target])? {
+        return cross_entropy(&c.tensors[0], &c.tensors[1], o);
+    }
     float_input("cross_entropy", input, "input")?;
     if o.weight.is_none() && !target.dtype().is_float() && target.dtype() != DType::Bool {
         return fused_cross_entropy(input, target, o);
@@ -395,6 +411,9 @@ pub fn binary_cross_entropy(
     reduction: Reduction,
 ) -> Result<Tensor> {
     let op = "binary_cross_entropy";
+    if let Some(c) = autocast_inputs(op, &[input, target])? {
+        return binary_cross_entropy(&c.tensors[0], &c.tensors[1], weight, reduction);
+    }
     float_input(op, input, "input")?;
     same_shape(op, input, target)?;
     {
@@ -433,6 +452,15 @@ pub fn binary_cross_entropy_with_logits(
     reduction: Reduction,
 ) -> Result<Tensor> {
     let op = "binary_cross_entropy_with_logits";
+    let mut all = vec![input, target];
+    all.extend(weight);
+    all.extend(pos_weight);
+    if let Some(c) = autocast_inputs(op, &all)? {
+        let mut t = c.tensors.iter();
+        let (x, y) = (t.next().expect("input"), t.next().expect("target"));
+        let (w, pw) = (weight.and(t.next()), pos_weight.and(t.next()));
+        return binary_cross_entropy_with_logits(x, y, w, pw, reduction);
+    }
     float_input(op, input, "input")?;
     same_shape(op, input, target)?;
     let mut inputs = vec![input, target];

@@ -64,6 +64,8 @@ pub(crate) fn run_backward(
     capture: Option<&[Tensor]>,
 ) -> Result<Vec<Option<Tensor>>> {
     let retain = opts.retain_graph || opts.create_graph;
+    // gradients are computed in the dtypes the forward ran in, never autocast
+    let _no_autocast = crate::autocast::suspend();
     let _mode = if opts.create_graph {
         enable_grad()
     } else {

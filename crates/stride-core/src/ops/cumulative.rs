@@ -3,6 +3,7 @@
 //! i64, as PyTorch; floats keep their dtype (f32 accumulates in f64, f16/bf16 in f32).
 
 use super::output::{deliver, Dest, Policy};
+use crate::autocast::autocast_inputs;
 use crate::backend::{self, CumulativeOp};
 use crate::shape::wrap_dim;
 use crate::{Result, Tensor};
@@ -28,6 +29,9 @@ impl Tensor {
     /// # Ok::<(), stride_core::Error>(())
     /// ```
     pub fn cumsum(&self, dim: i64) -> Result<Tensor> {
+        if let Some(c) = autocast_inputs("cumsum", &[self])? {
+            return c.tensors[0].cumsum(dim);
+        }
         recorded(
             || cumulative(CumulativeOp::Sum, self, dim, Dest::New),
             |o| record_cumsum(self, dim, o),
@@ -52,6 +56,9 @@ impl Tensor {
     }
     /// Running products along `dim`.
     pub fn cumprod(&self, dim: i64) -> Result<Tensor> {
+        if let Some(c) = autocast_inputs("cumprod", &[self])? {
+            return c.tensors[0].cumprod(dim);
+        }
         recorded(
             || cumulative(CumulativeOp::Prod, self, dim, Dest::New),
             |o| record_cumprod(self, dim, o),

@@ -16,6 +16,7 @@
 //! Like PyTorch, the result may be a view of an operand when no arithmetic is needed
 //! (`ij->ji`, `ii->i`).
 
+use crate::autocast::autocast_inputs;
 use crate::shape::checked_numel;
 use crate::{DType, Error, Result, Tensor};
 
@@ -297,6 +298,10 @@ impl Tensor {
     /// Operands must share one dtype and device. A label's sizes must agree across operands,
     /// or be 1 (broadcast). Bad equations are errors naming the problem.
     pub fn einsum(equation: &str, operands: &[&Tensor]) -> Result<Tensor> {
+        if let Some(c) = autocast_inputs("einsum", operands)? {
+            let cast: Vec<&Tensor> = c.tensors.iter().collect();
+            return Tensor::einsum(equation, &cast);
+        }
         if operands.is_empty() {
             return Err(Error::invalid(OP, "expects at least one operand"));
         }

@@ -3,6 +3,7 @@
 //! given tensor of any non-overlapping layout).
 
 use super::output::{deliver, Dest, Policy};
+use crate::autocast::autocast_inputs;
 use crate::autograd::formulas::elementwise as formulas;
 use crate::autograd::record;
 use crate::backend::{self, BinaryOp, TernaryOp, UnaryOp, View};
@@ -302,6 +303,9 @@ macro_rules! unary_methods {
             $(
                 #[doc = concat!("Elementwise `", stringify!($name), "`; see [`UnaryOp::", stringify!($op), "`] for dtype rules.")]
                 pub fn $name(&self) -> Result<Tensor> {
+                    if let Some(c) = autocast_inputs(UnaryOp::$op.name(), &[self])? {
+                        return c.tensors[0].$name();
+                    }
                     unary(UnaryOp::$op, self, Dest::New, false)
                 }
                 #[doc = concat!("In-place `", stringify!($name), "`, written through `self`'s layout.")]
@@ -351,13 +355,33 @@ unary_methods! {
     LogicalNot: logical_not, logical_not_, logical_not_out;
 }
 
+/// The functional form of a binary op: autocast (`pow` and `pow_scalar` are in the policy
+/// table), then the op.
+fn binary_autocast(op: BinaryOp, a: &Tensor, b: Operand) -> Result<Tensor> {
+    let cast = match (&b, op) {
+        (Operand::Scalar(_), BinaryOp::Pow) => autocast_inputs("pow_scalar", &[a])?,
+        (Operand::Tensor(t), _) => autocast_inputs(op.name(), &[a, t])?,
+        (Operand::Scalar(_), _) => autocast_inputs(op.name(), &[a])?,
+    };
+    match cast {
+        Some(c) => {
+            let b = match (&b, c.tensors.get(1)) {
+                (Operand::Tensor(_), Some(t)) => Operand::Tensor(t),
+                _ => b,
+            };
+            binary(op, Operand::Tensor(&c.tensors[0]), b, Dest::New, false)
+        }
+        None => binary(op, Operand::Tensor(a), b, Dest::New, false),
+    }
+}
+
 macro_rules! binary_methods {
     ($($op:ident: $name:ident, $name_:ident, $name_out:ident;)*) => {
         impl Tensor {
             $(
                 #[doc = concat!("Elementwise `", stringify!($name), "` with broadcasting; `rhs` is a tensor or a scalar.")]
                 pub fn $name<'a>(&self, rhs: impl Into<Operand<'a>>) -> Result<Tensor> {
-                    binary(BinaryOp::$op, Operand::Tensor(self), rhs.into(), Dest::New, false)
+                    binary_autocast(BinaryOp::$op, self, rhs.into())
                 }
                 #[doc = concat!("In-place `", stringify!($name), "`: `rhs` broadcasts to `self`'s shape; the result must be castable to `self`'s dtype.")]
                 pub fn $name_<'a>(&self, rhs: impl Into<Operand<'a>>) -> Result<Tensor> {

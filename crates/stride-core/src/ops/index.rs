@@ -26,6 +26,7 @@
 //!   cast to `self`'s dtype, as `fill` does.
 
 use super::output::{check_out, check_out_exact, deliver, Policy};
+use crate::autocast::autocast_inputs;
 use crate::autograd::formulas::index::{self as grad, untracked, Scatter};
 use crate::autograd::record::{in_place, unrecorded_out};
 use crate::backend::common::check::bad_index_dtype;
@@ -937,6 +938,9 @@ impl Tensor {
     }
     /// Out-of-place [`Tensor::scatter_add_`].
     pub fn scatter_add(&self, dim: i64, index: &Tensor, src: &Tensor) -> Result<Tensor> {
+        if let Some(c) = autocast_inputs("scatter_add", &[self, src])? {
+            return c.tensors[0].scatter_add(dim, index, &c.tensors[1]);
+        }
         let out = untracked(|| {
             let out = self.clone_tensor()?;
             out.scatter_add_(dim, index, src)?;

@@ -10,6 +10,7 @@
 //! are refused (convert with `to_dtype`).
 
 use super::output::{deliver, Alias, Dest, Policy};
+use crate::autocast::autocast_inputs;
 use crate::backend::{self, View};
 use crate::shape::broadcast_shapes;
 use crate::{DType, Device, Error, Layout, Result, Tensor};
@@ -266,6 +267,9 @@ impl Tensor {
     /// # Ok::<(), stride_core::Error>(())
     /// ```
     pub fn matmul(&self, other: &Tensor) -> Result<Tensor> {
+        if let Some(c) = autocast_inputs("matmul", &[self, other])? {
+            return c.tensors[0].matmul(&c.tensors[1]);
+        }
         recorded(
             || product(Form::Matmul, self, other, Dest::New),
             |o| record_matmul("MatmulBackward", self, other, o),
@@ -280,6 +284,9 @@ impl Tensor {
     }
     /// Product of two matrices (`[M, K] · [K, N]`); no broadcasting.
     pub fn mm(&self, other: &Tensor) -> Result<Tensor> {
+        if let Some(c) = autocast_inputs("mm", &[self, other])? {
+            return c.tensors[0].mm(&c.tensors[1]);
+        }
         recorded(
             || product(Form::Mm, self, other, Dest::New),
             |o| record_matmul("MmBackward", self, other, o),
@@ -294,6 +301,9 @@ impl Tensor {
     /// Batched product `[B, M, K] · [B, K, N]`; the batch sizes must be equal (use
     /// [`Tensor::matmul`] to broadcast).
     pub fn bmm(&self, other: &Tensor) -> Result<Tensor> {
+        if let Some(c) = autocast_inputs("bmm", &[self, other])? {
+            return c.tensors[0].bmm(&c.tensors[1]);
+        }
         recorded(
             || product(Form::Bmm, self, other, Dest::New),
             |o| record_matmul("BmmBackward", self, other, o),
@@ -307,6 +317,9 @@ impl Tensor {
     }
     /// Dot product of two 1-D tensors of equal length: a 0-d tensor.
     pub fn dot(&self, other: &Tensor) -> Result<Tensor> {
+        if let Some(c) = autocast_inputs("dot", &[self, other])? {
+            return c.tensors[0].dot(&c.tensors[1]);
+        }
         recorded(
             || product(Form::Dot, self, other, Dest::New),
             |o| record_matmul("DotBackward", self, other, o),

@@ -2,6 +2,7 @@
 //! `torch.rms_norm`, `torch.layer_norm`), one pass forward and one backward
 //! (`backend/norm.rs`), with a differentiable composed backward for double backward.
 
+use crate::autocast::autocast_inputs;
 use crate::autograd::record::{needs_grad, record};
 use crate::autograd::{is_grad_enabled, no_grad};
 use crate::backend::norm::{self, stat_dtype, Norm, NormKind};
@@ -53,6 +54,15 @@ impl Tensor {
         bias: Option<&Tensor>,
         eps: f64,
     ) -> Result<Tensor> {
+        let mut ins = vec![self];
+        ins.extend(weight);
+        ins.extend(bias);
+        if let Some(c) = autocast_inputs("layer_norm", &ins)? {
+            let mut t = c.tensors.iter();
+            let x = t.next().expect("the input comes first");
+            let (w, b) = (weight.and(t.next()), bias.and(t.next()));
+            return x.layer_norm(normalized_shape, w, b, eps);
+        }
         normalize(NormKind::Layer, self, normalized_shape, weight, bias, eps)
     }
 }

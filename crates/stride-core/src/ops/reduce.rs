@@ -29,6 +29,7 @@
 use super::output::{
     check_out, deliver, deliver_all, deliver_computed, Alias, Cast, Dest, Out, Policy,
 };
+use crate::autocast::autocast_inputs;
 use crate::backend::{self, ArgReduceOp, ReduceOp, View};
 use crate::shape::wrap_dims;
 use crate::{DType, Device, Error, Layout, Result, Tensor};
@@ -383,6 +384,9 @@ impl Tensor {
     /// # Ok::<(), stride_core::Error>(())
     /// ```
     pub fn sum(&self) -> Result<Tensor> {
+        if let Some(c) = autocast_inputs("sum", &[self])? {
+            return c.tensors[0].sum();
+        }
         recorded(
             || reduce_into("sum", ReduceOp::Sum, self, &[], false, Dest::New),
             |o| record_reduction(Red::Sum, self, &[], o),
@@ -400,6 +404,9 @@ impl Tensor {
     /// # Ok::<(), stride_core::Error>(())
     /// ```
     pub fn sum_dims(&self, dims: &[i64], keepdim: bool) -> Result<Tensor> {
+        if let Some(c) = autocast_inputs("sum", &[self])? {
+            return c.tensors[0].sum_dims(dims, keepdim);
+        }
         recorded(
             || reduce_into("sum", ReduceOp::Sum, self, dims, keepdim, Dest::New),
             |o| record_reduction(Red::Sum, self, dims, o),
@@ -434,6 +441,9 @@ impl Tensor {
     }
     /// The product of all elements (1 for an empty tensor); integers and bool give i64.
     pub fn prod(&self) -> Result<Tensor> {
+        if let Some(c) = autocast_inputs("prod", &[self])? {
+            return c.tensors[0].prod();
+        }
         recorded(
             || reduce_into("prod", ReduceOp::Prod, self, &[], false, Dest::New),
             |o| record_reduction(Red::Prod, self, &[], o),
@@ -442,6 +452,9 @@ impl Tensor {
     /// The product over `dims` (empty: every dim). PyTorch's `prod` takes one dim; stride
     /// takes a list, of which one dim is the PyTorch case.
     pub fn prod_dims(&self, dims: &[i64], keepdim: bool) -> Result<Tensor> {
+        if let Some(c) = autocast_inputs("prod", &[self])? {
+            return c.tensors[0].prod_dims(dims, keepdim);
+        }
         recorded(
             || reduce_into("prod", ReduceOp::Prod, self, dims, keepdim, Dest::New),
             |o| record_reduction(Red::Prod, self, dims, o),
@@ -744,6 +757,9 @@ impl Tensor {
     /// `0` the number of non-zeros, any other `p` gives `(Σ|x|^p)^(1/p)`. Floats only;
     /// f16/bf16 computed in f32.
     pub fn norm(&self, p: f64, dims: &[i64], keepdim: bool) -> Result<Tensor> {
+        if let Some(c) = autocast_inputs("norm", &[self])? {
+            return c.tensors[0].norm(p, dims, keepdim);
+        }
         recorded(
             || norm_impl(self, p, dims, keepdim, Dest::New),
             |o| record_reduction(Red::Norm(p), self, dims, o),
@@ -751,6 +767,9 @@ impl Tensor {
     }
     /// The `p`-norm of all elements, as a 0-d tensor (`x.norm()` in PyTorch is `p = 2`).
     pub fn norm_all(&self, p: f64) -> Result<Tensor> {
+        if let Some(c) = autocast_inputs("norm", &[self])? {
+            return c.tensors[0].norm_all(p);
+        }
         recorded(
             || norm_impl(self, p, &[], false, Dest::New),
             |o| record_reduction(Red::Norm(p), self, &[], o),
@@ -767,6 +786,9 @@ impl Tensor {
     /// subtracted first). Integer and bool inputs give f32; f16/bf16 compute in f32. Zero
     /// elements give -inf.
     pub fn logsumexp(&self, dims: &[i64], keepdim: bool) -> Result<Tensor> {
+        if let Some(c) = autocast_inputs("logsumexp", &[self])? {
+            return c.tensors[0].logsumexp(dims, keepdim);
+        }
         recorded(
             || logsumexp_impl(self, dims, keepdim, Dest::New),
             |o| record_reduction(Red::LogSumExp, self, dims, o),

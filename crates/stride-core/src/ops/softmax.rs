@@ -5,6 +5,7 @@
 
 use super::output::{alloc_result, deliver_computed, Dest};
 use super::reduce::{compute_dtype, float_only, precheck, reduce_into};
+use crate::autocast::autocast_inputs;
 use crate::backend::ReduceOp;
 use crate::shape::wrap_dim;
 use crate::{Result, Tensor};
@@ -46,6 +47,9 @@ impl Tensor {
     /// # Ok::<(), stride_core::Error>(())
     /// ```
     pub fn softmax(&self, dim: i64) -> Result<Tensor> {
+        if let Some(c) = autocast_inputs("softmax", &[self])? {
+            return c.tensors[0].softmax(dim);
+        }
         recorded(
             || softmax_impl("softmax", self, dim, false, Dest::New),
             |o| record_softmax(self, dim, o, false),
@@ -59,6 +63,9 @@ impl Tensor {
     }
     /// `x − log Σ exp(x)` along `dim`, computed as `(x − max) − log Σ exp(x − max)`.
     pub fn log_softmax(&self, dim: i64) -> Result<Tensor> {
+        if let Some(c) = autocast_inputs("log_softmax", &[self])? {
+            return c.tensors[0].log_softmax(dim);
+        }
         recorded(
             || softmax_impl("log_softmax", self, dim, true, Dest::New),
             |o| record_softmax(self, dim, o, true),

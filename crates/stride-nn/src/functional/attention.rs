@@ -2,6 +2,7 @@
 //! kernel of [`Tensor::attention`] where it runs, else composed from matmul, masked_fill and
 //! softmax; and the causal masks of both alignments.
 
+use stride_core::autocast::autocast_inputs;
 use stride_core::{attention_supported, compute_dtype, DType, Device, Error, Result, Tensor};
 
 const OP: &str = "scaled_dot_product_attention";
@@ -102,6 +103,18 @@ pub fn scaled_dot_product_attention(
     scale: Option<f64>,
     enable_gqa: bool,
 ) -> Result<Tensor> {
+    let mut ins = vec![q, k, v];
+    ins.extend(attn_mask.filter(|m| m.dtype().is_float()));
+    if let Some(c) = autocast_inputs("scaled_dot_product_attention", &ins)? {
+        let t = &c.tensors;
+        let mask = match attn_mask {
+            Some(m) if m.dtype().is_float() => Some(&t[3]),
+            other => other,
+        };
+        return scaled_dot_product_attention(
+            &t[0], &t[1], &t[2], mask, dropout_p, is_causal, scale, enable_gqa,
+        );
+    }
     for (name, t) in [("query", q), ("key", k), ("value", v)] {
         if !t.dtype().is_float() {
             return Err(Error::UnsupportedDType {

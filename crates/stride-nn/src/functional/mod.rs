@@ -9,15 +9,18 @@
 //!   for Hugging Face checkpoints, [`RotaryStyle::Interleaved`] for llama.cpp's GGUF files),
 //!   with per-row position offsets, rotated by stride-core's fused [`stride_core::Tensor::rotary`]
 //!   (gated MLPs: [`stride_core::Tensor::swiglu`], [`stride_core::Tensor::geglu`], [`stride_core::Tensor::gated`]);
+//! - [`linear`] (the [`crate::Linear`] module's forward);
 //! - [`rms_norm`] and [`layer_norm`] (the [`crate::RmsNorm`] and [`crate::LayerNorm`]
 //!   modules call them): stride-core's fused kernels, one pass forward and backward.
 //!
 //! Half-precision inputs compute in f32 and round once to their dtype.
 
 mod attention;
+mod linear;
 mod norm;
 mod rotary;
 
 pub use attention::{causal_mask, scaled_dot_product_attention};
+pub use linear::linear;
 pub use norm::{layer_norm, rms_norm};
 pub use rotary::{Rotary, RotaryStyle, RowTables};
