@@ -47,7 +47,7 @@ pub use ops::attention::attention_supported;
 pub use ops::index::ScatterReduce;
 pub use ops::join::{Indexing, PadMode};
 pub use ops::opmath::in_compute_dtype;
-pub use ops::optim::fused_adam_;
+pub use ops::optim::{fused_adam_, fused_adam_skippable_, SkippableStep};
 pub use ops::reduce::compute_dtype;
 pub use ops::rotary::RotaryStyle;
 pub use promote::{result_type, Operand};

@@ -17,6 +17,32 @@ fn composed(
     v: &Tensor,
     vmax: Option<&Tensor>,
 ) -> stride_core::Result<()> {
+    composed_with(h, p, grad, m, v, vmax, |b, n| b.powf(n as f64))
+}
+
+/// `b^n` by squaring: the powers of a step counted on the device.
+fn pow_by_squaring(mut b: f64, mut n: u64) -> f64 {
+    let mut r = 1.0;
+    while n > 0 {
+        if n & 1 == 1 {
+            r *= b;
+        }
+        b *= b;
+        n >>= 1;
+    }
+    r
+}
+
+/// [`composed`] with the powers of the bias corrections taken by `pow`.
+fn composed_with(
+    h: &AdamStep,
+    p: &Tensor,
+    grad: &Tensor,
+    m: &Tensor,
+    v: &Tensor,
+    vmax: Option<&Tensor>,
+    pow: fn(f64, u64) -> f64,
+) -> stride_core::Result<()> {
     let mut g = if h.maximize {
         grad.neg()?
     } else {
@@ -34,9 +60,8 @@ fn composed(
     m.lerp_(&g, 1.0 - h.beta1)?;
     v.mul_(h.beta2)?;
     v.addcmul_(&g, &g, 1.0 - h.beta2)?;
-    let step = h.step as f64;
-    let step_size = h.lr / (1.0 - h.beta1.powf(step));
-    let bc2_sqrt = (1.0 - h.beta2.powf(step)).sqrt();
+    let step_size = h.lr / (1.0 - pow(h.beta1, h.step));
+    let bc2_sqrt = (1.0 - pow(h.beta2, h.step)).sqrt();
     let denom = match vmax {
         Some(x) => {
             x.maximum_(v)?;
@@ -439,4 +464,186 @@ fn fused_adam_over_lists_refuses_mismatched_lists() {
         .to_string();
     assert!(e.contains("parameters 0 and 1 share memory"), "{e}");
     assert!(p.to_vec::<f32>().unwrap().iter().all(|&x| x == 0.0));
+}
+
+/// `fused_adam_skippable_` over many parameters (more than one CUDA launch takes, sizes on
+/// both sides of a block, a transposed parameter and a transposed gradient taking their own
+/// kernel, an empty parameter) through attempts of which some are flagged: each flagged
+/// attempt changes nothing but the counters' other slot (the same count), and each other is
+/// the composed update at the count of steps taken, bit for bit, with the powers by squaring.
+fn skippable(dev: &Device) {
+    let cpu = Device::Cpu;
+    let gen = Generator::new(12);
+    let sizes: Vec<(usize, usize)> = (0..38)
+        .map(|k| match k % 6 {
+            0 => (1, 65537),
+            1 => (3, 5),
+            2 => (1, 1),
+            3 => (0, 4),
+            4 => (16, 16),
+            _ => (7, 33),
+        })
+        .collect();
+    let dtype_of = |k: usize| if k % 4 == 1 { DType::BF16 } else { DType::F32 };
+    let lay_of = |k: usize| match k {
+        4 => (Lay::Transposed, Lay::Transposed),
+        10 => (Lay::Dense, Lay::Transposed),
+        _ => (Lay::Dense, Lay::Dense),
+    };
+    let flags = [0.0f32, 1.0, 0.0, 1.0, 1.0, 0.0, f32::NAN, 0.0];
+    for (name, h, amsgrad) in variants()
+        .into_iter()
+        .filter(|(n, _, _)| ["adamw", "amsgrad"].contains(n))
+    {
+        let mut fused = vec![];
+        let mut reference = vec![];
+        let mut counters = vec![];
+        for (k, &(r, c)) in sizes.iter().enumerate() {
+            let p0 = Tensor::randn([r, c], DType::F64, &cpu, Some(&gen))
+                .unwrap()
+                .to_dtype(dtype_of(k))
+                .unwrap();
+            let z = Tensor::zeros([r, c], dtype_of(k), &cpu).unwrap();
+            let make = |lay| -> Vec<Tensor> {
+                [&p0, &z, &z, &z]
+                    .iter()
+                    .map(|t| laid(&t.clone_tensor().unwrap(), lay, dev))
+                    .collect()
+            };
+            fused.push(make(lay_of(k).0));
+            reference.push(make(Lay::Dense));
+            counters.push(Tensor::zeros([2], DType::F64, dev).unwrap());
+        }
+        let mut taken = 0u64;
+        for (attempt, &flag) in flags.iter().enumerate() {
+            let attempt = attempt as u64 + 1;
+            let grads: Vec<Tensor> = sizes
+                .iter()
+                .enumerate()
+                .map(|(k, &(r, c))| {
+                    let g = Tensor::randn([r, c], DType::F64, &cpu, Some(&gen))
+                        .unwrap()
+                        .to_dtype(dtype_of(k))
+                        .unwrap();
+                    laid(&g, lay_of(k).1, dev)
+                })
+                .collect();
+            let found = Tensor::scalar(flag as f64, DType::F32, dev).unwrap();
+            let col = |i: usize| fused.iter().map(|t| &t[i]).collect::<Vec<&Tensor>>();
+            let vmax = col(3);
+            let cs: Vec<&Tensor> = counters.iter().collect();
+            {
+                // the step never waits for the host
+                let _no_waits = stride_core::debug::forbid_sync();
+                stride_core::fused_adam_skippable_(
+                    &col(0),
+                    &grads.iter().collect::<Vec<_>>(),
+                    &col(1),
+                    &col(2),
+                    amsgrad.then_some(vmax.as_slice()),
+                    &AdamStep { step: attempt, ..h },
+                    stride_core::SkippableStep {
+                        found_inf: &found,
+                        counters: &cs,
+                    },
+                )
+                .unwrap_or_else(|e| panic!("{name} attempt {attempt}: {e}"));
+            }
+            if flag == 0.0 {
+                taken += 1;
+                let h = AdamStep { step: taken, ..h };
+                for (k, r) in reference.iter().enumerate() {
+                    let vm = amsgrad.then(|| r[3].clone());
+                    composed_with(
+                        &h,
+                        &r[0],
+                        &grads[k],
+                        &r[1],
+                        &r[2],
+                        vm.as_ref(),
+                        pow_by_squaring,
+                    )
+                    .unwrap();
+                }
+            }
+            for (k, r) in reference.iter().enumerate() {
+                for (i, part) in ["param", "exp_avg", "exp_avg_sq", "max_exp_avg_sq"]
+                    .iter()
+                    .enumerate()
+                    .take(3 + amsgrad as usize)
+                {
+                    let what = format!(
+                        "{name} attempt {attempt} (flag {flag}), parameter {k} {:?}: {part}",
+                        sizes[k]
+                    );
+                    same(&what, &r[i], &fused[k][i]);
+                }
+                let count = counters[k]
+                    .to_device(&cpu)
+                    .unwrap()
+                    .to_vec::<f64>()
+                    .unwrap();
+                assert_eq!(
+                    count[(attempt % 2) as usize],
+                    taken as f64,
+                    "{name} attempt {attempt}: parameter {k}'s count"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn a_skippable_step_skips_on_the_device_and_counts_the_steps_taken() {
+    skippable(&Device::Cpu);
+    let name = "a_skippable_step_skips_on_the_device_and_counts_the_steps_taken on cuda";
+    if let Some(dev) = cuda::require_or_skip(name) {
+        skippable(&dev);
+    }
+}
+
+#[test]
+fn a_skippable_step_refuses_bad_flags_and_counters() {
+    let dev = Device::Cpu;
+    let p = Tensor::zeros([2], DType::F32, &dev).unwrap();
+    let like = || p.zeros_like(MemoryFormat::Preserve).unwrap();
+    let (g, m, v) = (like(), like(), like());
+    let c = Tensor::zeros([2], DType::F64, &dev).unwrap();
+    let f = Tensor::scalar(0.0, DType::F32, &dev).unwrap();
+    let run = |f: &Tensor, c: &Tensor, step: u64| {
+        stride_core::fused_adam_skippable_(
+            &[&p],
+            &[&g],
+            &[&m],
+            &[&v],
+            None,
+            &AdamStep { step, ..BASE },
+            stride_core::SkippableStep {
+                found_inf: f,
+                counters: &[c],
+            },
+        )
+        .unwrap_err()
+        .to_string()
+    };
+    assert!(run(&f, &c, 0).contains("from 1"));
+    let e = run(&Tensor::zeros([1], DType::F32, &dev).unwrap(), &c, 1);
+    assert!(e.contains("0-d f32"), "{e}");
+    let e = run(&f, &Tensor::zeros([2], DType::F32, &dev).unwrap(), 1);
+    assert!(e.contains("[2] f64"), "{e}");
+    let e = run(
+        &f,
+        &Tensor::zeros([4], DType::F64, &dev)
+            .unwrap()
+            .slice(0, 0, 4, 2)
+            .unwrap(),
+        1,
+    );
+    assert!(e.contains("contiguous"), "{e}");
+    // the flag inside a tensor the step writes
+    let e = run(&m.select(0, 0).unwrap(), &c, 1);
+    assert!(e.contains("0-d f32") || e.contains("shares memory"), "{e}");
+    // nothing was written by the refused calls
+    assert_eq!(c.to_vec::<f64>().unwrap(), vec![0.0, 0.0]);
+    assert_eq!(p.to_vec::<f32>().unwrap(), vec![0.0, 0.0]);
 }

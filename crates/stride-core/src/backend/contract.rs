@@ -24,7 +24,7 @@ use super::attention::Attention;
 use super::cross_entropy::CrossEntropyRows;
 use super::index::{IndexDim, ScatterOp};
 use super::norm::Norm;
-use super::optim::{composed_adam, AdamStep, AdamViews};
+use super::optim::{composed_adam, composed_adam_device_step, AdamStep, AdamViews};
 use super::pointwise::Pointwise;
 use super::sort::SortedRows;
 use super::{ArgReduceOp, BinaryOp, CumulativeOp, RandomDist, ReduceOp, TernaryOp, UnaryOp, View};
@@ -310,6 +310,10 @@ pub(crate) trait Backend: Sync {
     /// [`Backend::adam`] unless the backend steps several in one launch.
     fn adam_multi(&self, h: &AdamStep, items: &[AdamViews]) -> Result<()> {
         for it in items {
+            if let Some(d) = &it.device_step {
+                composed_adam_device_step(self, h, it, d)?;
+                continue;
+            }
             self.adam(
                 h,
                 it.param,

@@ -40,10 +40,23 @@ impl AdamStep {
     /// `C` means kept as f64 and converted to the compute type by the kernel (the `value` of
     /// `addcmul`/`addcdiv`).
     pub(crate) fn scalars(&self, dtype: DType) -> AdamScalars {
-        let t = |x: f64| with_dtype!(dtype, E => Scalar::Float(x).to_elem::<E>().to_f64());
         let step = self.step as f64;
-        let bias_correction1 = 1.0 - self.beta1.powf(step);
-        let bias_correction2 = 1.0 - self.beta2.powf(step);
+        self.scalars_from(dtype, self.beta1.powf(step), self.beta2.powf(step))
+    }
+    /// [`AdamStep::scalars`] for a step counted on the device (a [`DeviceStep`] update): the
+    /// powers `β^n` by squaring, the order the CUDA kernel multiplies in, so every device
+    /// gets the same bits.
+    pub(crate) fn device_step_scalars(&self, dtype: DType, n: u64) -> AdamScalars {
+        self.scalars_from(
+            dtype,
+            pow_by_squaring(self.beta1, n),
+            pow_by_squaring(self.beta2, n),
+        )
+    }
+    fn scalars_from(&self, dtype: DType, beta1_pow: f64, beta2_pow: f64) -> AdamScalars {
+        let t = |x: f64| with_dtype!(dtype, E => Scalar::Float(x).to_elem::<E>().to_f64());
+        let bias_correction1 = 1.0 - beta1_pow;
+        let bias_correction2 = 1.0 - beta2_pow;
         AdamScalars {
             decay: t(1.0 - self.lr * self.weight_decay),
             weight_decay: t(self.weight_decay),
@@ -63,6 +76,19 @@ impl AdamStep {
     pub(crate) fn decoupled(&self) -> bool {
         self.weight_decay != 0.0 && self.decoupled_weight_decay
     }
+}
+
+/// `b^n` by squaring (`pow_sq` in adam.cu multiplies in the same order).
+pub(crate) fn pow_by_squaring(mut b: f64, mut n: u64) -> f64 {
+    let mut r = 1.0;
+    while n > 0 {
+        if n & 1 == 1 {
+            r *= b;
+        }
+        b *= b;
+        n >>= 1;
+    }
+    r
 }
 
 /// [`AdamStep::scalars`]: every value is exactly representable in the compute type.
@@ -107,6 +133,7 @@ pub(crate) fn adam(
             exp_avg,
             exp_avg_sq,
             max_exp_avg_sq,
+            device_step: None,
         },
     )?;
     let mut outputs = vec![param, exp_avg, exp_avg_sq];
@@ -126,6 +153,26 @@ pub(crate) struct AdamViews<'a> {
     pub exp_avg: View<'a>,
     pub exp_avg_sq: View<'a>,
     pub max_exp_avg_sq: Option<View<'a>>,
+    /// A step that may be skipped on the device (a gradient scaler's): see [`DeviceStep`].
+    pub device_step: Option<DeviceStep<'a>>,
+}
+
+/// The device side of a step a gradient scaler may skip: `found_inf` (0-d f32, shared by the
+/// step's parameters) nonzero skips the update, and `counter` (`[2]` f64, this parameter's
+/// own) counts the steps taken. The step reads the count from slot `(h.step − 1) % 2` and
+/// writes count + 1 (count + 0 when skipped) to the other slot: readers of one slot never
+/// race the writer of the other within a launch. The bias corrections come from the count.
+#[derive(Clone, Copy)]
+pub(crate) struct DeviceStep<'a> {
+    pub found_inf: View<'a>,
+    pub counter: View<'a>,
+}
+
+impl DeviceStep<'_> {
+    /// The slot step `h` reads its count from (it writes the other).
+    pub(crate) fn read_slot(h: &AdamStep) -> usize {
+        (h.step.saturating_sub(1) % 2) as usize
+    }
 }
 
 /// One Adam step of many parameters on one device, each as [`adam`] steps it (every one with
@@ -137,36 +184,112 @@ pub(crate) fn adam_multi(h: &AdamStep, items: &[AdamViews]) -> Result<()> {
         return Ok(());
     };
     let amsgrad = first.max_exp_avg_sq.is_some();
+    let on_device = first.device_step.is_some();
     let (mut inputs, mut outputs) = (vec![], vec![]);
     for it in items {
-        if it.max_exp_avg_sq.is_some() != amsgrad {
+        if it.max_exp_avg_sq.is_some() != amsgrad || it.device_step.is_some() != on_device {
             return Err(internal(
                 op,
-                "amsgrad differs between the parameters of one step",
+                "amsgrad or the device step differs between the parameters of one step",
             ));
         }
         check_views(op, it)?;
         inputs.push(it.grad);
         outputs.extend([it.param, it.exp_avg, it.exp_avg_sq]);
         outputs.extend(it.max_exp_avg_sq);
+        if let Some(d) = it.device_step {
+            check_device_step(op, &d)?;
+            inputs.push(d.found_inf);
+            outputs.push(d.counter);
+        }
     }
-    let per = 3 + amsgrad as usize;
+    let (per_in, per_out) = (
+        1 + on_device as usize,
+        3 + amsgrad as usize + on_device as usize,
+    );
     debug::primitive(op, Replay::SameDtype, &inputs, &outputs, |i, o| {
         let views: Vec<View> = o.iter().chain(i).copied().collect();
         let device = super::same_device(op, &views)?;
         let items: Vec<AdamViews> = i
-            .iter()
-            .zip(o.chunks(per))
-            .map(|(g, o)| AdamViews {
+            .chunks(per_in)
+            .zip(o.chunks(per_out))
+            .map(|(i, o)| AdamViews {
                 param: o[0],
-                grad: *g,
+                grad: i[0],
                 exp_avg: o[1],
                 exp_avg_sq: o[2],
-                max_exp_avg_sq: o.get(3).copied(),
+                max_exp_avg_sq: if amsgrad { Some(o[3]) } else { None },
+                device_step: on_device.then(|| DeviceStep {
+                    found_inf: i[1],
+                    counter: o[per_out - 1],
+                }),
             })
             .collect();
         backend_for(device).adam_multi(h, &items)
     })
+}
+
+/// The flag is one f32 and the counter two f64, inside their storages.
+fn check_device_step(op: &'static str, d: &DeviceStep) -> Result<()> {
+    if d.found_inf.dtype != DType::F32
+        || d.found_inf.layout.numel() != 1
+        || d.counter.dtype != DType::F64
+        || d.counter.layout.shape() != [2]
+    {
+        return Err(internal(op, "device step operands disagree"));
+    }
+    check_extent(op, &d.found_inf, 0)?;
+    check_extent(op, &d.counter, 0)
+}
+
+/// One parameter's step counted on the device, from `b`'s primitives (the default body of
+/// [`Backend::adam_multi`] for such a step): the flag and the count read back (no wait on the
+/// CPU; a device backend runs its own kernel instead), the new count written, then the
+/// composed update with the count's scalars unless the step is skipped.
+pub(crate) fn composed_adam_device_step<B: Backend + ?Sized>(
+    b: &B,
+    h: &AdamStep,
+    it: &AdamViews,
+    d: &DeviceStep,
+) -> Result<()> {
+    let read_f64 = |v: &View, k: usize| -> Result<f64> {
+        let mut buf = [0u8; 8];
+        let at = v.layout.offset() + k * v.layout.strides()[0] as usize;
+        b.read_bytes(v.storage, at, &mut buf)?;
+        Ok(f64::from_ne_bytes(buf))
+    };
+    let mut flag = [0u8; 4];
+    b.read_bytes(d.found_inf.storage, d.found_inf.layout.offset(), &mut flag)?;
+    let skip = f32::from_ne_bytes(flag) != 0.0;
+    let slot = DeviceStep::read_slot(h);
+    let n = read_f64(&d.counter, slot)? + if skip { 0.0 } else { 1.0 };
+    let other = Layout::new(
+        vec![],
+        vec![],
+        d.counter.layout.offset() + (1 - slot) * d.counter.layout.strides()[0] as usize,
+    );
+    b.fill(
+        View {
+            storage: d.counter.storage,
+            layout: &other,
+            dtype: DType::F64,
+        },
+        Scalar::Float(n),
+    )?;
+    if skip {
+        return Ok(());
+    }
+    let s = h.device_step_scalars(it.param.dtype, n as u64);
+    composed_adam_with(
+        b,
+        h,
+        &s,
+        it.param,
+        it.grad,
+        it.exp_avg,
+        it.exp_avg_sq,
+        it.max_exp_avg_sq,
+    )
 }
 
 /// Every operand of one parameter has its shape and float dtype and lies inside its storage.
@@ -201,8 +324,23 @@ pub(crate) fn composed_adam<B: Backend + ?Sized>(
     exp_avg_sq: View,
     max_exp_avg_sq: Option<View>,
 ) -> Result<()> {
+    let s = h.scalars(param.dtype);
+    composed_adam_with(b, h, &s, param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq)
+}
+
+/// [`composed_adam`] with the step's scalars given.
+#[allow(clippy::too_many_arguments)]
+fn composed_adam_with<B: Backend + ?Sized>(
+    b: &B,
+    h: &AdamStep,
+    s: &AdamScalars,
+    param: View,
+    grad: View,
+    exp_avg: View,
+    exp_avg_sq: View,
+    max_exp_avg_sq: Option<View>,
+) -> Result<()> {
     let (dtype, device) = (param.dtype, param.storage.device());
-    let s = h.scalars(dtype);
     let shape = param.layout.shape().to_vec();
     let dense = Layout::contiguous(&shape);
     let n = dense.numel();

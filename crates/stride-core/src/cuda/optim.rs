@@ -4,7 +4,7 @@
 
 use super::launch::{arg, dptr, launch, launch_cfg, walk, BLOCK};
 use super::source::{float_modules, float_preamble, tag};
-use crate::backend::optim::{AdamStep, AdamViews};
+use crate::backend::optim::{AdamStep, AdamViews, DeviceStep};
 use crate::backend::View;
 use crate::DType;
 use crate::Result;
@@ -32,6 +32,29 @@ pub(crate) fn adam(
     exp_avg_sq: View,
     max_exp_avg_sq: Option<View>,
 ) -> Result<()> {
+    adam_one(
+        h,
+        &AdamViews {
+            param,
+            grad,
+            exp_avg,
+            exp_avg_sq,
+            max_exp_avg_sq,
+            device_step: None,
+        },
+    )
+}
+
+/// One parameter through its layouts (`k_adam`), its step counted on the device or not.
+fn adam_one(h: &AdamStep, it: &AdamViews) -> Result<()> {
+    let AdamViews {
+        param,
+        grad,
+        exp_avg,
+        exp_avg_sq,
+        max_exp_avg_sq,
+        device_step,
+    } = *it;
     let t = param.dtype;
     let (dev, pp) = dptr(&param)?;
     let (_, pg) = dptr(&grad)?;
@@ -42,7 +65,11 @@ pub(crate) fn adam(
     let (_, pvmax) = dptr(&vmax)?;
     let w = walk("adam_step", [&param, &grad, &exp_avg, &exp_avg_sq, &vmax])?;
     let f = dev.function(&format!("adam_{}", tag(t)), "adam", || adam_module(t))?;
-    let s = AdamArgs::new(h, t, max_exp_avg_sq.is_some());
+    let s = AdamArgs::new(h, t, max_exp_avg_sq.is_some(), device_step.as_ref())?;
+    let counter = match &device_step {
+        Some(d) => first(&d.counter)?,
+        None => 0u64,
+    };
     let [sp, sg, sm, sv, svmax] = w.strs;
     let mut args = [
         arg(&w.geo),
@@ -59,6 +86,7 @@ pub(crate) fn adam(
         arg(&pvmax),
         arg(&svmax),
         arg(&s),
+        arg(&counter),
     ];
     unsafe { launch(&dev, &f, "adam_step", w.n, &mut args) }
 }
@@ -76,17 +104,23 @@ struct AdamArgs {
     bc2s: f64,
     eps: f64,
     neg_step: f64,
+    lr: f64,
+    beta1: f64,
+    beta2: f64,
+    found: u64,
+    rslot: i32,
 }
 
 impl AdamArgs {
-    fn new(h: &AdamStep, t: DType, amsgrad: bool) -> AdamArgs {
+    fn new(h: &AdamStep, t: DType, amsgrad: bool, d: Option<&DeviceStep>) -> Result<AdamArgs> {
         let s = h.scalars(t);
-        AdamArgs {
+        Ok(AdamArgs {
             flags: (h.maximize as i32)
                 | (h.decoupled() as i32) << 1
                 | (h.l2() as i32) << 2
                 | ((h.weight_decay == 1.0) as i32) << 3
-                | (amsgrad as i32) << 4,
+                | (amsgrad as i32) << 4
+                | (d.is_some() as i32) << 5,
             decay: s.decay,
             wd: s.weight_decay,
             w1: s.one_minus_beta1,
@@ -95,7 +129,15 @@ impl AdamArgs {
             bc2s: s.bias_correction2_sqrt,
             eps: s.eps,
             neg_step: s.neg_step_size,
-        }
+            lr: h.lr,
+            beta1: h.beta1,
+            beta2: h.beta2,
+            found: match d {
+                Some(d) => first(&d.found_inf)?,
+                None => 0,
+            },
+            rslot: DeviceStep::read_slot(h) as i32,
+        })
     }
 }
 
@@ -114,6 +156,7 @@ struct AdamMulti {
     m: [u64; MT],
     v: [u64; MT],
     vmax: [u64; MT],
+    counter: [u64; MT],
     n: [i64; MT],
     chunk0: [i32; MT + 1],
 }
@@ -151,14 +194,7 @@ pub(crate) fn adam_multi(h: &AdamStep, items: &[AdamViews]) -> Result<()> {
         }
         let chunks = (it.param.layout.numel() as u64).div_ceil(CHUNK);
         if !one_run(it) || chunks > i32::MAX as u64 / 2 {
-            adam(
-                h,
-                it.param,
-                it.grad,
-                it.exp_avg,
-                it.exp_avg_sq,
-                it.max_exp_avg_sq,
-            )?;
+            adam_one(h, it)?;
             continue;
         }
         let t = it.param.dtype;
@@ -181,6 +217,7 @@ fn launch_multi(h: &AdamStep, t: DType, batch: &[&AdamViews]) -> Result<()> {
         m: [0; MT],
         v: [0; MT],
         vmax: [0; MT],
+        counter: [0; MT],
         n: [0; MT],
         chunk0: [0; MT + 1],
     };
@@ -191,6 +228,9 @@ fn launch_multi(h: &AdamStep, t: DType, batch: &[&AdamViews]) -> Result<()> {
         a.m[k] = first(&it.exp_avg)?;
         a.v[k] = first(&it.exp_avg_sq)?;
         a.vmax[k] = first(&it.max_exp_avg_sq.unwrap_or(it.exp_avg_sq))?;
+        if let Some(d) = &it.device_step {
+            a.counter[k] = first(&d.counter)?;
+        }
         a.n[k] = it.param.layout.numel() as i64;
         a.chunk0[k] = blocks as i32;
         blocks += (a.n[k] as u64).div_ceil(CHUNK) as i64;
@@ -203,7 +243,7 @@ fn launch_multi(h: &AdamStep, t: DType, batch: &[&AdamViews]) -> Result<()> {
     }
     a.chunk0[batch.len()] = blocks as i32;
     let amsgrad = batch[0].max_exp_avg_sq.is_some();
-    let s = AdamArgs::new(h, t, amsgrad);
+    let s = AdamArgs::new(h, t, amsgrad, batch[0].device_step.as_ref())?;
     let count = batch.len() as i32;
     // one vector access per PER (4) positions when every run starts aligned to it
     let align = 4 * t.size_in_bytes() as u64;

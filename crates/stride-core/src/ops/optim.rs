@@ -1,8 +1,8 @@
 //! Fused optimizer updates: [`Tensor::adam_step_`] and, for many parameters at once,
-//! [`fused_adam_`].
+//! [`fused_adam_`] (and [`fused_adam_skippable_`], a gradient scaler's step).
 
 use crate::autograd::record::needs_grad;
-use crate::backend::optim::{self, check_adam_operands, AdamStep, AdamViews};
+use crate::backend::optim::{self, check_adam_operands, AdamStep, AdamViews, DeviceStep};
 use crate::backend::View;
 use crate::{Error, Result, Tensor};
 
@@ -136,13 +136,87 @@ pub fn fused_adam_(
     max_exp_avg_sqs: Option<&[&Tensor]>,
     h: &AdamStep,
 ) -> Result<()> {
-    let op = "fused_adam_";
+    let lists = [params, grads, exp_avgs, exp_avg_sqs];
+    fused("fused_adam_", lists, max_exp_avg_sqs, h, None)
+}
+
+/// The device side of a step that may be skipped: see [`fused_adam_skippable_`].
+#[derive(Clone, Copy)]
+pub struct SkippableStep<'a> {
+    /// A 0-d f32 tensor on the parameters' device: nonzero skips the whole step (a gradient
+    /// scaler's `found_inf`).
+    pub found_inf: &'a Tensor,
+    /// One step counter per parameter: a contiguous `[2]` f64 tensor on the device, zeros
+    /// before the first step (see [`fused_adam_skippable_`] for the slots).
+    pub counters: &'a [&'a Tensor],
+}
+
+/// [`fused_adam_`] for a step that is skipped, on the device, when `skip.found_inf` is
+/// nonzero — a gradient scaler's step, which must not wait for the host to learn whether the
+/// gradients overflowed. The step counts live on the device too: parameter `k`'s count is read
+/// from `counters[k]` at slot `(h.step − 1) % 2` and the count after this step (one more, or
+/// the same when skipped) is written to the other slot, so `h.step` counts the steps
+/// *attempted* and the count the steps *taken*; the bias corrections use the count taken, as
+/// PyTorch's fused Adam with a `GradScaler` does. Skipped, nothing else is written.
+///
+/// The powers `β^n` of the bias corrections are taken by repeated squaring on every device
+/// (the CPU and CUDA give the same bits); [`fused_adam_`] uses the host's `powf`, like
+/// PyTorch's single-tensor Adam, so the two can differ in the last bit of an f64 scalar.
+///
+/// ```
+/// use stride_core::{fused_adam_skippable_, AdamStep, DType, Device, MemoryFormat, SkippableStep, Tensor};
+/// let p = Tensor::from_vec(vec![1.0f32, -2.0], [2])?;
+/// let g = Tensor::from_vec(vec![0.5f32, 0.25], [2])?;
+/// let (m, v) = (p.zeros_like(MemoryFormat::Preserve)?, p.zeros_like(MemoryFormat::Preserve)?);
+/// let counter = Tensor::zeros([2], DType::F64, &Device::Cpu)?;
+/// let mut h = AdamStep { lr: 0.1, beta1: 0.9, beta2: 0.999, eps: 1e-8, weight_decay: 0.0,
+///                        decoupled_weight_decay: false, maximize: false, step: 1 };
+/// let found = Tensor::scalar(1.0, DType::F32, &Device::Cpu)?;  // overflow: skipped
+/// fused_adam_skippable_(&[&p], &[&g], &[&m], &[&v], None, &h,
+///                       SkippableStep { found_inf: &found, counters: &[&counter] })?;
+/// assert_eq!(p.to_vec::<f32>()?, vec![1.0, -2.0]);
+/// assert_eq!(counter.to_vec::<f64>()?, vec![0.0, 0.0]);   // no step taken
+/// h.step = 2;
+/// found.fill_(0.0)?;
+/// fused_adam_skippable_(&[&p], &[&g], &[&m], &[&v], None, &h,
+///                       SkippableStep { found_inf: &found, counters: &[&counter] })?;
+/// assert_eq!(counter.to_vec::<f64>()?, vec![1.0, 0.0]);   // the first step taken
+/// assert!((p.to_vec::<f32>()?[0] - 0.9).abs() < 1e-5);
+/// # Ok::<(), stride_core::Error>(())
+/// ```
+pub fn fused_adam_skippable_(
+    params: &[&Tensor],
+    grads: &[&Tensor],
+    exp_avgs: &[&Tensor],
+    exp_avg_sqs: &[&Tensor],
+    max_exp_avg_sqs: Option<&[&Tensor]>,
+    h: &AdamStep,
+    skip: SkippableStep,
+) -> Result<()> {
+    let lists = [params, grads, exp_avgs, exp_avg_sqs];
+    fused(
+        "fused_adam_skippable_",
+        lists,
+        max_exp_avg_sqs,
+        h,
+        Some(skip),
+    )
+}
+
+fn fused(
+    op: &'static str,
+    [params, grads, exp_avgs, exp_avg_sqs]: [&[&Tensor]; 4],
+    max_exp_avg_sqs: Option<&[&Tensor]>,
+    h: &AdamStep,
+    skip: Option<SkippableStep>,
+) -> Result<()> {
     let n = params.len();
     let lens = [
         ("grads", grads.len()),
         ("exp_avgs", exp_avgs.len()),
         ("exp_avg_sqs", exp_avg_sqs.len()),
         ("max_exp_avg_sqs", max_exp_avg_sqs.map_or(n, |m| m.len())),
+        ("counters", skip.map_or(n, |s| s.counters.len())),
     ];
     for (what, len) in lens {
         if len != n {
@@ -154,7 +228,14 @@ pub fn fused_adam_(
             ));
         }
     }
+    if skip.is_some() && h.step == 0 {
+        return Err(Error::invalid(
+            op,
+            "step counts the steps attempted, from 1 for the first; got 0",
+        ));
+    }
     let mut items = Vec::with_capacity(n);
+    let mut empties = vec![];
     let mut written = vec![];
     // (storage, first element, one past the last) of every written tensor and every gradient,
     // with its parameter: one launch updates them all at once, so no parameter's written
@@ -175,7 +256,13 @@ pub fn fused_adam_(
                 b: params[k].device(),
             });
         }
+        if let Some(s) = &skip {
+            check_skippable(op, s, k, params[k])?;
+            writes.push(range(s.counters[k], k));
+            written.push(("counter", s.counters[k]));
+        }
         if params[k].numel() == 0 {
+            empties.push(k);
             continue;
         }
         writes.extend(w.iter().map(|(_, t)| range(t, k)));
@@ -186,13 +273,87 @@ pub fn fused_adam_(
             exp_avg: view(exp_avgs[k]),
             exp_avg_sq: view(exp_avg_sqs[k]),
             max_exp_avg_sq: vmax.map(view),
+            device_step: skip.map(|s| DeviceStep {
+                found_inf: view(s.found_inf),
+                counter: view(s.counters[k]),
+            }),
         });
         written.extend(w);
     }
+    if let Some(s) = &skip {
+        // the flag is read by every parameter's step: none may write it
+        let (fs, fb, fe, _) = range(s.found_inf, 0);
+        if let Some(w) = writes.iter().find(|w| w.0 == fs && w.1 < fe && fb < w.2) {
+            return Err(Error::invalid(
+                op,
+                format!(
+                    "found_inf shares memory with a tensor parameter {}'s step writes",
+                    w.3
+                ),
+            ));
+        }
+    }
     check_disjoint(op, writes, &reads)?;
+    if let Some(s) = &skip {
+        // an empty parameter has nothing to update, but its count moves as any other's
+        for &k in &empties {
+            advance_counter(s, k, h)?;
+        }
+    }
     optim::adam_multi(h, &items)?;
     for (_, t) in &written {
         t.storage().bump_version();
+    }
+    Ok(())
+}
+
+/// Parameter `k`'s count after this step, with tensor ops (an empty parameter's step).
+fn advance_counter(s: &SkippableStep, k: usize, h: &AdamStep) -> Result<()> {
+    let slot = DeviceStep::read_slot(h) as i64;
+    let c = s.counters[k];
+    let taken = s.found_inf.eq(0.0)?.to_dtype(crate::DType::F64)?;
+    c.select(0, 1 - slot)?
+        .copy_(&c.select(0, slot)?.add(&taken)?)?;
+    Ok(())
+}
+
+/// The flag and parameter `k`'s counter are what [`SkippableStep`] says.
+fn check_skippable(op: &'static str, s: &SkippableStep, k: usize, param: &Tensor) -> Result<()> {
+    let (f, c) = (s.found_inf, s.counters[k]);
+    if f.dtype() != crate::DType::F32 || f.dim() != 0 {
+        return Err(Error::invalid(
+            op,
+            format!(
+                "found_inf must be a 0-d f32 tensor, got {} of shape {:?}",
+                f.dtype(),
+                f.shape()
+            ),
+        ));
+    }
+    if c.dtype() != crate::DType::F64 || c.shape() != [2] || !c.is_contiguous() {
+        return Err(Error::invalid(
+            op,
+            format!(
+                "counter {k} must be a contiguous [2] f64 tensor, got {} of shape {:?}",
+                c.dtype(),
+                c.shape()
+            ),
+        ));
+    }
+    for t in [f, c] {
+        if t.device() != param.device() {
+            return Err(Error::DeviceMismatch {
+                op,
+                a: param.device(),
+                b: t.device(),
+            });
+        }
+    }
+    if needs_grad(&[f, c]) {
+        return Err(Error::invalid(
+            op,
+            "found_inf or a counter requires grad and grad mode is on; run optimizer updates under no_grad()",
+        ));
     }
     Ok(())
 }

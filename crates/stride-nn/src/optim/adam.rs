@@ -3,7 +3,10 @@
 use super::{get_f64, load_state_tensor, Algorithm, Optim};
 use crate::invalid;
 use std::collections::BTreeMap;
-use stride_core::{fused_adam_, AdamStep, DType, Device, MemoryFormat, Result, Tensor};
+use stride_core::{
+    fused_adam_, fused_adam_skippable_, AdamStep, DType, Device, MemoryFormat, Result,
+    SkippableStep, Tensor,
+};
 
 /// Hyperparameters of [`Adam`] (PyTorch's names and defaults). `decoupled_weight_decay`
 /// makes it AdamW ([`AdamConfig::adamw`] has AdamW's defaults).
@@ -75,6 +78,21 @@ pub struct AdamState {
     pub exp_avg: Tensor,
     pub exp_avg_sq: Tensor,
     pub max_exp_avg_sq: Option<Tensor>,
+    /// The steps *taken*, counted on the device, once a [`super::GradScaler`] has stepped
+    /// this parameter (then `step` counts the steps attempted): a `[2]` f64 tensor whose slot
+    /// `step % 2` holds the count (see [`stride_core::fused_adam_skippable_`]).
+    pub device_step: Option<Tensor>,
+}
+
+impl AdamState {
+    /// The steps taken: `step`, or the device count once a gradient scaler has stepped the
+    /// parameter (read back: a host wait).
+    pub fn steps_taken(&self) -> Result<u64> {
+        match &self.device_step {
+            None => Ok(self.step),
+            Some(c) => Ok(c.select(0, (self.step % 2) as i64)?.item::<f64>()? as u64),
+        }
+    }
 }
 
 impl Algorithm for AdamAlgorithm {
@@ -131,44 +149,15 @@ impl Algorithm for AdamAlgorithm {
         items: &[(usize, Tensor, Tensor)],
         states: &mut [Option<AdamState>],
     ) -> Result<()> {
-        for (i, param, _) in items {
-            advance(c, param, &mut states[*i])?;
-        }
-        // one fused step per (step count, device): normally the whole group at once
-        let mut batches: Vec<(u64, Device, Vec<usize>)> = vec![];
-        for (k, (i, param, _)) in items.iter().enumerate() {
-            let step = states[*i].as_ref().expect("advanced above").step;
-            match batches
-                .iter_mut()
-                .find(|(s, d, _)| *s == step && *d == param.device())
-            {
-                Some((_, _, ks)) => ks.push(k),
-                None => batches.push((step, param.device(), vec![k])),
-            }
-        }
-        for (step, _, ks) in batches {
-            let state = |k: &usize| states[items[*k].0].as_ref().expect("advanced above");
-            let params: Vec<&Tensor> = ks.iter().map(|k| &items[*k].1).collect();
-            let grads: Vec<&Tensor> = ks.iter().map(|k| &items[*k].2).collect();
-            let ms: Vec<&Tensor> = ks.iter().map(|k| &state(k).exp_avg).collect();
-            let vs: Vec<&Tensor> = ks.iter().map(|k| &state(k).exp_avg_sq).collect();
-            let vmax: Option<Vec<&Tensor>> = match c.amsgrad {
-                true => ks
-                    .iter()
-                    .map(|k| state(k).max_exp_avg_sq.as_ref())
-                    .collect(),
-                false => None,
-            };
-            fused_adam_(
-                &params,
-                &grads,
-                &ms,
-                &vs,
-                vmax.as_deref(),
-                &adam_step(c, step),
-            )?;
-        }
-        Ok(())
+        update_group(c, items, states, None)
+    }
+    fn update_all_unless(
+        c: &AdamConfig,
+        items: &[(usize, Tensor, Tensor)],
+        states: &mut [Option<AdamState>],
+        found_inf: &Tensor,
+    ) -> Result<()> {
+        update_group(c, items, states, Some(found_inf))
     }
     fn moments(s: &AdamState) -> Vec<(&'static str, Tensor)> {
         let mut v = vec![
@@ -184,7 +173,7 @@ impl Algorithm for AdamAlgorithm {
         let mut d = BTreeMap::new();
         d.insert(
             "step".into(),
-            Tensor::scalar(s.step as f64, DType::F32, &s.exp_avg.device())?,
+            Tensor::scalar(s.steps_taken()? as f64, DType::F32, &s.exp_avg.device())?,
         );
         d.insert("exp_avg".into(), s.exp_avg.clone_tensor()?);
         d.insert("exp_avg_sq".into(), s.exp_avg_sq.clone_tensor()?);
@@ -218,6 +207,7 @@ impl Algorithm for AdamAlgorithm {
             } else {
                 None
             },
+            device_step: None,
         })
     }
     fn config_to_dict(c: &AdamConfig) -> BTreeMap<String, f64> {
@@ -252,6 +242,92 @@ impl Algorithm for AdamAlgorithm {
     }
 }
 
+/// One step of a group's parameters that have gradients: one fused step per (step count,
+/// device), normally the whole group at once. With `found_inf` (a gradient scaler's step),
+/// or once a parameter's steps are counted on the device, the step is skippable on the
+/// device (`fused_adam_skippable_`).
+fn update_group(
+    c: &AdamConfig,
+    items: &[(usize, Tensor, Tensor)],
+    states: &mut [Option<AdamState>],
+    found_inf: Option<&Tensor>,
+) -> Result<()> {
+    for (i, param, _) in items {
+        advance(c, param, &mut states[*i])?;
+    }
+    let on_device = found_inf.is_some()
+        || items
+            .iter()
+            .any(|(i, _, _)| states[*i].as_ref().is_some_and(|s| s.device_step.is_some()));
+    if on_device {
+        for (i, param, _) in items {
+            let st = states[*i].as_mut().expect("advanced above");
+            if st.device_step.is_none() {
+                // every step so far was taken: the count before this one is step − 1, in the
+                // slot this step reads
+                let counter = Tensor::zeros([2], DType::F64, &param.device())?;
+                counter
+                    .select(0, ((st.step - 1) % 2) as i64)?
+                    .fill_((st.step - 1) as f64)?;
+                st.device_step = Some(counter);
+            }
+        }
+    }
+    let mut batches: Vec<(u64, Device, Vec<usize>)> = vec![];
+    for (k, (i, param, _)) in items.iter().enumerate() {
+        let step = states[*i].as_ref().expect("advanced above").step;
+        match batches
+            .iter_mut()
+            .find(|(s, d, _)| *s == step && *d == param.device())
+        {
+            Some((_, _, ks)) => ks.push(k),
+            None => batches.push((step, param.device(), vec![k])),
+        }
+    }
+    for (step, device, ks) in batches {
+        let state = |k: &usize| states[items[*k].0].as_ref().expect("advanced above");
+        let params: Vec<&Tensor> = ks.iter().map(|k| &items[*k].1).collect();
+        let grads: Vec<&Tensor> = ks.iter().map(|k| &items[*k].2).collect();
+        let ms: Vec<&Tensor> = ks.iter().map(|k| &state(k).exp_avg).collect();
+        let vs: Vec<&Tensor> = ks.iter().map(|k| &state(k).exp_avg_sq).collect();
+        let vmax: Option<Vec<&Tensor>> = match c.amsgrad {
+            true => ks
+                .iter()
+                .map(|k| state(k).max_exp_avg_sq.as_ref())
+                .collect(),
+            false => None,
+        };
+        let h = adam_step(c, step);
+        if !on_device {
+            fused_adam_(&params, &grads, &ms, &vs, vmax.as_deref(), &h)?;
+            continue;
+        }
+        let counters: Vec<&Tensor> = ks
+            .iter()
+            .map(|k| state(k).device_step.as_ref().expect("created above"))
+            .collect();
+        // a plain step() of a parameter counted on the device: a flag that skips nothing
+        let no_skip;
+        let found_inf = match found_inf {
+            Some(f) if f.device() == device => f,
+            Some(f) => {
+                no_skip = f.to_device(&device)?;
+                &no_skip
+            }
+            None => {
+                no_skip = Tensor::scalar(0.0, DType::F32, &device)?;
+                &no_skip
+            }
+        };
+        let skip = SkippableStep {
+            found_inf,
+            counters: &counters,
+        };
+        fused_adam_skippable_(&params, &grads, &ms, &vs, vmax.as_deref(), &h, skip)?;
+    }
+    Ok(())
+}
+
 /// Creates `param`'s state on its first step and counts the step; the state.
 fn advance<'a>(
     c: &AdamConfig,
@@ -268,6 +344,7 @@ fn advance<'a>(
             } else {
                 None
             },
+            device_step: None,
         });
     }
     let st = state.as_mut().expect("initialised above");

@@ -1,5 +1,5 @@
-//! Optimizers ([`Sgd`], [`Adam`]/AdamW), LR schedulers, gradient clipping and the
-//! update-health check.
+//! Optimizers ([`Sgd`], [`Adam`]/AdamW), LR schedulers, gradient clipping, the gradient
+//! scaler of f16 training ([`GradScaler`]) and the update-health check.
 //!
 //! The update math is PyTorch's single-tensor (`foreach=False`) implementation, operation for
 //! operation, so f64 trajectories match PyTorch's. Optimizer state (momentum buffers, Adam
@@ -35,12 +35,14 @@
 
 mod adam;
 mod clip;
+mod grad_scaler;
 mod health;
 mod scheduler;
 mod sgd;
 
 pub use adam::{Adam, AdamAlgorithm, AdamConfig, AdamState, AdamW};
 pub use clip::{clip_grad_norm_, clip_grad_value_};
+pub use grad_scaler::{GradScaler, GradScalerConfig};
 pub use health::{HealthIssue, HealthReport, IssueKind};
 pub use scheduler::{
     Anneal, CosineWithWarmup, ExponentialLr, LinearLr, LrScheduler, OneCycleLr, StepLr,
@@ -93,6 +95,11 @@ pub struct OptimizerStateDict {
 pub trait Optimizer {
     /// One update of every parameter that has a gradient.
     fn step(&mut self) -> Result<()>;
+    /// [`Optimizer::step`] unless `found_inf` (a 0-d f32 tensor on the parameters' device) is
+    /// nonzero: what a [`GradScaler`] steps with. Adam and AdamW decide on the device (no host
+    /// wait; their step counts move on the device too); other algorithms read `found_inf` once
+    /// (a host wait, as PyTorch's non-fused optimizers do under a `GradScaler`).
+    fn step_unless(&mut self, found_inf: &Tensor) -> Result<()>;
     /// Sets every gradient to `None` (PyTorch ≥ 2.0's default).
     fn zero_grad(&mut self) -> Result<()> {
         self.zero_grad_with(true)
@@ -151,6 +158,20 @@ pub trait Algorithm {
     ) -> Result<()> {
         for (i, param, grad) in items {
             Self::update(c, param, grad, &mut states[*i])?;
+        }
+        Ok(())
+    }
+    /// [`Algorithm::update_all`] unless `found_inf` (0-d f32) is nonzero. The default reads
+    /// the flag (a host wait); an algorithm that can skip on the device overrides it.
+    fn update_all_unless(
+        c: &Self::Config,
+        items: &[(usize, Tensor, Tensor)],
+        states: &mut [Option<Self::State>],
+        found_inf: &Tensor,
+    ) -> Result<()> {
+        let found = found_inf.to_dtype(stride_core::DType::F64)?.item::<f64>()?;
+        if found == 0.0 {
+            Self::update_all(c, items, states)?;
         }
         Ok(())
     }
@@ -265,10 +286,16 @@ impl<A: Algorithm> Optim<A> {
     }
 }
 
-impl<A: Algorithm> Optimizer for Optim<A> {
-    fn step(&mut self) -> Result<()> {
+impl<A: Algorithm> Optim<A> {
+    /// `step()` (`found_inf` None) or `step_unless(found_inf)`.
+    fn step_with(&mut self, found_inf: Option<&Tensor>) -> Result<()> {
         let _ng = no_grad();
         let checking = self.health.enabled;
+        // the health check reads values anyway; it needs to know whether a step is due
+        let skipped = match (checking, found_inf) {
+            (true, Some(f)) => f.to_dtype(stride_core::DType::F64)?.item::<f64>()? != 0.0,
+            _ => false,
+        };
         let mut snapshots = vec![];
         for (g, group) in self.groups.iter().enumerate() {
             let mut items = vec![];
@@ -276,8 +303,9 @@ impl<A: Algorithm> Optimizer for Optim<A> {
                 let t = p.tensor();
                 let Some(grad) = t.grad() else { continue };
                 if checking {
-                    // with lr = 0 no update is due, so an unchanged parameter is no finding
-                    let expect_change = A::lr(&group.config) != 0.0;
+                    // with lr = 0 (or a skipped step) no update is due, so an unchanged
+                    // parameter is no finding
+                    let expect_change = A::lr(&group.config) != 0.0 && !skipped;
                     snapshots.push(health::Snapshot::take(
                         name,
                         &t,
@@ -294,7 +322,10 @@ impl<A: Algorithm> Optimizer for Optim<A> {
                 };
                 items.push((i, target, grad));
             }
-            A::update_all(&group.config, &items, &mut self.state[g])?;
+            match found_inf {
+                None => A::update_all(&group.config, &items, &mut self.state[g])?,
+                Some(f) => A::update_all_unless(&group.config, &items, &mut self.state[g], f)?,
+            }
         }
         if checking {
             let mut report = HealthReport::default();
@@ -309,6 +340,15 @@ impl<A: Algorithm> Optimizer for Optim<A> {
             self.health.last = Some(report);
         }
         Ok(())
+    }
+}
+
+impl<A: Algorithm> Optimizer for Optim<A> {
+    fn step(&mut self) -> Result<()> {
+        self.step_with(None)
+    }
+    fn step_unless(&mut self, found_inf: &Tensor) -> Result<()> {
+        self.step_with(Some(found_inf))
     }
     fn zero_grad_with(&mut self, set_to_none: bool) -> Result<()> {
         for group in &self.groups {
