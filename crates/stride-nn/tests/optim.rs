@@ -1025,3 +1025,104 @@ fn add_param_group_refuses_duplicates() {
     let i = Parameter::frozen(Tensor::zeros([2], DType::I64, &Device::Cpu).unwrap());
     assert!(Sgd::new(vec![("i".into(), i)], SgdConfig::default()).is_err());
 }
+
+/// f32 master weights: a bf16 parameter's f32 copy follows exactly the trajectory of an f32
+/// parameter given the same (bf16-valued) gradients, and the parameter is that copy rounded.
+#[test]
+fn master_weights_step_an_f32_copy_of_half_parameters() {
+    let dev = Device::Cpu;
+    let g = stride_core::Generator::new(5);
+    let init = Tensor::randn([4, 6], DType::F32, &dev, Some(&g))
+        .unwrap()
+        .to_dtype(DType::BF16)
+        .unwrap();
+    let transposed = |t: Tensor| t.t().unwrap().contiguous().unwrap().t().unwrap();
+    let half = Parameter::new(transposed(init.clone_tensor().unwrap())).unwrap();
+    let full = Parameter::new(init.to_dtype(DType::F32).unwrap()).unwrap();
+    let steps = |lr: f64| -> Vec<Box<dyn Optimizer>> {
+        let adam = |p: &Parameter, master: bool| {
+            let mut o = Adam::new(
+                vec![("w".into(), p.clone())],
+                AdamConfig {
+                    lr,
+                    ..AdamConfig::adamw()
+                },
+            )
+            .unwrap();
+            o.set_master_weights(master).unwrap();
+            Box::new(o) as Box<dyn Optimizer>
+        };
+        vec![adam(&half, true), adam(&full, false)]
+    };
+    let mut opts = steps(1e-4); // updates far below bf16's precision near these weights
+    opts[0].set_health_check(true);
+    for k in 0..5 {
+        let grad = Tensor::randn(
+            [4, 6],
+            DType::F32,
+            &dev,
+            Some(&stride_core::Generator::new(50 + k)),
+        )
+        .unwrap()
+        .to_dtype(DType::BF16)
+        .unwrap();
+        half.tensor().set_grad(Some(grad.clone())).unwrap();
+        full.tensor()
+            .set_grad(Some(grad.to_dtype(DType::F32).unwrap()))
+            .unwrap();
+        for o in opts.iter_mut() {
+            o.step().unwrap();
+        }
+        // the copy moved though the bf16 parameter may not have: no false "unchanged"
+        assert!(
+            opts[0].health().unwrap().is_healthy(),
+            "{:?}",
+            opts[0].health()
+        );
+    }
+    let f = full.tensor().to_vec::<f32>().unwrap();
+    let sd = opts[0].state_dict().unwrap();
+    let master = &sd.state[&0]["master_param"];
+    assert_eq!(master.dtype(), DType::F32);
+    assert_eq!(sd.state[&0]["exp_avg"].dtype(), DType::F32);
+    assert_eq!(
+        master.to_vec::<f32>().unwrap(),
+        f,
+        "the master's trajectory"
+    );
+    let rounded = full
+        .tensor()
+        .to_dtype(DType::BF16)
+        .unwrap()
+        .to_dtype(DType::F32)
+        .unwrap();
+    let h = half.tensor().to_dtype(DType::F32).unwrap();
+    assert_eq!(h.to_vec::<f32>().unwrap(), rounded.to_vec::<f32>().unwrap());
+    // the state dict carries the copies: a fresh optimizer loads them and continues alike
+    let resumed_param = Parameter::new(half.tensor().clone_tensor().unwrap()).unwrap();
+    let mut resumed = Adam::new(
+        vec![("w".into(), resumed_param.clone())],
+        AdamConfig {
+            lr: 1e-4,
+            ..AdamConfig::adamw()
+        },
+    )
+    .unwrap();
+    resumed.set_master_weights(true).unwrap();
+    resumed.load_state_dict(&sd).unwrap();
+    let grad = Tensor::ones([4, 6], DType::BF16, &dev).unwrap();
+    half.tensor().set_grad(Some(grad.clone())).unwrap();
+    resumed_param.tensor().set_grad(Some(grad)).unwrap();
+    opts[0].step().unwrap();
+    resumed.step().unwrap();
+    assert_eq!(
+        resumed.master_of("w").unwrap().to_vec::<f32>().unwrap(),
+        opts[0].state_dict().unwrap().state[&0]["master_param"]
+            .to_vec::<f32>()
+            .unwrap()
+    );
+    assert!(
+        resumed.set_master_weights(false).is_err(),
+        "switched after stepping"
+    );
+}

@@ -153,8 +153,8 @@ impl GradScaler {
     /// device whether any of them holds an inf or NaN. At most once per optimizer between
     /// [`GradScaler::update`]s, before [`GradScaler::step`] (which calls it if you did not):
     /// call it yourself to clip the true gradients before stepping. f16 gradients are
-    /// refused, as in PyTorch: keep the parameters in f32 (autocast computes in f16) or use
-    /// an optimizer with f32 master weights.
+    /// refused, as in PyTorch (unscaling in f16 underflows): keep the parameters in f32 and
+    /// compute in f16 under autocast.
     pub fn unscale_<O: Optimizer + ?Sized>(&mut self, opt: &O) -> Result<()> {
         if !self.config.enabled {
             return Ok(());

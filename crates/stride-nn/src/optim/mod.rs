@@ -54,7 +54,7 @@ use crate::module::{Parameter, StateDict};
 use health::HealthState;
 use std::collections::{BTreeMap, HashSet};
 use stride_core::autograd::no_grad;
-use stride_core::{Result, Tensor};
+use stride_core::{DType, Result, Tensor};
 
 /// A named parameter as optimizers take them (`module.named_parameters()`).
 pub type NamedParameter = (String, Parameter);
@@ -193,6 +193,13 @@ pub struct Optim<A: Algorithm> {
     state: Vec<Vec<Option<A::State>>>,
     health: HealthState,
     dropped: HashSet<String>,
+    /// With master weights on, the f32 copy of each f16/bf16 parameter (after its first step).
+    masters: Option<Vec<Vec<Option<Tensor>>>>,
+}
+
+/// Whether a parameter of this dtype gets an f32 master copy.
+fn wants_master(dtype: DType) -> bool {
+    matches!(dtype, DType::F16 | DType::BF16)
 }
 
 impl<A: Algorithm> Optim<A> {
@@ -232,7 +239,71 @@ impl<A: Algorithm> Optim<A> {
             state,
             health: HealthState::default(),
             dropped: HashSet::new(),
+            masters: None,
         })
+    }
+    /// f32 master weights for f16/bf16 parameters (mixed-precision training with half
+    /// parameters): the optimizer keeps an f32 copy of each, steps the copy with the gradient
+    /// in f32 (its state — momenta, moments — is f32 too) and writes the copy, rounded, into
+    /// the parameter after each step, so updates smaller than the parameter's precision
+    /// accumulate instead of being lost. f32/f64 parameters are stepped as they are. The
+    /// copies are saved in the state dict (`"master_param"`). Set before the first step.
+    ///
+    /// ```
+    /// use stride_nn::{optim::{Optimizer, Sgd, SgdConfig}, Parameter};
+    /// use stride_core::{DType, Device, Tensor};
+    /// let p = Parameter::new(Tensor::ones([1], DType::BF16, &Device::Cpu)?)?;
+    /// let mut opt = Sgd::new(vec![("w".into(), p.clone())], SgdConfig { lr: 1e-3, ..Default::default() })?;
+    /// opt.set_master_weights(true)?;
+    /// for _ in 0..4 {
+    ///     p.tensor().set_grad(Some(Tensor::ones([1], DType::BF16, &Device::Cpu)?))?;
+    ///     opt.step()?;          // 1 − 0.001 rounds back to 1 in bf16; the master keeps it
+    /// }
+    /// let w = p.tensor().to_dtype(DType::F32)?.item::<f32>()?;
+    /// assert_eq!(w, 0.99609375);  // 1 − 0.004, rounded to bf16 once
+    /// # Ok::<(), stride_core::Error>(())
+    /// ```
+    pub fn set_master_weights(&mut self, on: bool) -> Result<()> {
+        if self.state.iter().flatten().any(|s| s.is_some()) {
+            return Err(invalid(
+                "set_master_weights",
+                "the optimizer has already stepped; choose master weights before the first step (or load a state dict after choosing)",
+            ));
+        }
+        self.masters = on.then(|| {
+            self.groups
+                .iter()
+                .map(|g| g.params.iter().map(|_| None).collect())
+                .collect()
+        });
+        Ok(())
+    }
+    /// The f32 master copy of the parameter named `name`, when master weights are on and it
+    /// has stepped.
+    pub fn master_of(&self, name: &str) -> Option<&Tensor> {
+        let masters = self.masters.as_ref()?;
+        for (g, group) in self.groups.iter().enumerate() {
+            for (i, (n, _)) in group.params.iter().enumerate() {
+                if n == name {
+                    return masters[g][i].as_ref();
+                }
+            }
+        }
+        None
+    }
+    /// The tensor the algorithm steps for parameter `(g, i)` holding `t`: its master copy
+    /// (made now on its first step) or `t` itself.
+    fn stepped_tensor(&mut self, g: usize, i: usize, t: &Tensor) -> Result<Option<Tensor>> {
+        let Some(masters) = self.masters.as_mut() else {
+            return Ok(None);
+        };
+        if !wants_master(t.dtype()) {
+            return Ok(None);
+        }
+        if masters[g][i].is_none() {
+            masters[g][i] = Some(t.detach().to_dtype(DType::F32)?);
+        }
+        Ok(masters[g][i].clone())
     }
     /// Adds a group (PyTorch's `add_param_group`).
     pub fn add_param_group(&mut self, group: ParamGroup<A::Config>) -> Result<()> {
@@ -250,6 +321,9 @@ impl<A: Algorithm> Optim<A> {
             }
         }
         self.state.push(group.params.iter().map(|_| None).collect());
+        if let Some(m) = self.masters.as_mut() {
+            m.push(group.params.iter().map(|_| None).collect());
+        }
         self.groups.push(group);
         Ok(())
     }
@@ -297,40 +371,63 @@ impl<A: Algorithm> Optim<A> {
             _ => false,
         };
         let mut snapshots = vec![];
-        for (g, group) in self.groups.iter().enumerate() {
+        for g in 0..self.groups.len() {
             let mut items = vec![];
-            for (i, (name, p)) in group.params.iter().enumerate() {
-                let t = p.tensor();
-                let Some(grad) = t.grad() else { continue };
+            let mut mastered = vec![];
+            for i in 0..self.groups[g].params.len() {
+                let (name, p) = &self.groups[g].params[i];
+                let (name, t) = (name.clone(), p.tensor());
+                let Some(mut grad) = t.grad() else { continue };
+                // with master weights the algorithm steps the f32 copy with an f32 gradient
+                let stepped = match self.stepped_tensor(g, i, &t)? {
+                    Some(m) => {
+                        grad = grad.to_dtype(DType::F32)?;
+                        mastered.push((t.detach(), m.clone()));
+                        m
+                    }
+                    None => t.detach(),
+                };
+                let group = &self.groups[g];
                 if checking {
                     // with lr = 0 (or a skipped step) no update is due, so an unchanged
                     // parameter is no finding
                     let expect_change = A::lr(&group.config) != 0.0 && !skipped;
                     snapshots.push(health::Snapshot::take(
-                        name,
-                        &t,
+                        &name,
+                        &stepped,
                         &grad,
                         g,
                         i,
                         expect_change,
                     )?);
                 }
-                let target = if self.dropped.contains(name) {
-                    t.detach().clone_tensor()?
+                let target = if self.dropped.contains(&name) {
+                    stepped.clone_tensor()?
                 } else {
-                    t.detach()
+                    stepped
                 };
                 items.push((i, target, grad));
             }
+            let config = &self.groups[g].config;
             match found_inf {
-                None => A::update_all(&group.config, &items, &mut self.state[g])?,
-                Some(f) => A::update_all_unless(&group.config, &items, &mut self.state[g], f)?,
+                None => A::update_all(config, &items, &mut self.state[g])?,
+                Some(f) => A::update_all_unless(config, &items, &mut self.state[g], f)?,
+            }
+            for (param, master) in mastered {
+                param.copy_(&master)?;
             }
         }
         if checking {
             let mut report = HealthReport::default();
             for s in snapshots {
-                let t = self.groups[s.group].params[s.index].1.tensor();
+                let t = match self
+                    .masters
+                    .as_ref()
+                    .and_then(|m| m[s.group][s.index].clone())
+                {
+                    Some(m) => m,
+                    None => self.groups[s.group].params[s.index].1.tensor(),
+                };
                 let moments = self.state[s.group][s.index]
                     .as_ref()
                     .map(A::moments)
@@ -403,7 +500,11 @@ impl<A: Algorithm> Optimizer for Optim<A> {
             let mut ids = vec![];
             for i in 0..group.params.len() {
                 if let Some(s) = &self.state[g][i] {
-                    sd.state.insert(pos, A::state_to_dict(s)?);
+                    let mut d = A::state_to_dict(s)?;
+                    if let Some(m) = self.masters.as_ref().and_then(|m| m[g][i].as_ref()) {
+                        d.insert("master_param".into(), m.clone_tensor()?);
+                    }
+                    sd.state.insert(pos, d);
                 }
                 ids.push(pos);
                 pos += 1;
@@ -428,6 +529,7 @@ impl<A: Algorithm> Optimizer for Optim<A> {
         }
         let mut configs = vec![];
         let mut states: Vec<Vec<Option<A::State>>> = vec![];
+        let mut masters: Vec<Vec<Option<Tensor>>> = vec![];
         for (g, (group, (hp, ids))) in self.groups.iter().zip(&sd.param_groups).enumerate() {
             if ids.len() != group.params.len() {
                 return Err(invalid(
@@ -439,26 +541,46 @@ impl<A: Algorithm> Optimizer for Optim<A> {
             A::validate(&config)?;
             configs.push(config);
             let mut row = vec![];
+            let mut master_row = vec![];
             for (i, (name, p)) in group.params.iter().enumerate() {
                 let id = ids[i];
+                let at = |e: stride_core::Error| {
+                    invalid(
+                        op,
+                        format!("state of parameter {name} (position {id}): {e}"),
+                    )
+                };
+                let t = p.tensor();
+                // with master weights a half parameter's state (and copy) is f32
+                let master = match sd.state.get(&id) {
+                    Some(d) if self.masters.is_some() && wants_master(t.dtype()) => {
+                        let template = t.detach().to_dtype(DType::F32)?;
+                        Some(match d.contains_key("master_param") {
+                            true => load_state_tensor(d, "master_param", &template).map_err(at)?,
+                            false => template,
+                        })
+                    }
+                    _ => None,
+                };
                 row.push(match sd.state.get(&id) {
                     None => None,
-                    Some(d) => Some(A::state_from_dict(d, &p.tensor(), &configs[g]).map_err(
-                        |e| {
-                            invalid(
-                                op,
-                                format!("state of parameter {name} (position {id}): {e}"),
-                            )
-                        },
-                    )?),
+                    Some(d) => Some(
+                        A::state_from_dict(d, master.as_ref().unwrap_or(&t), &configs[g])
+                            .map_err(at)?,
+                    ),
                 });
+                master_row.push(master);
             }
             states.push(row);
+            masters.push(master_row);
         }
         for (group, c) in self.groups.iter_mut().zip(configs) {
             group.config = c;
         }
         self.state = states;
+        if self.masters.is_some() {
+            self.masters = Some(masters);
+        }
         Ok(())
     }
     fn set_health_check(&mut self, on: bool) {
