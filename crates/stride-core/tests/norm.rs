@@ -1,7 +1,8 @@
 //! `Tensor::rms_norm` and `Tensor::layer_norm` (the fused row kernels) against the same math
 //! in f64 from the rounded inputs, within error bounds: the output, and the gradients of the
 //! input, weight and bias. Row lengths on both sides of the CUDA kernels' warp, block, vector
-//! and register-cache sizes (16 elements a thread forward, 8 backward, 1,024 threads: rows
+//! and register-cache sizes (the forward's warp per row up to 256 vectors: 2,048 bf16/f16,
+//! 1,024 f32, 512 f64 elements; 16 elements a thread forward, 8 backward, 1,024 threads: rows
 //! longer than 16,384 / 8,192 take the uncached paths; 16-byte vectors where rows are dense and
 //! aligned), row counts on both sides of their grids (grid-stride rows, several rows per
 //! block's partial gradient) and of the CPU's gradient blocks (16 rows); transposed inputs and
@@ -198,8 +199,8 @@ fn case(dev: &Device, kind: Kind, dtype: DType, rows: usize, cols: usize, layout
 /// Every case on `dev`; `big` adds the row counts that cross the CUDA grid.
 fn sweep(dev: &Device, big: bool) {
     let lengths = [
-        1usize, 2, 8, 31, 32, 33, 127, 128, 129, 255, 256, 257, 1023, 1024, 1025, 8191, 8192, 8193,
-        9000, 16383, 16384, 16385,
+        1usize, 2, 8, 31, 32, 33, 127, 128, 129, 255, 256, 257, 512, 520, 1020, 1023, 1024, 1025,
+        1028, 2040, 2048, 2056, 8191, 8192, 8193, 9000, 16383, 16384, 16385,
     ];
     for kind in [Kind::Rms, Kind::Layer] {
         for &cols in &lengths {
@@ -210,8 +211,9 @@ fn sweep(dev: &Device, big: bool) {
                 (130, Layout::Dense),
             ] {
                 for dtype in [DType::F32, DType::BF16, DType::F16, DType::F64] {
-                    // f64 and f16 on the short rows only: the schedule does not depend on them
-                    if cols > 257 && matches!(dtype, DType::F64 | DType::F16) {
+                    // f64 and f16 on the short rows only (up to f64's warp-per-row cap of
+                    // 512): the schedule does not depend on them otherwise
+                    if cols > 520 && matches!(dtype, DType::F64 | DType::F16) {
                         continue;
                     }
                     if cols > 9000 && rows > 17 {
@@ -227,6 +229,18 @@ fn sweep(dev: &Device, big: bool) {
                 let rows = 132 * (2048 / block) + 37;
                 if rows * cols <= 1 << 22 {
                     case(dev, kind, DType::F32, rows, cols, Layout::Dense);
+                }
+                // more rows than the warp-per-row forward's grid (132 SMs · 64 blocks of 8
+                // rows): its warps stride over the rest
+                if cols == 8 {
+                    case(
+                        dev,
+                        kind,
+                        DType::F32,
+                        132 * 64 * 8 + 37,
+                        cols,
+                        Layout::Dense,
+                    );
                 }
             }
         }

@@ -18,6 +18,12 @@ const CK_FWD: usize = 16;
 const CK_BWD: usize = 8;
 /// Threads a block may have (`__launch_bounds__` in norm.cu).
 const MAX_BLOCK: usize = 1024;
+/// The warp-per-row forward (`k_norm_warp`): 16-byte vectors a lane holds (`WARP_VECS`), and
+/// threads a block (its `__launch_bounds__`).
+const WARP_VECS: usize = 8;
+const WARP_BLOCK: usize = 256;
+/// Threads one SM runs at once.
+const THREADS_PER_SM: usize = 2048;
 
 /// The normalisation module of float dtype `t` (`norm_<t>`).
 pub(crate) fn norm_module(t: DType) -> String {
@@ -78,13 +84,23 @@ pub(crate) fn norm(n: Norm, i: &[View], o: &[View]) -> Result<()> {
         arg(&m.1),
         arg(&m.3),
     ];
-    let kernel = match vectorised(cols, &[x, y, w, b], t) {
-        true => "norm_vec",
-        false => "norm",
+    let vector = vectorised(cols, &[x, y, w, b], t);
+    let per_warp = WARP_VECS * 16 / t.size_in_bytes();
+    let (kernel, block, grid) = match vector {
+        // a warp per row: blocks of WARP_BLOCK / 32 rows, one row per warp up to a cap
+        true if cols <= per_warp => {
+            let rows_per_block = WARP_BLOCK / 32;
+            let most = dev.sm_count as usize * (THREADS_PER_SM / WARP_BLOCK) * 8;
+            let grid = rows.div_ceil(rows_per_block).min(most) as u32;
+            ("norm_warp", WARP_BLOCK, grid)
+        }
+        _ => {
+            let block = block_for(cols, CK_FWD);
+            let grid = grid_for(dev.sm_count, rows, block);
+            (if vector { "norm_vec" } else { "norm" }, block, grid)
+        }
     };
     let f = dev.function(&format!("norm_{}", tag(t)), kernel, || norm_module(t))?;
-    let block = block_for(cols, CK_FWD);
-    let grid = grid_for(dev.sm_count, rows, block);
     let op = crate::backend::norm::name(n.kind);
     unsafe {
         launch_cfg(

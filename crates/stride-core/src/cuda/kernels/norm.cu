@@ -127,6 +127,77 @@ __device__ __forceinline__ void norm_fwd(const i64 R, const i64 N, const int lay
     }
 }
 
+// Forward with one warp per row, for dense 16-byte-aligned rows of at most WARP_VECS * 32
+// vectors (the host checks): a lane holds its vectors of the row raw (16 bytes each, not
+// widened: half the registers of f32 values), so many rows are in flight per SM, and the sums
+// are warp butterflies (a fixed tree, no block barriers). The statistics and the output are
+// computed as norm_fwd computes them.
+#define WARP_VECS 8
+template <int WV>
+__device__ __forceinline__ void norm_fwd_warp(const i64 R, const i64 N, const int layer,
+                                              const double eps, const T* x, const i64 xo,
+                                              const i64 xr, const T* w, const i64 wo,
+                                              const T* b, const i64 bo, T* y, const i64 yo,
+                                              const i64 yr, C* rstd, const i64 so,
+                                              const i64 ss, C* mean, const i64 mo,
+                                              const i64 ms) {
+    union V { uint4 u; T e[VEC]; };
+    const int lane = threadIdx.x & 31, per_block = blockDim.x >> 5;
+    const i64 nv = N / VEC, warps = (i64)gridDim.x * per_block;
+    const C cn = (C)N;
+    for (i64 r = (i64)blockIdx.x * per_block + (threadIdx.x >> 5); r < R; r += warps) {
+        const T* xrow = x + xo + r * xr;
+        V raw[WV];
+#pragma unroll
+        for (int j = 0; j < WV; ++j) {
+            const i64 q = lane + (i64)j * 32;
+            if (q < nv) raw[j].u = *(const uint4*)(xrow + q * VEC);
+        }
+        C mu = 0;
+        if (layer) {
+            C s = 0;
+#pragma unroll
+            for (int j = 0; j < WV; ++j)
+                if (lane + (i64)j * 32 < nv) {
+#pragma unroll
+                    for (int e = 0; e < VEC; ++e) s += L(raw[j].e[e]);
+                }
+            mu = warp_sum(s) / cn;
+        }
+        C s2 = 0;
+#pragma unroll
+        for (int j = 0; j < WV; ++j)
+            if (lane + (i64)j * 32 < nv) {
+#pragma unroll
+                for (int e = 0; e < VEC; ++e) {
+                    const C d = L(raw[j].e[e]) - mu;
+                    s2 += d * d;
+                }
+            }
+        const C var = warp_sum(s2) / cn;
+        const C rs = (C)1 / m_sqrt(var + (C)eps);
+        T* yrow = y + yo + r * yr;
+#pragma unroll
+        for (int j = 0; j < WV; ++j) {
+            const i64 q = lane + (i64)j * 32;
+            if (q < nv) {
+                V wv, bv, o;
+                if (w) wv.u = *(const uint4*)(w + wo + q * VEC);
+                if (b) bv.u = *(const uint4*)(b + bo + q * VEC);
+#pragma unroll
+                for (int e = 0; e < VEC; ++e)
+                    o.e[e] = S(norm_affine(L(raw[j].e[e]), mu, rs, w, w ? L(wv.e[e]) : (C)0, b,
+                                           b ? L(bv.e[e]) : (C)0));
+                *(uint4*)(yrow + q * VEC) = o.u;
+            }
+        }
+        if (lane == 0) {
+            rstd[so + r * ss] = rs;
+            if (mean) mean[mo + r * ms] = mu;
+        }
+    }
+}
+
 // dx of each row; with `part` (the affine gradients wanted), block k also writes
 // part[k][0][c] = sum over its rows of dy * xhat and part[k][1][c] = sum of dy, which the host
 // folds over k in order. gridDim.x <= R: every block has a row.
@@ -269,6 +340,10 @@ extern "C" __global__ void __launch_bounds__(1024) k_norm(NORM_FWD_PARAMS) {
 }
 extern "C" __global__ void __launch_bounds__(1024) k_norm_vec(NORM_FWD_PARAMS) {
     norm_fwd<VEC>(NORM_FWD_ARGS);
+}
+extern "C" __global__ void __launch_bounds__(256) k_norm_warp(NORM_FWD_PARAMS) {
+    norm_fwd_warp<WARP_VECS>(R, N, layer, eps, x, xo, xr, w, wo, b, bo, y, yo, yr, rstd, so, ss,
+                             mean, mo, ms);
 }
 extern "C" __global__ void __launch_bounds__(1024) k_norm_bwd(NORM_BWD_PARAMS) {
     norm_bwd<1>(NORM_BWD_ARGS);

@@ -7,10 +7,16 @@
 // Elements of one 16-byte vector
 #define VEC (16 / (int)sizeof(T))
 
-// The sum of v over the block, in every thread (all threads of the block call it).
-__device__ __forceinline__ C block_sum(C v, C* sh) {
+// The sum of v over the warp, in every lane (a butterfly: every lane adds the same pairs).
+__device__ __forceinline__ C warp_sum(C v) {
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+// The sum of v over the block, in every thread (all threads of the block call it).
+__device__ __forceinline__ C block_sum(C v, C* sh) {
+    v = warp_sum(v);
     __syncthreads();  // the previous call's readers are done with sh
     if ((threadIdx.x & 31) == 0) sh[threadIdx.x >> 5] = v;
     __syncthreads();
