@@ -85,7 +85,7 @@ pub(crate) fn norm(n: Norm, i: &[View], o: &[View]) -> Result<()> {
         arg(&m.3),
     ];
     let vector = vectorised(cols, &[x, y, w, b], t);
-    let per_warp = WARP_VECS * 16 / t.size_in_bytes();
+    let per_warp = WARP_VECS * 32 * (16 / t.size_in_bytes());
     let (kernel, block, grid) = match vector {
         // a warp per row: blocks of WARP_BLOCK / 32 rows, one row per warp up to a cap
         true if cols <= per_warp => {
