@@ -26,15 +26,35 @@ impl CudaBuffer {
             ptr,
             size,
         };
-        if zero && bytes > 0 {
+        // a block that will be overwritten is filled with 0xFF bytes (NaN in every float
+        // dtype, -1 in the integers) under STRIDE_POISON_UNINIT=1: a kernel that leaves part
+        // of its output unwritten then shows in every comparison instead of reading back
+        // zeros or a freed tensor's values
+        let fill = match (zero, poison_uninit()) {
+            (true, _) => Some(0u8),
+            (false, true) => Some(0xFF),
+            (false, false) => None,
+        };
+        if let (Some(byte), true) = (fill, bytes > 0) {
             dev.bind()?;
             unsafe {
-                cudarc::driver::result::memset_d8_async(ptr, 0, bytes, dev.stream.cu_stream())
+                cudarc::driver::result::memset_d8_async(ptr, byte, bytes, dev.stream.cu_stream())
             }
-            .map_err(|e| dev.err("zero-filling a new buffer", e))?;
+            .map_err(|e| dev.err("filling a new buffer", e))?;
         }
         Ok(buf)
     }
+}
+
+/// Whether `STRIDE_POISON_UNINIT` (`1`, `true`, `yes`) asks for poisoned uninitialised
+/// blocks (read once per process).
+fn poison_uninit() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| {
+        std::env::var("STRIDE_POISON_UNINIT")
+            .map(|v| matches!(v.trim().to_ascii_lowercase().as_str(), "1" | "true" | "yes"))
+            .unwrap_or(false)
+    })
 }
 
 impl Drop for CudaBuffer {
@@ -71,4 +91,29 @@ pub(crate) fn dense_copy(v: &View) -> Result<(Storage, Layout)> {
     };
     crate::backend::copy_cast(*v, dst)?;
     Ok((s, l))
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::{DType, Tensor};
+
+    /// Under STRIDE_POISON_UNINIT=1 a block allocated for overwriting reads back as 0xFF
+    /// bytes (NaN), so an output a kernel leaves partly unwritten fails every comparison.
+    #[test]
+    fn uninitialised_blocks_are_poisoned_when_asked() {
+        if !super::poison_uninit() {
+            eprintln!("uninitialised_blocks_are_poisoned_when_asked: skipped (STRIDE_POISON_UNINIT is not set)");
+            return;
+        }
+        let Some(dev) =
+            crate::cuda::require_or_skip("uninitialised_blocks_are_poisoned_when_asked")
+        else {
+            return;
+        };
+        let t = Tensor::empty_for_overwrite([1000], DType::F32, &dev).unwrap();
+        let v = t.to_vec::<f32>().unwrap();
+        assert!(v.iter().all(|x| x.to_bits() == u32::MAX), "{:?}", &v[..4]);
+        let z = Tensor::zeros([1000], DType::F32, &dev).unwrap();
+        assert!(z.to_vec::<f32>().unwrap().iter().all(|x| *x == 0.0));
+    }
 }

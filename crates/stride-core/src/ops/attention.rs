@@ -138,8 +138,8 @@ impl Tensor {
         };
         let (o, lse) = {
             let _g = no_grad();
-            let o = Tensor::empty([b, hq, l, ev], dtype, &device)?;
-            let lse = Tensor::empty([b, hq, l], cd, &device)?;
+            let o = Tensor::empty_for_overwrite([b, hq, l, ev], dtype, &device)?;
+            let lse = Tensor::empty_for_overwrite([b, hq, l], cd, &device)?;
             if o.numel() > 0 || lse.numel() > 0 {
                 let inputs: Vec<View> = [Some(q), Some(k), Some(v), mask.as_ref()]
                     .into_iter()
@@ -275,9 +275,9 @@ impl Saved {
         let dtype = self.q.dtype();
         let device = self.q.device();
         let g = g.to_dtype(dtype)?;
-        let dq = Tensor::empty(self.q.shape(), dtype, &device)?;
-        let dk = Tensor::empty(self.k.shape(), dtype, &device)?;
-        let dv = Tensor::empty(self.v.shape(), dtype, &device)?;
+        let dq = Tensor::empty_for_overwrite(self.q.shape(), dtype, &device)?;
+        let dk = Tensor::empty_for_overwrite(self.k.shape(), dtype, &device)?;
+        let dv = Tensor::empty_for_overwrite(self.v.shape(), dtype, &device)?;
         if dq.numel() + dk.numel() + dv.numel() > 0 {
             let inputs: Vec<View> = [
                 Some(&g),

@@ -34,8 +34,8 @@ impl Tensor {
         let device = self.device();
         let (loss, lse) = {
             let _g = no_grad();
-            let loss = Tensor::empty([rows], c, &device)?;
-            let lse = Tensor::empty([rows], c, &device)?;
+            let loss = Tensor::empty_for_overwrite([rows], c, &device)?;
+            let lse = Tensor::empty_for_overwrite([rows], c, &device)?;
             cross_entropy::cross_entropy(
                 *o,
                 &[self.view_ref(), target.view_ref()],
@@ -129,7 +129,7 @@ impl Saved {
             return self.composed(&g);
         }
         let z = &self.logits;
-        let dz = Tensor::empty(z.shape(), z.dtype(), &z.device())?;
+        let dz = Tensor::empty_for_overwrite(z.shape(), z.dtype(), &z.device())?;
         cross_entropy::cross_entropy_backward(
             self.o,
             &[

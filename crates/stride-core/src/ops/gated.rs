@@ -55,7 +55,7 @@ impl Tensor {
         let y = {
             let _g = no_grad();
             let (g, u) = (operand(self)?, operand(up)?);
-            let y = Tensor::empty(shape.clone(), dtype, &self.device())?;
+            let y = Tensor::empty_for_overwrite(shape.clone(), dtype, &self.device())?;
             if y.numel() > 0 {
                 pointwise::pointwise(
                     Pointwise::Gated(act),
@@ -138,8 +138,8 @@ fn gated_backward(
     } else {
         let operand = |t: &Tensor| t.to_dtype(dtype)?.broadcast_to(shape.clone());
         let (g, u) = (operand(gate)?, operand(up)?);
-        let dg = Tensor::empty(shape.clone(), dtype, &dy.device())?;
-        let du = Tensor::empty(shape.clone(), dtype, &dy.device())?;
+        let dg = Tensor::empty_for_overwrite(shape.clone(), dtype, &dy.device())?;
+        let du = Tensor::empty_for_overwrite(shape.clone(), dtype, &dy.device())?;
         if dy.numel() > 0 {
             let inputs: Vec<View> = [dy, &g, &u].map(Tensor::view_ref).to_vec();
             pointwise::pointwise(

@@ -162,10 +162,14 @@ fn normalize(
     let (y, rstd, mean) = {
         let _g = no_grad();
         let device = x.device();
-        let y = Tensor::empty([rows, cols], dtype, &device)?;
-        let rstd = Tensor::empty([rows], stat_dtype(dtype), &device)?;
+        let y = Tensor::empty_for_overwrite([rows, cols], dtype, &device)?;
+        let rstd = Tensor::empty_for_overwrite([rows], stat_dtype(dtype), &device)?;
         let mean = match kind {
-            NormKind::Layer => Some(Tensor::empty([rows], stat_dtype(dtype), &device)?),
+            NormKind::Layer => Some(Tensor::empty_for_overwrite(
+                [rows],
+                stat_dtype(dtype),
+                &device,
+            )?),
             NormKind::Rms => None,
         };
         let inputs: Vec<View> = [Some(&x2), w.as_ref(), b.as_ref()]
@@ -225,13 +229,13 @@ impl Saved {
         }
         let (x, dtype, device) = (&self.x, self.x.dtype(), self.x.device());
         let cols = x.shape()[1];
-        let dx = Tensor::empty(x.shape(), dtype, &device)?;
+        let dx = Tensor::empty_for_overwrite(x.shape(), dtype, &device)?;
         let dw = match self.n.weight {
-            true => Some(Tensor::empty([cols], dtype, &device)?),
+            true => Some(Tensor::empty_for_overwrite([cols], dtype, &device)?),
             false => None,
         };
         let db = match self.n.bias {
-            true => Some(Tensor::empty([cols], dtype, &device)?),
+            true => Some(Tensor::empty_for_overwrite([cols], dtype, &device)?),
             false => None,
         };
         let g = g.to_dtype(dtype)?;

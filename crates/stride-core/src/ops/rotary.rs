@@ -135,7 +135,7 @@ fn rotate(
     let y = {
         let _g = no_grad();
         let x = x.detach();
-        let y = Tensor::empty(x.shape(), x.dtype(), &x.device())?;
+        let y = Tensor::empty_for_overwrite(x.shape(), x.dtype(), &x.device())?;
         if y.numel() > 0 {
             let (a, b) = pairs(&x, half, style)?;
             let (ya, yb) = pairs(&y, half, style)?;

@@ -98,8 +98,15 @@ pub trait Optimizer {
     /// [`Optimizer::step`] unless `found_inf` (a 0-d f32 tensor on the parameters' device) is
     /// nonzero: what a [`GradScaler`] steps with. Adam and AdamW decide on the device (no host
     /// wait; their step counts move on the device too); other algorithms read `found_inf` once
-    /// (a host wait, as PyTorch's non-fused optimizers do under a `GradScaler`).
-    fn step_unless(&mut self, found_inf: &Tensor) -> Result<()>;
+    /// (a host wait, as PyTorch's non-fused optimizers do under a `GradScaler`) — as this
+    /// default does for an optimizer of your own.
+    fn step_unless(&mut self, found_inf: &Tensor) -> Result<()> {
+        let found = found_inf.to_dtype(stride_core::DType::F64)?.item::<f64>()?;
+        match found == 0.0 {
+            true => self.step(),
+            false => Ok(()),
+        }
+    }
     /// Sets every gradient to `None` (PyTorch ≥ 2.0's default).
     fn zero_grad(&mut self) -> Result<()> {
         self.zero_grad_with(true)
