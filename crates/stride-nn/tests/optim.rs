@@ -1125,4 +1125,25 @@ fn master_weights_step_an_f32_copy_of_half_parameters() {
         resumed.set_master_weights(false).is_err(),
         "switched after stepping"
     );
+
+    // a parameter written outside the optimizer is read into its copy, never overwritten
+    {
+        let _ng = stride_core::autograd::no_grad();
+        resumed_param.tensor().fill_(3.0).unwrap();
+    }
+    resumed_param
+        .tensor()
+        .set_grad(Some(Tensor::zeros([4, 6], DType::BF16, &dev).unwrap()))
+        .unwrap();
+    resumed.config_mut(0).unwrap().weight_decay = 0.0;
+    resumed.step().unwrap();
+    let after = resumed_param.tensor().to_dtype(DType::F32).unwrap();
+    assert!(
+        after
+            .to_vec::<f32>()
+            .unwrap()
+            .iter()
+            .all(|x| (x - 3.0).abs() < 0.02),
+        "{after}"
+    );
 }

@@ -200,8 +200,9 @@ pub struct Optim<A: Algorithm> {
     state: Vec<Vec<Option<A::State>>>,
     health: HealthState,
     dropped: HashSet<String>,
-    /// With master weights on, the f32 copy of each f16/bf16 parameter (after its first step).
-    masters: Option<Vec<Vec<Option<Tensor>>>>,
+    /// With master weights on, the f32 copy of each f16/bf16 parameter (after its first step)
+    /// and the parameter's version when the copy was last written into it.
+    masters: Option<Vec<Vec<Option<(Tensor, u64)>>>>,
 }
 
 /// Whether a parameter of this dtype gets an f32 master copy.
@@ -254,7 +255,9 @@ impl<A: Algorithm> Optim<A> {
     /// in f32 (its state — momenta, moments — is f32 too) and writes the copy, rounded, into
     /// the parameter after each step, so updates smaller than the parameter's precision
     /// accumulate instead of being lost. f32/f64 parameters are stepped as they are. The
-    /// copies are saved in the state dict (`"master_param"`). Set before the first step.
+    /// copies are saved in the state dict (`"master_param"`). A parameter written outside the
+    /// optimizer (a loaded checkpoint) is read into its copy again at the next step, so
+    /// restore a model before its optimizer's state dict. Set before the first step.
     ///
     /// ```
     /// use stride_nn::{optim::{Optimizer, Sgd, SgdConfig}, Parameter};
@@ -292,7 +295,7 @@ impl<A: Algorithm> Optim<A> {
         for (g, group) in self.groups.iter().enumerate() {
             for (i, (n, _)) in group.params.iter().enumerate() {
                 if n == name {
-                    return masters[g][i].as_ref();
+                    return masters[g][i].as_ref().map(|(m, _)| m);
                 }
             }
         }
@@ -307,10 +310,13 @@ impl<A: Algorithm> Optim<A> {
         if !wants_master(t.dtype()) {
             return Ok(None);
         }
-        if masters[g][i].is_none() {
-            masters[g][i] = Some(t.detach().to_dtype(DType::F32)?);
+        // a parameter written outside the optimizer since (a loaded checkpoint, an edit) is
+        // read into its copy again: the copy must never overwrite it with stale values
+        let fresh = matches!(&masters[g][i], Some((_, v)) if *v == t.version());
+        if !fresh {
+            masters[g][i] = Some((t.detach().to_dtype(DType::F32)?, t.version()));
         }
-        Ok(masters[g][i].clone())
+        Ok(masters[g][i].as_ref().map(|(m, _)| m.clone()))
     }
     /// Adds a group (PyTorch's `add_param_group`).
     pub fn add_param_group(&mut self, group: ParamGroup<A::Config>) -> Result<()> {
@@ -389,7 +395,7 @@ impl<A: Algorithm> Optim<A> {
                 let stepped = match self.stepped_tensor(g, i, &t)? {
                     Some(m) => {
                         grad = grad.to_dtype(DType::F32)?;
-                        mastered.push((t.detach(), m.clone()));
+                        mastered.push((i, t.detach(), m.clone()));
                         m
                     }
                     None => t.detach(),
@@ -420,8 +426,11 @@ impl<A: Algorithm> Optim<A> {
                 None => A::update_all(config, &items, &mut self.state[g])?,
                 Some(f) => A::update_all_unless(config, &items, &mut self.state[g], f)?,
             }
-            for (param, master) in mastered {
+            for (i, param, master) in mastered {
                 param.copy_(&master)?;
+                if let Some(Some(entry)) = self.masters.as_mut().map(|m| &mut m[g][i]) {
+                    entry.1 = param.version();
+                }
             }
         }
         if checking {
@@ -430,7 +439,7 @@ impl<A: Algorithm> Optim<A> {
                 let t = match self
                     .masters
                     .as_ref()
-                    .and_then(|m| m[s.group][s.index].clone())
+                    .and_then(|m| m[s.group][s.index].as_ref().map(|(m, _)| m.clone()))
                 {
                     Some(m) => m,
                     None => self.groups[s.group].params[s.index].1.tensor(),
@@ -508,7 +517,7 @@ impl<A: Algorithm> Optimizer for Optim<A> {
             for i in 0..group.params.len() {
                 if let Some(s) = &self.state[g][i] {
                     let mut d = A::state_to_dict(s)?;
-                    if let Some(m) = self.masters.as_ref().and_then(|m| m[g][i].as_ref()) {
+                    if let Some((m, _)) = self.masters.as_ref().and_then(|m| m[g][i].as_ref()) {
                         d.insert("master_param".into(), m.clone_tensor()?);
                     }
                     sd.state.insert(pos, d);
@@ -536,7 +545,7 @@ impl<A: Algorithm> Optimizer for Optim<A> {
         }
         let mut configs = vec![];
         let mut states: Vec<Vec<Option<A::State>>> = vec![];
-        let mut masters: Vec<Vec<Option<Tensor>>> = vec![];
+        let mut masters: Vec<Vec<Option<(Tensor, u64)>>> = vec![];
         for (g, (group, (hp, ids))) in self.groups.iter().zip(&sd.param_groups).enumerate() {
             if ids.len() != group.params.len() {
                 return Err(invalid(
@@ -576,7 +585,7 @@ impl<A: Algorithm> Optimizer for Optim<A> {
                             .map_err(at)?,
                     ),
                 });
-                master_row.push(master);
+                master_row.push(master.map(|m| (m, t.version())));
             }
             states.push(row);
             masters.push(master_row);
