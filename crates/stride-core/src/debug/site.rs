@@ -207,7 +207,8 @@ impl CallSite {
     /// `Tensor::addcmul_, called at src/optim/adam.rs:154 (stride_nn::optim::adam::Adam::step)
     /// ← examples/frozen.rs:60 (frozen::main)`.
     pub fn describe(&self) -> String {
-        let frames = self.user_frames(5);
+        // enough to get through a library's layers (an optimizer step is 5 deep) to the caller
+        let frames = self.user_frames(8);
         let chain = if frames.is_empty() {
             "an unknown place (no symbols in this binary)".to_string()
         } else {
