@@ -16,6 +16,8 @@ use stride_nn::loss::{self, CrossEntropy, Reduction};
 use stride_nn::{Linear, Module};
 
 type OpFn = fn(&[Tensor]) -> Result<Tensor>;
+/// An op of the PyTorch script: its name, its inputs' shapes and values, and the call.
+type Op = (&'static str, Vec<(Vec<usize>, Values)>, OpFn);
 
 #[derive(Clone, Copy)]
 enum Values {
@@ -32,7 +34,7 @@ fn idx(shape: &[usize], n: i64, dev: &Device) -> Tensor {
 }
 
 /// The ops of the PyTorch script, the same inputs, by its names.
-fn ops() -> Vec<(&'static str, Vec<(Vec<usize>, Values)>, OpFn)> {
+fn ops() -> Vec<Op> {
     let s = |d: &[usize], v: Values| (d.to_vec(), v);
     let p48 = || s(&[4, 8], Pos);
     let u48 = || s(&[4, 8], Unit);

@@ -254,7 +254,7 @@ pub(crate) fn composed_adam_device_step<B: Backend + ?Sized>(
 ) -> Result<()> {
     let read_f64 = |v: &View, k: usize| -> Result<f64> {
         let mut buf = [0u8; 8];
-        let at = v.layout.offset() + k * v.layout.strides()[0] as usize;
+        let at = v.layout.offset() + k * v.layout.strides()[0];
         b.read_bytes(v.storage, at, &mut buf)?;
         Ok(f64::from_ne_bytes(buf))
     };
@@ -266,7 +266,7 @@ pub(crate) fn composed_adam_device_step<B: Backend + ?Sized>(
     let other = Layout::new(
         vec![],
         vec![],
-        d.counter.layout.offset() + (1 - slot) * d.counter.layout.strides()[0] as usize,
+        d.counter.layout.offset() + (1 - slot) * d.counter.layout.strides()[0],
     );
     b.fill(
         View {

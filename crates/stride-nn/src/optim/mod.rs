@@ -202,8 +202,12 @@ pub struct Optim<A: Algorithm> {
     dropped: HashSet<String>,
     /// With master weights on, the f32 copy of each f16/bf16 parameter (after its first step)
     /// and the parameter's version when the copy was last written into it.
-    masters: Option<Vec<Vec<Option<(Tensor, u64)>>>>,
+    masters: Option<Vec<Vec<Option<Master>>>>,
 }
+
+/// A parameter's f32 master copy, and the parameter's version when the copy was last written
+/// into it.
+type Master = (Tensor, u64);
 
 /// Whether a parameter of this dtype gets an f32 master copy.
 fn wants_master(dtype: DType) -> bool {
@@ -545,7 +549,7 @@ impl<A: Algorithm> Optimizer for Optim<A> {
         }
         let mut configs = vec![];
         let mut states: Vec<Vec<Option<A::State>>> = vec![];
-        let mut masters: Vec<Vec<Option<(Tensor, u64)>>> = vec![];
+        let mut masters: Vec<Vec<Option<Master>>> = vec![];
         for (g, (group, (hp, ids))) in self.groups.iter().zip(&sd.param_groups).enumerate() {
             if ids.len() != group.params.len() {
                 return Err(invalid(
