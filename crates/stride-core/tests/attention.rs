@@ -497,3 +497,49 @@ fn attention_refuses_bad_operands_with_errors() {
     let _ng = stride_core::autograd::no_grad();
     assert!(q.attention(&kk, &kk, Some(&trained), None, 1.0).is_ok());
 }
+
+/// Sums over nothing: rows with no keys give zeros, and with no queries the keys' and values'
+/// gradients are zeros — the outputs of such shapes are zero-filled, not left for a kernel
+/// with nothing to write (on CUDA outputs are otherwise not filled before the kernel).
+fn empty_sums(dev: &Device) {
+    for dtype in [DType::F32, DType::BF16] {
+        let t = |shape: [usize; 4]| {
+            Tensor::ones(shape, dtype, dev)
+                .unwrap()
+                .requires_grad_(true)
+                .unwrap()
+        };
+        // no keys
+        let (q, k, v) = (t([1, 2, 3, 8]), t([1, 2, 0, 8]), t([1, 2, 0, 8]));
+        let y = q.attention(&k, &v, None, None, 0.5).unwrap();
+        assert!(host(&y).iter().all(|x| *x == 0.0), "{dtype} on {dev}: {y}");
+        let g = stride_core::autograd::grad(&[&y.sum().unwrap()], &[&q], None, Default::default())
+            .unwrap();
+        assert!(
+            host(g[0].as_ref().unwrap()).iter().all(|x| *x == 0.0),
+            "dq, {dtype} on {dev}"
+        );
+        // no queries
+        let (q, k, v) = (t([1, 2, 0, 8]), t([1, 2, 5, 8]), t([1, 2, 5, 8]));
+        let y = q.attention(&k, &v, None, None, 0.5).unwrap();
+        let g =
+            stride_core::autograd::grad(&[&y.sum().unwrap()], &[&k, &v], None, Default::default())
+                .unwrap();
+        for (what, gi) in ["dk", "dv"].iter().zip(&g) {
+            assert!(
+                host(gi.as_ref().unwrap()).iter().all(|x| *x == 0.0),
+                "{what}, {dtype} on {dev}"
+            );
+        }
+    }
+}
+
+#[test]
+fn attention_over_no_keys_or_no_queries_is_zeros() {
+    empty_sums(&Device::Cpu);
+    if let Some(dev) =
+        stride_core::cuda::require_or_skip("attention_over_no_keys_or_no_queries_is_zeros")
+    {
+        empty_sums(&dev);
+    }
+}

@@ -138,8 +138,9 @@ impl Tensor {
         };
         let (o, lse) = {
             let _g = no_grad();
-            let o = Tensor::empty_for_overwrite([b, hq, l, ev], dtype, &device)?;
-            let lse = Tensor::empty_for_overwrite([b, hq, l], cd, &device)?;
+            // no keys: every row is a sum over nothing, zeros the kernel has no key to write
+            let o = output(&[b, hq, l, ev], dtype, &device, s == 0)?;
+            let lse = output(&[b, hq, l], cd, &device, s == 0)?;
             if o.numel() > 0 || lse.numel() > 0 {
                 let inputs: Vec<View> = [Some(q), Some(k), Some(v), mask.as_ref()]
                     .into_iter()
@@ -256,6 +257,15 @@ fn check(
 }
 
 /// What the backward keeps.
+/// A fresh output of an attention kernel: zeros where it is a sum over nothing (`zero`),
+/// else left for the kernel to write in full.
+fn output(shape: &[usize], dtype: DType, device: &Device, zero: bool) -> Result<Tensor> {
+    match zero {
+        true => Tensor::zeros(shape.to_vec(), dtype, device),
+        false => Tensor::empty_for_overwrite(shape.to_vec(), dtype, device),
+    }
+}
+
 struct Saved {
     a: Attention,
     q: Tensor,
@@ -275,9 +285,15 @@ impl Saved {
         let dtype = self.q.dtype();
         let device = self.q.device();
         let g = g.to_dtype(dtype)?;
-        let dq = Tensor::empty_for_overwrite(self.q.shape(), dtype, &device)?;
-        let dk = Tensor::empty_for_overwrite(self.k.shape(), dtype, &device)?;
-        let dv = Tensor::empty_for_overwrite(self.v.shape(), dtype, &device)?;
+        // a gradient summed over nothing (no keys for dq, no queries for dk and dv) is zeros
+        // that no kernel pass writes
+        let (l, s) = (
+            self.q.shape()[self.q.dim() - 2],
+            self.k.shape()[self.k.dim() - 2],
+        );
+        let dq = output(self.q.shape(), dtype, &device, s == 0)?;
+        let dk = output(self.k.shape(), dtype, &device, l == 0)?;
+        let dv = output(self.v.shape(), dtype, &device, l == 0)?;
         if dq.numel() + dk.numel() + dv.numel() > 0 {
             let inputs: Vec<View> = [
                 Some(&g),
