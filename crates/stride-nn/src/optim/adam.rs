@@ -306,17 +306,18 @@ fn update_group(
             .iter()
             .map(|k| state(k).device_step.as_ref().expect("created above"))
             .collect();
-        // a plain step() of a parameter counted on the device: a flag that skips nothing
-        let no_skip;
+        // the flag on this batch's device; for a plain step() of a parameter counted on the
+        // device, a flag that skips nothing
+        let flag_here;
         let found_inf = match found_inf {
             Some(f) if f.device() == device => f,
             Some(f) => {
-                no_skip = f.to_device(&device)?;
-                &no_skip
+                flag_here = f.to_device(&device)?;
+                &flag_here
             }
             None => {
-                no_skip = Tensor::scalar(0.0, DType::F32, &device)?;
-                &no_skip
+                flag_here = Tensor::scalar(0.0, DType::F32, &device)?;
+                &flag_here
             }
         };
         let skip = SkippableStep {

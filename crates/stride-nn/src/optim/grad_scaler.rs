@@ -401,7 +401,7 @@ fn unscale_grads(op: &'static str, params: &[NamedParameter], scale: &Tensor) ->
         .to_dtype(DType::F64)?
         .reciprocal()?
         .to_dtype(DType::F32)?;
-    let found = Tensor::scalar(0.0, DType::F32, &device)?;
+    let mut finite = vec![];
     for (name, p) in params {
         let Some(g) = p.tensor().grad() else { continue };
         if g.dtype() == DType::F16 {
@@ -416,9 +416,16 @@ fn unscale_grads(op: &'static str, params: &[NamedParameter], scale: &Tensor) ->
                 format!("the gradient of {name} is on {} but the scale is on {device}; one scaler serves one device", g.device()),
             ));
         }
-        let bad = g.isfinite()?.all()?.logical_not()?.to_dtype(DType::F32)?;
-        found.copy_(&found.maximum(&bad)?)?;
+        // checked before the in-place unscale (queued first)
+        finite.push(g.isfinite()?.all()?);
         g.mul_(&inv_scale)?;
     }
-    Ok(found)
+    let refs: Vec<&Tensor> = finite.iter().collect();
+    match refs.is_empty() {
+        true => Tensor::scalar(0.0, DType::F32, &device),
+        false => Tensor::stack(&refs, 0)?
+            .all()?
+            .logical_not()?
+            .to_dtype(DType::F32),
+    }
 }

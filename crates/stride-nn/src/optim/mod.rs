@@ -101,10 +101,9 @@ pub trait Optimizer {
     /// (a host wait, as PyTorch's non-fused optimizers do under a `GradScaler`) — as this
     /// default does for an optimizer of your own.
     fn step_unless(&mut self, found_inf: &Tensor) -> Result<()> {
-        let found = found_inf.to_dtype(stride_core::DType::F64)?.item::<f64>()?;
-        match found == 0.0 {
-            true => self.step(),
-            false => Ok(()),
+        match flag_set(found_inf)? {
+            false => self.step(),
+            true => Ok(()),
         }
     }
     /// Sets every gradient to `None` (PyTorch ≥ 2.0's default).
@@ -135,6 +134,11 @@ pub trait Optimizer {
     fn set_health_check(&mut self, on: bool);
     /// The report of the last checked `step()`, when the check is on.
     fn health(&self) -> Option<&HealthReport>;
+}
+
+/// Whether a gradient scaler's `found_inf` flag is set, read back (a host wait).
+fn flag_set(found_inf: &Tensor) -> Result<bool> {
+    Ok(found_inf.to_dtype(DType::F64)?.item::<f64>()? != 0.0)
 }
 
 /// One optimizer algorithm: its hyperparameters, per-parameter state and update.
@@ -176,8 +180,7 @@ pub trait Algorithm {
         states: &mut [Option<Self::State>],
         found_inf: &Tensor,
     ) -> Result<()> {
-        let found = found_inf.to_dtype(stride_core::DType::F64)?.item::<f64>()?;
-        if found == 0.0 {
+        if !flag_set(found_inf)? {
             Self::update_all(c, items, states)?;
         }
         Ok(())
@@ -384,7 +387,7 @@ impl<A: Algorithm> Optim<A> {
         let checking = self.health.enabled;
         // the health check reads values anyway; it needs to know whether a step is due
         let skipped = match (checking, found_inf) {
-            (true, Some(f)) => f.to_dtype(stride_core::DType::F64)?.item::<f64>()? != 0.0,
+            (true, Some(f)) => flag_set(f)?,
             _ => false,
         };
         let mut snapshots = vec![];
