@@ -138,22 +138,6 @@ impl Tensor {
             dtype,
         ))
     }
-    /// A fresh contiguous tensor that one backend primitive then writes in full (see
-    /// [`Tensor::alloc_for_overwrite`]): the outputs of the fused kernels.
-    pub(crate) fn empty_for_overwrite(
-        shape: impl Into<crate::Shape>,
-        dtype: DType,
-        device: &Device,
-    ) -> Result<Tensor> {
-        let shape: crate::Shape = shape.into();
-        let dims = shape.dims().to_vec();
-        Tensor::alloc_for_overwrite(
-            &dims,
-            crate::layout::contiguous_strides(&dims),
-            dtype,
-            device,
-        )
-    }
     /// A fresh contiguous tensor (zero-filled on the CPU).
     pub(crate) fn alloc_contiguous(
         shape: &[usize],

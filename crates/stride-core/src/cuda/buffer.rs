@@ -95,6 +95,7 @@ pub(crate) fn dense_copy(v: &View) -> Result<(Storage, Layout)> {
 
 #[cfg(test)]
 mod tests {
+    use crate::ops::output::alloc_result_for_overwrite;
     use crate::{DType, Tensor};
 
     /// Under STRIDE_POISON_UNINIT=1 a block allocated for overwriting reads back as 0xFF
@@ -110,7 +111,7 @@ mod tests {
         else {
             return;
         };
-        let t = Tensor::empty_for_overwrite([1000], DType::F32, &dev).unwrap();
+        let t = alloc_result_for_overwrite(&[1000], DType::F32, &dev, None).unwrap();
         let v = t.to_vec::<f32>().unwrap();
         assert!(v.iter().all(|x| x.to_bits() == u32::MAX), "{:?}", &v[..4]);
         let z = Tensor::zeros([1000], DType::F32, &dev).unwrap();

@@ -5,6 +5,7 @@ use crate::autograd::record::{needs_grad, record};
 use crate::autograd::{is_grad_enabled, no_grad};
 use crate::backend::attention::{self, Attention, AttnMask};
 use crate::backend::View;
+use crate::ops::output::alloc_result_for_overwrite;
 use crate::{compute_dtype, DType, Device, Error, Result, Tensor};
 
 const OP: &str = "attention";
@@ -262,7 +263,7 @@ fn check(
 fn output(shape: &[usize], dtype: DType, device: &Device, zero: bool) -> Result<Tensor> {
     match zero {
         true => Tensor::zeros(shape.to_vec(), dtype, device),
-        false => Tensor::empty_for_overwrite(shape.to_vec(), dtype, device),
+        false => alloc_result_for_overwrite(shape, dtype, device, None),
     }
 }
 

@@ -5,6 +5,7 @@
 use crate::autograd::record::{needs_grad, record};
 use crate::autograd::{is_grad_enabled, no_grad};
 use crate::backend::cross_entropy::{self, CrossEntropyRows};
+use crate::ops::output::alloc_result_for_overwrite;
 use crate::{compute_dtype, DType, Error, Result, Tensor};
 
 impl Tensor {
@@ -34,8 +35,8 @@ impl Tensor {
         let device = self.device();
         let (loss, lse) = {
             let _g = no_grad();
-            let loss = Tensor::empty_for_overwrite([rows], c, &device)?;
-            let lse = Tensor::empty_for_overwrite([rows], c, &device)?;
+            let loss = alloc_result_for_overwrite(&[rows], c, &device, None)?;
+            let lse = alloc_result_for_overwrite(&[rows], c, &device, None)?;
             cross_entropy::cross_entropy(
                 *o,
                 &[self.view_ref(), target.view_ref()],
@@ -129,7 +130,7 @@ impl Saved {
             return self.composed(&g);
         }
         let z = &self.logits;
-        let dz = Tensor::empty_for_overwrite(z.shape(), z.dtype(), &z.device())?;
+        let dz = alloc_result_for_overwrite(z.shape(), z.dtype(), &z.device(), None)?;
         cross_entropy::cross_entropy_backward(
             self.o,
             &[

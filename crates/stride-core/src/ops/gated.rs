@@ -8,6 +8,7 @@ use crate::autograd::record::{needs_grad, record};
 use crate::autograd::{is_grad_enabled, no_grad};
 use crate::backend::pointwise::{self, GateActivation, Pointwise};
 use crate::backend::{UnaryOp, View};
+use crate::ops::output::alloc_result_for_overwrite;
 use crate::shape::broadcast_shapes;
 use crate::{DType, Error, Result, Tensor};
 
@@ -55,7 +56,7 @@ impl Tensor {
         let y = {
             let _g = no_grad();
             let (g, u) = (operand(self)?, operand(up)?);
-            let y = Tensor::empty_for_overwrite(shape.clone(), dtype, &self.device())?;
+            let y = alloc_result_for_overwrite(&shape, dtype, &self.device(), None)?;
             if y.numel() > 0 {
                 pointwise::pointwise(
                     Pointwise::Gated(act),
@@ -138,8 +139,8 @@ fn gated_backward(
     } else {
         let operand = |t: &Tensor| t.to_dtype(dtype)?.broadcast_to(shape.clone());
         let (g, u) = (operand(gate)?, operand(up)?);
-        let dg = Tensor::empty_for_overwrite(shape.clone(), dtype, &dy.device())?;
-        let du = Tensor::empty_for_overwrite(shape.clone(), dtype, &dy.device())?;
+        let dg = alloc_result_for_overwrite(&shape, dtype, &dy.device(), None)?;
+        let du = alloc_result_for_overwrite(&shape, dtype, &dy.device(), None)?;
         if dy.numel() > 0 {
             let inputs: Vec<View> = [dy, &g, &u].map(Tensor::view_ref).to_vec();
             pointwise::pointwise(

@@ -7,6 +7,7 @@ use crate::autograd::record::{needs_grad, record};
 use crate::autograd::{is_grad_enabled, no_grad};
 use crate::backend::norm::{self, stat_dtype, Norm, NormKind};
 use crate::backend::View;
+use crate::ops::output::alloc_result_for_overwrite;
 use crate::{DType, Error, Result, Tensor};
 
 impl Tensor {
@@ -162,13 +163,14 @@ fn normalize(
     let (y, rstd, mean) = {
         let _g = no_grad();
         let device = x.device();
-        let y = Tensor::empty_for_overwrite([rows, cols], dtype, &device)?;
-        let rstd = Tensor::empty_for_overwrite([rows], stat_dtype(dtype), &device)?;
+        let y = alloc_result_for_overwrite(&[rows, cols], dtype, &device, None)?;
+        let rstd = alloc_result_for_overwrite(&[rows], stat_dtype(dtype), &device, None)?;
         let mean = match kind {
-            NormKind::Layer => Some(Tensor::empty_for_overwrite(
-                [rows],
+            NormKind::Layer => Some(alloc_result_for_overwrite(
+                &[rows],
                 stat_dtype(dtype),
                 &device,
+                None,
             )?),
             NormKind::Rms => None,
         };
@@ -229,13 +231,13 @@ impl Saved {
         }
         let (x, dtype, device) = (&self.x, self.x.dtype(), self.x.device());
         let cols = x.shape()[1];
-        let dx = Tensor::empty_for_overwrite(x.shape(), dtype, &device)?;
+        let dx = alloc_result_for_overwrite(x.shape(), dtype, &device, None)?;
         let dw = match self.n.weight {
-            true => Some(Tensor::empty_for_overwrite([cols], dtype, &device)?),
+            true => Some(alloc_result_for_overwrite(&[cols], dtype, &device, None)?),
             false => None,
         };
         let db = match self.n.bias {
-            true => Some(Tensor::empty_for_overwrite([cols], dtype, &device)?),
+            true => Some(alloc_result_for_overwrite(&[cols], dtype, &device, None)?),
             false => None,
         };
         let g = g.to_dtype(dtype)?;

@@ -7,6 +7,7 @@ use crate::autograd::no_grad;
 use crate::autograd::record::{needs_grad, record};
 use crate::backend::pointwise::{self, Pointwise};
 use crate::backend::View;
+use crate::ops::output::alloc_result_for_overwrite;
 use crate::{compute_dtype, Error, Result, Tensor};
 
 const OP: &str = "rotary";
@@ -135,7 +136,7 @@ fn rotate(
     let y = {
         let _g = no_grad();
         let x = x.detach();
-        let y = Tensor::empty_for_overwrite(x.shape(), x.dtype(), &x.device())?;
+        let y = alloc_result_for_overwrite(x.shape(), x.dtype(), &x.device(), None)?;
         if y.numel() > 0 {
             let (a, b) = pairs(&x, half, style)?;
             let (ya, yb) = pairs(&y, half, style)?;
