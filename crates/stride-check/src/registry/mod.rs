@@ -16,7 +16,7 @@
 //! | [`einsum`] | `einsum.1`, `einsum.2` over a table of equations |
 //! | [`reduce`] | `sum` … `logsumexp` over dim lists, `max_dim`/`argmax`/`median_dim` (values, `.indices`), `cumsum`/`cumprod`, `softmax`/`log_softmax` |
 //! | [`nn`] | stride-nn's composed layers and losses: `nn.layer_norm nn.rms_norm nn.embedding(.grad) nn.mse_loss nn.l1_loss nn.smooth_l1_loss nn.cross_entropy(.probs) nn.nll_loss nn.binary_cross_entropy(_with_logits) nn.scaled_dot_product_attention nn.rotary nn.swiglu nn.geglu nn.geglu_tanh` (per-element error bounds, [`crate::bounds`]) |
-//! | [`optim`] | `adam_step_`, `fused_adam_` (each with `.exp_avg`, `.exp_avg_sq`, `.max_exp_avg_sq`): the fused Adam update, one parameter or several in one call, against its composed ops, exactly |
+//! | [`optim`] | `adam_step_`, `fused_adam_`, `fused_adam_skippable_` (each with `.exp_avg`, `.exp_avg_sq`, `.max_exp_avg_sq`): the fused Adam update, one parameter or several in one call, against its composed ops, exactly |
 //!
 //! Find an op's entry with [`find`] (or grep for `"name"` in this folder). An entry
 //! ([`OpInfo`]) says: the operands ([`ArgSpec`]: tensor or scalar, dtype, value domain), the

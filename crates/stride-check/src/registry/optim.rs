@@ -3,7 +3,9 @@
 //! `.exp_avg_sq`, `.max_exp_avg_sq` (amsgrad); and `fused_adam_` (the same four) stepping two
 //! parameters in one call — a dense copy of the case first, then the case in its own layout,
 //! whose tensors are returned — so a dense case takes CUDA's multi-tensor kernel as its second
-//! parameter and any other layout the single-tensor kernel beside it.
+//! parameter and any other layout the single-tensor kernel beside it; and
+//! `fused_adam_skippable_` (the same four) stepping the same pair with the step count and its
+//! bias corrections on the device (the powers by squaring, in the reference too).
 //!
 //! The reference is the composed update the fused kernel replaces (PyTorch's
 //! `_single_tensor_adam`: `lerp_`, `mul_`, `addcmul_`, `sqrt`, `div`, `add_`, `addcdiv_`),
@@ -27,6 +29,16 @@ use crate::reference::{self, RefArg, RefCtx, RefOut};
 use crate::rng::Rng;
 use crate::tol::Tol;
 use stride_core::{AdamStep, Scalar, Tensor};
+
+/// How an entry steps the case: `adam_step_` alone, `fused_adam_` beside a dense copy, or
+/// `fused_adam_skippable_` beside a dense copy with the step counted on the device (a flag
+/// that skips nothing, counters holding `step − 1` steps taken).
+#[derive(Clone, Copy, PartialEq)]
+enum Call {
+    One,
+    Many,
+    Skippable,
+}
 
 /// Which tensor an entry returns.
 #[derive(Clone, Copy, PartialEq)]
@@ -77,7 +89,7 @@ fn step_of(p: &Params, force_amsgrad: bool) -> (AdamStep, bool) {
 
 /// One element of the composed update in `dtype`: (param, exp_avg, exp_avg_sq, max_exp_avg_sq)
 /// from (param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq).
-fn update(h: &AdamStep, amsgrad: bool, dtype: DType, x: &[f64]) -> [f64; 4] {
+fn update(h: &AdamStep, amsgrad: bool, on_device: bool, dtype: DType, x: &[f64]) -> [f64; 4] {
     // rc: the compute type's rounding; st: a store in the parameter's dtype
     let rc = |v: f64| {
         if dtype == DType::F64 {
@@ -123,15 +135,30 @@ fn update(h: &AdamStep, amsgrad: bool, dtype: DType, x: &[f64]) -> [f64; 4] {
     } else {
         (vmax, st(v.sqrt()))
     };
-    let bc2_sqrt = t((1.0 - h.beta2.powf(step)).sqrt());
+    // a step counted on the device takes β^n by squaring (the same order on every device)
+    let pow = |mut b: f64| match on_device {
+        true => {
+            let (mut r, mut n) = (1.0, h.step);
+            while n > 0 {
+                if n & 1 == 1 {
+                    r *= b;
+                }
+                b *= b;
+                n >>= 1;
+            }
+            r
+        }
+        false => b.powf(step),
+    };
+    let bc2_sqrt = t((1.0 - pow(h.beta2)).sqrt());
     let denom = st(root / bc2_sqrt);
     let denom = st(denom + t(h.eps));
-    let neg_step = rc(-(h.lr / (1.0 - h.beta1.powf(step))));
+    let neg_step = rc(-(h.lr / (1.0 - pow(h.beta1))));
     let p = st(p + rc(neg_step * rc(m / denom)));
     [p, m, v, vmax]
 }
 
-fn adam_ref(c: &RefCtx, a: &[RefArg], part: Part) -> Result<RefOut, String> {
+fn adam_ref(c: &RefCtx, a: &[RefArg], part: Part, how: Call) -> Result<RefOut, String> {
     if !c.compute.is_float() {
         return Err("adam_step_ updates float parameters".into());
     }
@@ -141,7 +168,8 @@ fn adam_ref(c: &RefCtx, a: &[RefArg], part: Part) -> Result<RefOut, String> {
     }
     let (h, amsgrad) = step_of(c.params, part == Part::MaxExpAvgSq);
     let k = part as usize;
-    reference::elementwise(c, a, |x| update(&h, amsgrad, c.compute, x)[k])
+    let on_device = how == Call::Skippable;
+    reference::elementwise(c, a, |x| update(&h, amsgrad, on_device, c.compute, x)[k])
 }
 
 /// A tensor with `t`'s values and layout but its own memory (dense where `t`'s layout
@@ -160,7 +188,7 @@ fn writable(t: &Tensor) -> stride_core::Result<Tensor> {
     Ok(own)
 }
 
-fn call(a: &[Arg], p: &Params, part: Part, many: bool) -> stride_core::Result<Tensor> {
+fn call(a: &[Arg], p: &Params, part: Part, how: Call) -> stride_core::Result<Tensor> {
     let (h, amsgrad) = step_of(p, part == Part::MaxExpAvgSq);
     let param = writable(a[0].t())?;
     let (m, v, vmax) = (
@@ -168,7 +196,9 @@ fn call(a: &[Arg], p: &Params, part: Part, many: bool) -> stride_core::Result<Te
         writable(a[3].t())?,
         writable(a[4].t())?,
     );
-    if many {
+    if how == Call::One {
+        param.adam_step_(a[1].t(), &m, &v, amsgrad.then_some(&vmax), &h)?;
+    } else {
         // a dense first parameter with the case's values, then the case
         let dense = |t: &Tensor| t.contiguous()?.clone_tensor();
         let first = [&param, a[1].t(), &m, &v, &vmax]
@@ -176,16 +206,28 @@ fn call(a: &[Arg], p: &Params, part: Part, many: bool) -> stride_core::Result<Te
             .map(|t| dense(t))
             .collect::<stride_core::Result<Vec<Tensor>>>()?;
         let vmaxes = [&first[4], &vmax];
-        stride_core::fused_adam_(
-            &[&first[0], &param],
-            &[&first[1], a[1].t()],
-            &[&first[2], &m],
-            &[&first[3], &v],
-            amsgrad.then_some(&vmaxes[..]),
-            &h,
-        )?;
-    } else {
-        param.adam_step_(a[1].t(), &m, &v, amsgrad.then_some(&vmax), &h)?;
+        let (ps, gs) = ([&first[0], &param], [&first[1], a[1].t()]);
+        let (ms, vs) = ([&first[2], &m], [&first[3], &v]);
+        let vmaxes = amsgrad.then_some(&vmaxes[..]);
+        if how == Call::Many {
+            stride_core::fused_adam_(&ps, &gs, &ms, &vs, vmaxes, &h)?;
+        } else {
+            // step − 1 steps taken so far, in the slot this step reads; a flag of 0
+            let dev = param.device();
+            let counter = || -> stride_core::Result<Tensor> {
+                let c = Tensor::zeros([2], DType::F64, &dev)?;
+                c.select(0, ((h.step - 1) % 2) as i64)?
+                    .fill_((h.step - 1) as f64)?;
+                Ok(c)
+            };
+            let (c0, c1) = (counter()?, counter()?);
+            let found = Tensor::scalar(0.0, DType::F32, &dev)?;
+            let skip = stride_core::SkippableStep {
+                found_inf: &found,
+                counters: &[&c0, &c1],
+            };
+            stride_core::fused_adam_skippable_(&ps, &gs, &ms, &vs, vmaxes, &h, skip)?;
+        }
     }
     let written = match part {
         Part::Param => param,
@@ -200,7 +242,7 @@ fn call(a: &[Arg], p: &Params, part: Part, many: bool) -> stride_core::Result<Te
     Ok(out)
 }
 
-fn entry(name: &'static str, part: Part, many: bool) -> OpInfo {
+fn entry(name: &'static str, part: Part, how: Call) -> OpInfo {
     let specs = vec![
         ArgSpec::tensor("param", Domain::range(-4.0, 4.0)),
         ArgSpec::tensor("grad", Domain::range(-4.0, 4.0)),
@@ -212,21 +254,37 @@ fn entry(name: &'static str, part: Part, many: bool) -> OpInfo {
         .args(specs.clone())
         .dtypes(dtypes::FLOATS)
         .sampler(elementwise_sampler(specs, adam_params))
-        .reference(move |c, a| adam_ref(c, a, part))
+        .reference(move |c, a| adam_ref(c, a, part, how))
         .tol(|_| Tol::EXACT)
-        .functional(move |a, p| call(a, p, part, many))
+        .functional(move |a, p| call(a, p, part, how))
 }
 
 pub fn ops() -> Vec<OpInfo> {
     vec![
-        entry("adam_step_", Part::Param, false),
-        entry("adam_step_.exp_avg", Part::ExpAvg, false),
-        entry("adam_step_.exp_avg_sq", Part::ExpAvgSq, false),
-        entry("adam_step_.max_exp_avg_sq", Part::MaxExpAvgSq, false),
-        entry("fused_adam_", Part::Param, true),
-        entry("fused_adam_.exp_avg", Part::ExpAvg, true),
-        entry("fused_adam_.exp_avg_sq", Part::ExpAvgSq, true),
-        entry("fused_adam_.max_exp_avg_sq", Part::MaxExpAvgSq, true),
+        entry("adam_step_", Part::Param, Call::One),
+        entry("adam_step_.exp_avg", Part::ExpAvg, Call::One),
+        entry("adam_step_.exp_avg_sq", Part::ExpAvgSq, Call::One),
+        entry("adam_step_.max_exp_avg_sq", Part::MaxExpAvgSq, Call::One),
+        entry("fused_adam_", Part::Param, Call::Many),
+        entry("fused_adam_.exp_avg", Part::ExpAvg, Call::Many),
+        entry("fused_adam_.exp_avg_sq", Part::ExpAvgSq, Call::Many),
+        entry("fused_adam_.max_exp_avg_sq", Part::MaxExpAvgSq, Call::Many),
+        entry("fused_adam_skippable_", Part::Param, Call::Skippable),
+        entry(
+            "fused_adam_skippable_.exp_avg",
+            Part::ExpAvg,
+            Call::Skippable,
+        ),
+        entry(
+            "fused_adam_skippable_.exp_avg_sq",
+            Part::ExpAvgSq,
+            Call::Skippable,
+        ),
+        entry(
+            "fused_adam_skippable_.max_exp_avg_sq",
+            Part::MaxExpAvgSq,
+            Call::Skippable,
+        ),
     ]
 }
 
