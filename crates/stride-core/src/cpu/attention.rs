@@ -147,9 +147,43 @@ fn per_query_block(d: Dims, groups: usize, f: &(dyn Fn(usize, usize, usize, Rang
     });
 }
 
+/// `a·b` in eight interleaved partial sums, added pairwise at the end: a fixed order (the
+/// same bits on any thread count) that the compiler can vectorise, where one running sum
+/// serialises every add.
 #[inline(always)]
 fn dot<C: Real>(a: &[C], b: &[C]) -> C {
-    a.iter().zip(b).fold(C::zero(), |s, (&x, &y)| s + x * y)
+    let n = a.len().min(b.len());
+    let (a, b) = (&a[..n], &b[..n]);
+    let mut acc = [C::zero(); 8];
+    let (ac, bc) = (a.chunks_exact(8), b.chunks_exact(8));
+    let (ar, br) = (ac.remainder(), bc.remainder());
+    for (x, y) in ac.zip(bc) {
+        for l in 0..8 {
+            acc[l] = acc[l] + x[l] * y[l];
+        }
+    }
+    for (l, (&x, &y)) in ar.iter().zip(br).enumerate() {
+        acc[l] = acc[l] + x * y;
+    }
+    ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]))
+}
+
+/// Keys `0..end` may be visible to query row `i`; the causal rule hides every later one.
+#[inline(always)]
+fn keys_end(a: &Attention, i: usize, s: usize) -> usize {
+    match a.causal {
+        Some(off) => (i as i64 + off + 1).clamp(0, s as i64) as usize,
+        None => s,
+    }
+}
+
+/// Query rows `start..` may see key `j`; the causal rule hides it from every earlier one.
+#[inline(always)]
+fn rows_start(a: &Attention, j: usize, l: usize) -> usize {
+    match a.causal {
+        Some(off) => (j as i64 - off).clamp(0, l as i64) as usize,
+        None => 0,
+    }
 }
 
 fn lock<'a>(outs: &[View<'a>], ins: &[View<'a>]) -> Access<'a> {
@@ -224,7 +258,8 @@ fn forward<T: FloatElem>(a: Attention, i: &[View], o: &[View]) -> Result<()> {
             for r in rows {
                 Ops::<T>::row(&x.q, b, h, r, &mut qi);
                 let mut m = ninf;
-                for j in 0..d.s {
+                let end = keys_end(&a, r, d.s);
+                for j in 0..end {
                     let s = x.score(b, h, r, j, &qi, &ks[j * d.e..(j + 1) * d.e]);
                     sc[j] = s;
                     // NaN-propagating max: a NaN score makes the row NaN
@@ -242,7 +277,7 @@ fn forward<T: FloatElem>(a: Attention, i: &[View], o: &[View]) -> Result<()> {
                 }
                 oi.iter_mut().for_each(|v| *v = zero);
                 let mut l = zero;
-                for j in 0..d.s {
+                for j in 0..end {
                     if sc[j] == ninf {
                         continue;
                     }
@@ -305,7 +340,7 @@ fn backward<T: FloatElem>(a: Attention, i: &[View], o: &[View]) -> Result<()> {
                     Ops::<T>::row(&x.q, b, h, r, &mut qi);
                     Ops::<T>::row(&d_o, b, h, r, &mut gi);
                     let di = dd[(b * d.hq + h) * d.l + r];
-                    for j in 0..d.s {
+                    for j in 0..keys_end(&a, r, d.s) {
                         let kj = &ks[j * d.e..(j + 1) * d.e];
                         let s = x.score(b, h, r, j, &qi, kj);
                         if s == ninf {
@@ -339,7 +374,7 @@ fn backward<T: FloatElem>(a: Attention, i: &[View], o: &[View]) -> Result<()> {
             let mut gv = vec![zero; (j1 - j0) * d.ev];
             let (mut qi, mut gi) = (vec![zero; d.e], vec![zero; d.ev]);
             for h in hk * a.groups..(hk + 1) * a.groups {
-                for r in 0..d.l {
+                for r in rows_start(&a, j0, d.l)..d.l {
                     let m = row_lse(b, h, r);
                     if m == ninf {
                         continue;
@@ -347,7 +382,7 @@ fn backward<T: FloatElem>(a: Attention, i: &[View], o: &[View]) -> Result<()> {
                     Ops::<T>::row(&x.q, b, h, r, &mut qi);
                     Ops::<T>::row(&d_o, b, h, r, &mut gi);
                     let di = dd[(b * d.hq + h) * d.l + r];
-                    for j in j0..j1 {
+                    for j in j0..j1.min(keys_end(&a, r, d.s)) {
                         let n = j - j0;
                         let s = x.score(b, h, r, j, &qi, &ks[n * d.e..(n + 1) * d.e]);
                         if s == ninf {
