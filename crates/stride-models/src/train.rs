@@ -20,16 +20,14 @@
 //! # Ok::<(), stride_core::Error>(())
 //! ```
 
-use crate::invalid;
 use crate::sae::{SaeConfig, TopKSae};
 use crate::synthetic::{derive_seed, streams, SyntheticConfig, SyntheticData};
+use crate::{checkpoint, invalid};
 use std::collections::BTreeMap;
 use std::path::Path;
 use stride_core::autograd::no_grad;
-use stride_core::{default_generator, DType, Device, Generator, GeneratorState, Result, Tensor};
-use stride_nn::optim::{
-    Adam, AdamConfig, HealthIssue, HealthReport, Optimizer, OptimizerStateDict,
-};
+use stride_core::{default_generator, DType, Device, Generator, Result, Tensor};
+use stride_nn::optim::{Adam, AdamConfig, HealthIssue, HealthReport, Optimizer};
 use stride_nn::Module;
 
 /// Everything that defines a training run (and is saved in its checkpoints).
@@ -346,11 +344,6 @@ impl SaeTrainer {
             tensors.push((format!("model.{name}"), t.clone()));
         }
         let osd = self.opt.state_dict()?;
-        for (pos, state) in &osd.state {
-            for (k, t) in state {
-                tensors.push((format!("optim.state.{pos}.{k}"), t.clone()));
-            }
-        }
         let mut losses = self.losses.clone();
         losses.extend(self.unread_values()?);
         let n = losses.len();
@@ -381,8 +374,11 @@ impl SaeTrainer {
         put("train.seed", c.seed.to_string());
         put("train.health_every", c.health_every.to_string());
         put("train.step", self.step.to_string());
-        put("rng.data", state_string(self.data.state()));
-        put("rng.default", state_string(default_generator().get_state()));
+        put("rng.data", checkpoint::state_string(self.data.state()));
+        put(
+            "rng.default",
+            checkpoint::state_string(default_generator().get_state()),
+        );
         put("health.checks", self.health.checks.to_string());
         put(
             "health.issues",
@@ -393,18 +389,7 @@ impl SaeTrainer {
                 .collect::<Vec<_>>()
                 .join("\n"),
         );
-        for (g, (hp, ids)) in osd.param_groups.iter().enumerate() {
-            for (k, v) in hp {
-                put(&format!("optim.group.{g}.{k}"), v.to_string());
-            }
-            put(
-                &format!("optim.group.{g}.params"),
-                ids.iter()
-                    .map(|i| i.to_string())
-                    .collect::<Vec<_>>()
-                    .join(","),
-            );
-        }
+        checkpoint::put_optimizer(&osd, &mut tensors, &mut meta);
         stride_nn::safetensors::save(
             tensors.iter().map(|(k, t)| (k.as_str(), t)),
             Some(&meta),
@@ -433,54 +418,8 @@ impl SaeTrainer {
             |e: stride_core::Error| invalid(op, format!("checkpoint {}: {e}", path.display()));
 
         // everything is parsed and checked before anything is restored
-        let on_device = |x: &Tensor| x.to_device(&device);
-        let mut sd = stride_nn::StateDict::new();
-        let mut optim_state: BTreeMap<usize, BTreeMap<String, Tensor>> = BTreeMap::new();
-        for (k, x) in &f.tensors {
-            if let Some(name) = k.strip_prefix("model.") {
-                sd.insert(name, on_device(x)?);
-            } else if let Some(rest) = k.strip_prefix("optim.state.") {
-                let (pos, key) = rest
-                    .split_once('.')
-                    .ok_or_else(|| invalid(op, format!("malformed tensor name {k:?}")))?;
-                let pos: usize = pos
-                    .parse()
-                    .map_err(|_| invalid(op, format!("malformed tensor name {k:?}")))?;
-                optim_state
-                    .entry(pos)
-                    .or_default()
-                    .insert(key.to_string(), on_device(x)?);
-            }
-        }
-        let mut param_groups = vec![];
-        for g in 0.. {
-            let Some(ids) = meta.get(&format!("optim.group.{g}.params")) else {
-                break;
-            };
-            let ids = if ids.is_empty() {
-                vec![]
-            } else {
-                ids.split(',')
-                    .map(|s| s.parse::<usize>())
-                    .collect::<std::result::Result<Vec<_>, _>>()
-                    .map_err(|_| invalid(op, format!("malformed optim.group.{g}.params {ids:?}")))?
-            };
-            let prefix = format!("optim.group.{g}.");
-            let mut hp = BTreeMap::new();
-            for k in meta.range(prefix.clone()..).map(|(k, _)| k) {
-                let Some(name) = k.strip_prefix(&prefix) else {
-                    break;
-                };
-                if name != "params" {
-                    hp.insert(name.to_string(), parse_meta::<f64>(meta, k)?);
-                }
-            }
-            param_groups.push((hp, ids));
-        }
-        let osd = OptimizerStateDict {
-            state: optim_state,
-            param_groups,
-        };
+        let sd = checkpoint::get_model(&f.tensors, &device)?;
+        let osd = checkpoint::get_optimizer(op, &f.tensors, meta, &device)?;
         let losses = f
             .tensors
             .get("train.losses")
@@ -505,8 +444,8 @@ impl SaeTrainer {
                 ),
             ));
         }
-        let data_state = parse_state(meta, "rng.data")?;
-        let default_state = parse_state(meta, "rng.default")?;
+        let data_state = checkpoint::parse_state(op, meta, "rng.data")?;
+        let default_state = checkpoint::parse_state(op, meta, "rng.default")?;
         let health = HealthLog {
             checks: parse_meta(meta, "health.checks")?,
             issues: parse_issues(meta.get("health.issues").map_or("", |s| s))?,
@@ -528,43 +467,13 @@ impl SaeTrainer {
 /// The value of the `stride.checkpoint` metadata key of an SAE checkpoint.
 pub const FORMAT: &str = "stride-sae/1";
 
-fn state_string(s: GeneratorState) -> String {
-    format!("{}:{}", s.seed, s.offset)
-}
-
-fn parse_state(meta: &BTreeMap<String, String>, key: &str) -> Result<GeneratorState> {
-    let v = meta.get(key).ok_or_else(|| {
-        invalid(
-            "SaeTrainer::resume",
-            format!("the checkpoint has no {key:?}"),
-        )
-    })?;
-    let bad = || {
-        invalid(
-            "SaeTrainer::resume",
-            format!("malformed generator state {key} = {v:?} (expected SEED:OFFSET)"),
-        )
-    };
-    let (s, o) = v.split_once(':').ok_or_else(bad)?;
-    Ok(GeneratorState {
-        seed: s.parse().map_err(|_| bad())?,
-        offset: o.parse().map_err(|_| bad())?,
-    })
-}
-
 fn parse_meta<T: std::str::FromStr>(meta: &BTreeMap<String, String>, key: &str) -> Result<T> {
-    let v = meta.get(key).ok_or_else(|| {
-        invalid(
-            "SaeTrainer::resume",
-            format!("the checkpoint's metadata has no {key:?}; is it an SAE checkpoint written by `stride train sae --save`?"),
-        )
-    })?;
-    v.parse().map_err(|_| {
-        invalid(
-            "SaeTrainer::resume",
-            format!("malformed checkpoint metadata {key} = {v:?}"),
-        )
-    })
+    checkpoint::parse_meta(
+        "SaeTrainer::resume",
+        "an SAE checkpoint written by `stride train sae --save`",
+        meta,
+        key,
+    )
 }
 
 fn config_from_meta(meta: &BTreeMap<String, String>, device: Device) -> Result<TrainConfig> {
