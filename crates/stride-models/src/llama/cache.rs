@@ -63,6 +63,64 @@ impl LlamaCache {
         })
     }
 
+    /// An error unless this cache was made for `n_layers` layers of `n_kv_heads` heads of
+    /// `head_dim` features in `dtype` on `device` (by the model's `new_cache`).
+    pub(crate) fn check_geometry(
+        &self,
+        op: &'static str,
+        n_layers: usize,
+        n_kv_heads: usize,
+        head_dim: usize,
+        dtype: DType,
+        device: &Device,
+    ) -> Result<()> {
+        let k = &self.k;
+        if k.len() != n_layers
+            || k[0].shape()[1] != n_kv_heads
+            || k[0].shape()[3] != head_dim
+            || k[0].dtype() != dtype
+            || k[0].device() != *device
+        {
+            return Err(invalid(
+                op,
+                "the cache was not made by this model (new_cache)",
+            ));
+        }
+        Ok(())
+    }
+
+    /// For the next `t` positions (`len..len + t`): which keys each query sees, a bool
+    /// `(B or 1, 1, t, len + t)` mask (causal in absolute positions, padding never visible),
+    /// and each row's rotary position offset (its first real token is position 0). No host
+    /// wait: built from host-side counters.
+    pub(crate) fn visibility(&self, t: usize) -> Result<(Tensor, Vec<i64>)> {
+        let (len, s) = (self.len, self.len + t);
+        let dev = self.pad_t.device();
+        let j = Tensor::arange(0i64, s as i64, &dev)?.reshape(&[1, 1, 1, s as i64])?;
+        let qpos = Tensor::arange(len as i64, s as i64, &dev)?.reshape(&[1, 1, t as i64, 1])?;
+        let mut mask = j.le(&qpos)?;
+        if self.left_pad.iter().any(|&p| p > 0) {
+            mask = mask.logical_and(&j.ge(&self.pad_t)?)?;
+        }
+        let offsets = self
+            .left_pad
+            .iter()
+            .map(|&p| len as i64 - p as i64)
+            .collect();
+        Ok((mask, offsets))
+    }
+
+    /// Writes layer `l`'s keys and values `(B, n_kv_heads, t, head_dim)` at positions
+    /// `len..len + t` in place and returns the views of positions `0..len + t` (the caller
+    /// advances `len` once every layer is written).
+    pub(crate) fn append(&self, l: usize, k: &Tensor, v: &Tensor) -> Result<(Tensor, Tensor)> {
+        let t = k.shape()[2];
+        let s = self.len + t;
+        self.k[l].narrow(2, self.len as i64, t)?.copy_(k)?;
+        self.v[l].narrow(2, self.len as i64, t)?.copy_(v)?;
+        Ok((self.k[l].narrow(2, 0, s)?, self.v[l].narrow(2, 0, s)?))
+    }
+
     /// Row `b`'s padding positions.
     pub fn left_pad(&self) -> &[usize] {
         &self.left_pad

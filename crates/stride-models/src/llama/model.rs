@@ -217,17 +217,14 @@ impl CausalLm for Llama {
                 ),
             ));
         }
-        if cache.k.len() != c.n_layers
-            || cache.k[0].shape()[1] != c.n_kv_heads
-            || cache.k[0].shape()[3] != c.head_dim
-            || cache.k[0].dtype() != self.dtype
-            || cache.k[0].device() != self.device
-        {
-            return Err(invalid(
-                op,
-                "the cache was not made by this model (new_cache)",
-            ));
-        }
+        cache.check_geometry(
+            op,
+            c.n_layers,
+            c.n_kv_heads,
+            c.head_dim,
+            self.dtype,
+            &self.device,
+        )?;
         let (b, t) = (tokens.shape()[0], tokens.shape()[1]);
         let len = cache.len;
         let s = len + t;
@@ -247,21 +244,7 @@ impl CausalLm for Llama {
         let (bi, ti) = (b as i64, t as i64);
         let eps = Some(c.rms_eps);
 
-        // key j is visible to query i (absolute position len + i) when j ≤ len + i and j is
-        // not one of the row's padding positions: (B, 1, T, S)
-        let dev = &self.device;
-        let j = Tensor::arange(0i64, s as i64, dev)?.reshape(&[1, 1, 1, s as i64])?;
-        let qpos = Tensor::arange(len as i64, s as i64, dev)?.reshape(&[1, 1, ti, 1])?;
-        let mut mask = j.le(&qpos)?;
-        if cache.left_pad.iter().any(|&p| p > 0) {
-            mask = mask.logical_and(&j.ge(&cache.pad_t)?)?;
-        }
-        // rotary positions: row b's first real token is position 0
-        let offsets: Vec<i64> = cache
-            .left_pad
-            .iter()
-            .map(|&p| len as i64 - p as i64)
-            .collect();
+        let (mask, offsets) = cache.visibility(t)?;
 
         // one set of rotary rows for the queries and keys of every layer
         let rope = self.rotary.row_tables(4, t, self.dtype, &offsets)?;
@@ -282,10 +265,7 @@ impl CausalLm for Llama {
                 .rotary
                 .apply_row_tables(&heads(&layer.wk, hk)?, &rope)?;
             let v = heads(&layer.wv, hk)?;
-            cache.k[l].narrow(2, len as i64, t)?.copy_(&k)?;
-            cache.v[l].narrow(2, len as i64, t)?.copy_(&v)?;
-            let keys = cache.k[l].narrow(2, 0, s)?;
-            let values = cache.v[l].narrow(2, 0, s)?;
+            let (keys, values) = cache.append(l, &k, &v)?;
             let a = scaled_dot_product_attention(
                 &q,
                 &keys,
