@@ -5,6 +5,8 @@
 //! - `stride bench cpu` — benchmarks beside their floors and NumPy;
 //! - `stride cuda warmup` — compile every CUDA kernel module ahead of time (`cuda.rs`);
 //! - `stride train sae [...]` — train the TopK sparse autoencoder (see `train.rs`);
+//! - `stride train gpt [...]`, `stride sample` — train a GPT on Shakespeare, sample from a
+//!   checkpoint (see `train_gpt.rs`);
 //! - `stride generate "prompt"`, `stride chat`, `stride perplexity` — a Llama-family GGUF
 //!   model (SmolLM2-135M-Instruct by default, fetched on first use); the commands are generic
 //!   over `CausalLm` (`generate.rs`, `chat.rs`, `perplexity.rs`), the loader is below.
@@ -19,6 +21,7 @@ mod generate;
 mod perplexity;
 mod plot;
 mod train;
+mod train_gpt;
 
 #[derive(Parser)]
 #[command(
@@ -39,8 +42,10 @@ enum Command {
     Cuda(cuda::CudaArgs),
     /// Benchmarks, each figure beside its floor and a peer measured in the same run.
     Bench(bench::BenchArgs),
-    /// Train a model (`stride train sae`).
+    /// Train a model (`stride train sae`, `stride train gpt`).
     Train(train::TrainArgs),
+    /// Continue a prompt with a GPT checkpoint of `stride train gpt`.
+    Sample(train_gpt::SampleArgs),
     /// Continue a prompt with a language model (SmolLM2-135M-Instruct by default).
     Generate(generate::GenerateArgs),
     /// Multi-turn chat: interactive on a terminal, one message per line from a pipe.
@@ -65,6 +70,7 @@ fn main() {
         Command::Bench(a) => bench::run(a),
         Command::Cuda(a) => cuda::run(a),
         Command::Train(a) => train::run(a),
+        Command::Sample(a) => train_gpt::sample(a),
         Command::Generate(a) => generate::generate_cmd(a, load_llama),
         Command::Chat(a) => chat::chat_cmd(a, load_llama),
         Command::Perplexity(a) => perplexity::perplexity_cmd(a, load_llama),

@@ -6,6 +6,8 @@
 //! `STRIDE_PLOT_FONT` is set but empty) the curve is drawn without text (frame, curve, plateau
 //! line), never an error.
 
+use plotters::coord::ranged1d::{Ranged, ValueFormatter};
+use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
 use plotters::style::{register_font, FontStyle};
 use std::path::Path;
@@ -63,45 +65,144 @@ pub fn check_path(path: &Path) -> Result<(), String> {
     }
 }
 
+/// One curve of a [`chart`]: its legend, points and colour.
+pub struct Line<'a> {
+    pub label: &'a str,
+    pub points: Vec<(f64, f64)>,
+    pub color: RGBColor,
+    pub width: u32,
+}
+
 /// Writes the training loss per step (log scale) and the plateau (the loss of predicting the
 /// mean sample) as a PNG at `path`.
 pub fn loss_curve(path: &Path, losses: &[f64], plateau: f64) -> Result<(), String> {
-    check_path(path)?;
     if losses.is_empty() {
         return Err("no steps were taken".into());
     }
-    let text = have_font();
+    let n = losses.len() as f64;
+    let mut lines = vec![Line {
+        label: "training loss",
+        points: losses
+            .iter()
+            .enumerate()
+            .map(|(i, &v)| (i as f64, v))
+            .collect(),
+        color: BLUE,
+        width: 2,
+    }];
+    if plateau.is_finite() && plateau > 0.0 {
+        lines.push(Line {
+            label: "plateau: predicting the mean sample",
+            points: vec![(0.0, plateau), (n.max(1.0), plateau)],
+            color: RED,
+            width: 1,
+        });
+    }
+    chart(
+        path,
+        "stride train sae: training loss (MSE)",
+        "loss",
+        &lines,
+        Scale::Log,
+    )
+}
+
+/// The y axis of a [`chart`].
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Scale {
+    Linear,
+    Log,
+}
+
+/// Writes `lines` against the step as a PNG at `path`; on a log axis, values that are not
+/// finite and positive are drawn at its bottom (on a linear one, non-finite values are).
+pub fn chart(
+    path: &Path,
+    caption: &str,
+    y_desc: &str,
+    lines: &[Line],
+    scale: Scale,
+) -> Result<(), String> {
+    check_path(path)?;
     let e = |e: &dyn std::fmt::Display| e.to_string();
-
-    let good = |v: f64| v.is_finite() && v > 0.0;
-    let vals = losses.iter().copied().chain([plateau]).filter(|&v| good(v));
-    let (lo, hi) = vals.fold((f64::INFINITY, 0f64), |(lo, hi), v| (lo.min(v), hi.max(v)));
-    let (lo, hi) = if lo.is_finite() && hi > 0.0 {
-        (lo / 1.5, hi * 1.5)
-    } else {
-        (1e-6, 1.0)
+    let good = |v: f64| v.is_finite() && (scale == Scale::Linear || v > 0.0);
+    let vals = lines
+        .iter()
+        .flat_map(|l| l.points.iter().map(|p| p.1))
+        .filter(|&v| good(v));
+    let (lo, hi) = vals.fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), v| {
+        (lo.min(v), hi.max(v))
+    });
+    let (lo, hi) = match (lo.is_finite() && hi.is_finite(), scale) {
+        (true, Scale::Log) => (lo / 1.2, hi * 1.2),
+        (true, Scale::Linear) => {
+            let pad = ((hi - lo) * 0.05).max(1e-3);
+            (lo - pad, hi + pad)
+        }
+        (false, _) => (1e-6, 1.0),
     };
-    let n = losses.len() as u64;
-
+    let xmax = lines
+        .iter()
+        .flat_map(|l| l.points.iter().map(|p| p.0))
+        .fold(1f64, f64::max);
     let root = BitMapBackend::new(path, (960, 560)).into_drawing_area();
     root.fill(&WHITE).map_err(|x| e(&x))?;
     let mut builder = ChartBuilder::on(&root);
     builder.margin(20);
+    let text = have_font();
     if text {
         builder
-            .caption("stride train sae: training loss (MSE)", ("sans-serif", 24))
+            .caption(caption, ("sans-serif", 24))
             .x_label_area_size(45)
             .y_label_area_size(80);
     }
-    let mut chart = builder
-        .build_cartesian_2d(0..n.max(1), (lo..hi).log_scale())
-        .map_err(|x| e(&x))?;
+    let clamp = |v: f64| if good(v) { v } else { lo };
+    match scale {
+        Scale::Log => {
+            let c = builder
+                .build_cartesian_2d(0f64..xmax, (lo..hi).log_scale())
+                .map_err(|x| e(&x))?;
+            draw(c, &root, text, y_desc, lines, &clamp, "{:.1e}")
+        }
+        Scale::Linear => {
+            let c = builder
+                .build_cartesian_2d(0f64..xmax, lo..hi)
+                .map_err(|x| e(&x))?;
+            draw(c, &root, text, y_desc, lines, &clamp, "{:.2}")
+        }
+    }?;
+    root.present().map_err(|x| e(&x))?;
+    Ok(())
+}
+
+/// The mesh, the curves and the legend of a [`chart`] on either kind of y axis.
+fn draw<'a, Y>(
+    mut chart: ChartContext<'a, BitMapBackend<'a>, Cartesian2d<RangedCoordf64, Y>>,
+    root: &DrawingArea<BitMapBackend<'a>, plotters::coord::Shift>,
+    text: bool,
+    y_desc: &str,
+    lines: &[Line],
+    clamp: &dyn Fn(f64) -> f64,
+    y_format: &str,
+) -> Result<(), String>
+where
+    Y: Ranged<ValueType = f64> + ValueFormatter<f64>,
+{
+    let e = |e: &dyn std::fmt::Display| e.to_string();
     if text {
+        let sci = y_format.contains('e');
         chart
             .configure_mesh()
             .x_desc("step")
-            .y_desc("loss")
-            .y_label_formatter(&|v| format!("{v:.0e}"))
+            .y_desc(y_desc)
+            .x_label_formatter(&|v| format!("{v:.0}"))
+            .y_label_formatter(&|v| {
+                if sci {
+                    format!("{v:.1e}")
+                } else {
+                    format!("{v:.2}")
+                }
+            })
             .label_style(("sans-serif", 15))
             .draw()
             .map_err(|x| e(&x))?;
@@ -113,31 +214,18 @@ pub fn loss_curve(path: &Path, losses: &[f64], plateau: f64) -> Result<(), Strin
         ))
         .map_err(|x| e(&x))?;
     }
-    let clamp = |v: f64| if good(v) { v } else { lo };
-    let curve = chart
-        .draw_series(LineSeries::new(
-            losses
-                .iter()
-                .enumerate()
-                .map(|(i, &v)| (i as u64, clamp(v))),
-            BLUE.stroke_width(2),
-        ))
-        .map_err(|x| e(&x))?;
-    if text {
-        curve
-            .label("training loss")
-            .legend(|(x, y)| PathElement::new([(x, y), (x + 20, y)], BLUE.stroke_width(2)));
-    }
-    if good(plateau) {
-        let line = chart
+    for l in lines {
+        let style = l.color.stroke_width(l.width);
+        let series = chart
             .draw_series(LineSeries::new(
-                [(0, plateau), (n.max(1), plateau)],
-                RED.stroke_width(1),
+                l.points.iter().map(|&(x, y)| (x, clamp(y))),
+                style,
             ))
             .map_err(|x| e(&x))?;
         if text {
-            line.label("plateau: predicting the mean sample")
-                .legend(|(x, y)| PathElement::new([(x, y), (x + 20, y)], RED.stroke_width(1)));
+            series
+                .label(l.label)
+                .legend(move |(x, y)| PathElement::new([(x, y), (x + 20, y)], style));
         }
     }
     if text {
@@ -150,6 +238,5 @@ pub fn loss_curve(path: &Path, losses: &[f64], plateau: f64) -> Result<(), Strin
             .draw()
             .map_err(|x| e(&x))?;
     }
-    root.present().map_err(|x| e(&x))?;
     Ok(())
 }

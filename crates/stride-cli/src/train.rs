@@ -31,11 +31,14 @@ enum Model {
     /// The TopK sparse autoencoder with a tied (transposed, non-contiguous) encoder, trained
     /// with Adam on synthetic sparse features in superposition.
     Sae(Box<SaeArgs>),
+    /// A GPT on the Shakespeare text (byte-level by default), validated on held-out plays.
+    Gpt(Box<crate::train_gpt::GptArgs>),
 }
 
 pub fn run(a: TrainArgs) -> Result<(), String> {
     match a.model {
         Model::Sae(a) => sae(*a),
+        Model::Gpt(a) => crate::train_gpt::gpt(*a),
     }
 }
 
@@ -287,8 +290,11 @@ fn sae(a: SaeArgs) -> Result<(), String> {
         if let Some(h) = &r.health {
             for issue in &h.issues {
                 let line = format!("step {}: update-health check: {issue}", r.step);
+                // a hidden bar (no terminal) drops what it is asked to print
                 if a.json {
                     eprintln!("{line}");
+                } else if bar.is_hidden() {
+                    println!("{line}");
                 } else {
                     bar.println(line);
                 }

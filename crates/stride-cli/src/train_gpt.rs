@@ -1,0 +1,496 @@
+//! `stride train gpt`: train a GPT on the Shakespeare text (fetched on first use), with a
+//! progress bar (loss, tokens/s, ETA), validation on held-out plays, checkpoints, a sample,
+//! a PNG of the curves and `--json`; and `stride sample`, which continues a prompt from a
+//! checkpoint.
+//!
+//! ```text
+//! stride train gpt [--style modern|gpt2] [--layers 4] [--heads 4] [--dim 128] [--context 64]
+//!                  [--tokenizer bytes|smollm2] [--batch 12] [--accum 1] [--steps 2000] [--stop-at N]
+//!                  [--lr 1e-3] [--min-lr 1e-4] [--warmup 100] [--weight-decay 0.1]
+//!                  [--beta2 0.99] [--grad-clip 1] [--dropout 0] [--eval-every 250]
+//!                  [--eval-batches 20] [--seed 0] [--device cpu] [--dtype f32]
+//!                  [--autocast bf16|f16|none] [--save PATH] [--save-every N] [--resume PATH]
+//!                  [--sample-tokens 500] [--prompt TEXT] [--json] [--plot gpt_loss.png | --no-plot]
+//! stride sample --checkpoint PATH [--prompt TEXT] [--tokens 500] [--temperature 0.8] [--seed 0]
+//! ```
+
+use crate::plot::{self, Line, Scale};
+use indicatif::{ProgressBar, ProgressStyle};
+use plotters::style::{BLUE, RED};
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::time::Instant;
+use stride::models::gpt::{
+    sample_window, Corpus, GptConfig, GptTrainConfig, GptTrainer, TokenizerKind,
+};
+use stride::models::SamplingConfig;
+use stride::{DType, Device};
+
+#[derive(clap::Args)]
+pub struct GptArgs {
+    /// `modern` (RMSNorm, rotary, SwiGLU) or `gpt2` (LayerNorm, learned positions, GELU,
+    /// biases); both tie the embeddings.
+    #[arg(long, default_value = "modern")]
+    style: String,
+    /// Transformer blocks [default: 4].
+    #[arg(long)]
+    layers: Option<usize>,
+    /// Attention heads [default: 4].
+    #[arg(long)]
+    heads: Option<usize>,
+    /// Model width [default: 128].
+    #[arg(long)]
+    dim: Option<usize>,
+    /// Tokens per training sequence, the model's context length [default: 64].
+    #[arg(long)]
+    context: Option<usize>,
+    /// `bytes` (259 tokens, loss in nats per byte) or `smollm2` (SmolLM2's 49,152-token BPE,
+    /// read from its GGUF file, fetched on first use).
+    #[arg(long, default_value = "bytes")]
+    tokenizer: String,
+    /// Sequences per micro-batch [default: 12].
+    #[arg(long)]
+    batch: Option<usize>,
+    /// Micro-batches per step (gradient accumulation) [default: 1].
+    #[arg(long)]
+    accum: Option<usize>,
+    /// Steps of the schedule; the run stops there [default: 2000].
+    #[arg(long)]
+    steps: Option<u64>,
+    /// Stop after this many steps (of the --steps schedule), e.g. to checkpoint part of a run
+    /// and resume it later [default: --steps].
+    #[arg(long, value_name = "N")]
+    stop_at: Option<u64>,
+    /// Peak learning rate [default: 1e-3].
+    #[arg(long)]
+    lr: Option<f64>,
+    /// Final learning rate of the cosine decay [default: 1e-4].
+    #[arg(long)]
+    min_lr: Option<f64>,
+    /// Warmup steps [default: 100].
+    #[arg(long)]
+    warmup: Option<u64>,
+    /// AdamW weight decay on matrices and embeddings [default: 0.1].
+    #[arg(long)]
+    weight_decay: Option<f64>,
+    /// AdamW's β₂ [default: 0.99].
+    #[arg(long)]
+    beta2: Option<f64>,
+    /// Clip the gradient norm to this; 0 turns clipping off [default: 1].
+    #[arg(long)]
+    grad_clip: Option<f64>,
+    /// Dropout on embeddings, attention and residual branches [default: 0].
+    #[arg(long)]
+    dropout: Option<f64>,
+    /// Evaluate the validation loss every N steps (and at the end).
+    #[arg(long, default_value_t = 250, value_name = "N")]
+    eval_every: u64,
+    /// Validation batches per evaluation [default: 20].
+    #[arg(long)]
+    eval_batches: Option<usize>,
+    /// Seeds the weights, the batches and dropout [default: 0].
+    #[arg(long)]
+    seed: Option<u64>,
+    /// `cpu`, `cuda` or `cuda:N`.
+    #[arg(long, default_value = "cpu")]
+    device: String,
+    /// The parameters' dtype [default: f32].
+    #[arg(long)]
+    dtype: Option<String>,
+    /// Run the forward pass under autocast: `bf16`, `f16` or `none` [default: bf16 on CUDA,
+    /// none on the CPU].
+    #[arg(long)]
+    autocast: Option<String>,
+    /// Write a checkpoint here at the end (and every --save-every steps).
+    #[arg(long, value_name = "PATH")]
+    save: Option<PathBuf>,
+    /// Also checkpoint every N steps (needs --save).
+    #[arg(long, value_name = "N", requires = "save")]
+    save_every: Option<u64>,
+    /// Continue the run saved in this checkpoint (its configuration is used; flags that
+    /// would change it are errors).
+    #[arg(long, value_name = "PATH")]
+    resume: Option<PathBuf>,
+    /// Tokens of the sample printed at the end (0: none).
+    #[arg(long, default_value_t = 500, value_name = "N")]
+    sample_tokens: usize,
+    /// The sample's prompt.
+    #[arg(long, default_value = "")]
+    prompt: String,
+    /// Print the metrics as one JSON document (and no progress bar).
+    #[arg(long)]
+    json: bool,
+    /// Where to write the train/validation curves (PNG).
+    #[arg(long, default_value = "gpt_loss.png", value_name = "PATH")]
+    plot: PathBuf,
+    /// Don't write the curves.
+    #[arg(long, conflicts_with = "plot")]
+    no_plot: bool,
+}
+
+fn parse_device(s: &str) -> Result<Device, String> {
+    let d =
+        Device::parse(s).ok_or_else(|| format!("unknown device {s:?}; use cpu, cuda or cuda:N"))?;
+    match d {
+        Device::Cpu => Ok(d),
+        Device::Cuda(n) => Device::cuda(n).map_err(|e| e.to_string()),
+    }
+}
+
+fn parse_float_dtype(flag: &str, s: &str) -> Result<DType, String> {
+    match DType::parse(s) {
+        Some(d) if d.is_float() => Ok(d),
+        _ => Err(format!(
+            "unsupported --{flag} {s:?}; use f32, f64, bf16 or f16"
+        )),
+    }
+}
+
+/// The configuration from the flags over the defaults.
+fn config_from_flags(a: &GptArgs, device: Device) -> Result<GptTrainConfig, String> {
+    let d = GptTrainConfig::default();
+    let kind = TokenizerKind::parse(&a.tokenizer).ok_or_else(|| {
+        format!(
+            "unknown --tokenizer {:?}; use bytes or smollm2",
+            a.tokenizer
+        )
+    })?;
+    let vocab = match kind {
+        TokenizerKind::Bytes => 259,
+        TokenizerKind::SmolLm2 => kind.load().map_err(|e| e.to_string())?.vocab_size(),
+    };
+    let (layers, heads, dim, context) = (
+        a.layers.unwrap_or(d.model.n_layers),
+        a.heads.unwrap_or(d.model.n_heads),
+        a.dim.unwrap_or(d.model.dim),
+        a.context.unwrap_or(d.model.context_len),
+    );
+    let mut model = match a.style.as_str() {
+        "modern" => GptConfig::modern(vocab, context, layers, heads, dim),
+        "gpt2" => GptConfig::gpt2(vocab, context, layers, heads, dim),
+        s => return Err(format!("unknown --style {s:?}; use modern or gpt2")),
+    };
+    model.dropout = a.dropout.unwrap_or(d.model.dropout);
+    let autocast = match a.autocast.as_deref() {
+        None if matches!(device, Device::Cuda(_)) => Some(DType::BF16),
+        None | Some("none") => None,
+        Some(s) => Some(parse_float_dtype("autocast", s)?),
+    };
+    let c = GptTrainConfig {
+        model,
+        tokenizer: kind,
+        batch: a.batch.unwrap_or(d.batch),
+        accum: a.accum.unwrap_or(d.accum),
+        steps: a.steps.unwrap_or(d.steps),
+        lr: a.lr.unwrap_or(d.lr),
+        min_lr: a.min_lr.unwrap_or(d.min_lr),
+        warmup: a.warmup.unwrap_or(d.warmup),
+        weight_decay: a.weight_decay.unwrap_or(d.weight_decay),
+        betas: (d.betas.0, a.beta2.unwrap_or(d.betas.1)),
+        grad_clip: a.grad_clip.unwrap_or(d.grad_clip),
+        eval_batches: a.eval_batches.unwrap_or(d.eval_batches),
+        seed: a.seed.unwrap_or(d.seed),
+        dtype: a
+            .dtype
+            .as_deref()
+            .map(|s| parse_float_dtype("dtype", s))
+            .transpose()?
+            .unwrap_or(d.dtype),
+        autocast,
+        device,
+    };
+    c.validate().map_err(|e| e.to_string())?;
+    Ok(c)
+}
+
+/// With `--resume`, flags that shape the run must be absent: the checkpoint's are used.
+fn check_resume_flags(a: &GptArgs) -> Result<(), String> {
+    let given: Vec<&str> = [
+        ("--layers", a.layers.is_some()),
+        ("--heads", a.heads.is_some()),
+        ("--dim", a.dim.is_some()),
+        ("--context", a.context.is_some()),
+        ("--batch", a.batch.is_some()),
+        ("--accum", a.accum.is_some()),
+        ("--steps", a.steps.is_some()),
+        ("--lr", a.lr.is_some()),
+        ("--min-lr", a.min_lr.is_some()),
+        ("--warmup", a.warmup.is_some()),
+        ("--weight-decay", a.weight_decay.is_some()),
+        ("--beta2", a.beta2.is_some()),
+        ("--grad-clip", a.grad_clip.is_some()),
+        ("--dropout", a.dropout.is_some()),
+        ("--eval-batches", a.eval_batches.is_some()),
+        ("--seed", a.seed.is_some()),
+        ("--dtype", a.dtype.is_some()),
+        ("--autocast", a.autocast.is_some()),
+    ]
+    .into_iter()
+    .filter_map(|(f, g)| g.then_some(f))
+    .collect();
+    if given.is_empty() {
+        Ok(())
+    } else {
+        Err(format!(
+            "{} would change the run being resumed; leave them out to continue it with the checkpoint's configuration",
+            given.join(", ")
+        ))
+    }
+}
+
+pub fn gpt(a: GptArgs) -> Result<(), String> {
+    let device = parse_device(&a.device)?;
+    if !a.no_plot {
+        plot::check_path(&a.plot)?;
+    }
+    let mut t = match &a.resume {
+        Some(path) => {
+            check_resume_flags(&a)?;
+            let c = GptTrainer::checkpoint_config(path, device)
+                .map_err(|e| format!("can't resume from {}: {e}", path.display()))?;
+            let corpus = Corpus::shakespeare(c.tokenizer).map_err(|e| e.to_string())?;
+            GptTrainer::resume(path, device, corpus)
+                .map_err(|e| format!("can't resume from {}: {e}", path.display()))?
+        }
+        None => {
+            let c = config_from_flags(&a, device)?;
+            let corpus = Corpus::shakespeare(c.tokenizer).map_err(|e| e.to_string())?;
+            GptTrainer::new(c, corpus).map_err(|e| e.to_string())?
+        }
+    };
+    let tok = t.config().tokenizer.load().map_err(|e| e.to_string())?;
+    let c = t.config().clone();
+    let start = t.steps_done();
+    let end = a.stop_at.unwrap_or(c.steps).min(c.steps);
+    if start >= end {
+        return Err(format!(
+            "the run is already at step {start} (its schedule has {} steps, --stop-at {end}); nothing to do",
+            c.steps
+        ));
+    }
+    // read the loss every 10 steps for the bar: each read waits for the device
+    t.set_loss_every(10);
+    let tokens_per_step = (c.batch * c.accum * c.model.context_len) as u64;
+    let (ntrain, nval) = t.corpus_sizes();
+    let params = stride::nn::Module::num_parameters(t.model());
+    if !a.json {
+        println!(
+            "stride train gpt: {} style, {} layers × {} heads × width {}, context {}, {} parameters | {} tokenizer ({} training, {} validation tokens: {})",
+            a.style, c.model.n_layers, c.model.n_heads, c.model.dim, c.model.context_len, params,
+            c.tokenizer.name(), ntrain, nval, stride::models::gpt::VALIDATION_WORKS.join(", ")
+        );
+        println!(
+            "AdamW lr {} → {} (warmup {}), wd {}, β₂ {}, clip {} | batch {} × accum {} ({} tokens/step) | {} on {}{} | seed {}",
+            c.lr, c.min_lr, c.warmup, c.weight_decay, c.betas.1, c.grad_clip, c.batch, c.accum,
+            tokens_per_step, c.dtype.name(), c.device,
+            c.autocast.map_or(String::new(), |d| format!(" (autocast {})", d.name())), c.seed
+        );
+        if start > 0 {
+            println!("resumed at step {start}");
+        }
+    }
+    let bar = if a.json || !std::io::stderr().is_terminal() {
+        ProgressBar::hidden()
+    } else {
+        let b = ProgressBar::new(c.steps);
+        b.set_style(
+            ProgressStyle::with_template("{bar:30} {pos}/{len} steps  {msg}  eta {eta}")
+                .map_err(|e| e.to_string())?,
+        );
+        b.set_position(start);
+        b.reset_eta();
+        b
+    };
+    // a hidden bar (no terminal) drops what it is asked to print
+    let say = |s: String| {
+        if a.json {
+            eprintln!("{s}")
+        } else if bar.is_hidden() {
+            println!("{s}")
+        } else {
+            bar.println(s)
+        }
+    };
+    let started = Instant::now();
+    let mut last_val = None;
+    if start == 0 {
+        let v = t
+            .evaluate()
+            .map_err(|e| format!("evaluation at step 0: {e}"))?;
+        say(format!("step 0: validation loss {v:.4}"));
+    }
+    for s in start..end {
+        let r = t.step().map_err(|e| format!("step {s}: {e}"))?;
+        let done = s + 1;
+        if let Some(loss) = r.loss {
+            let tps =
+                (done - start) as f64 * tokens_per_step as f64 / started.elapsed().as_secs_f64();
+            bar.set_message(format!("loss {loss:.4}  {tps:.0} tokens/s"));
+        }
+        bar.inc(1);
+        if done % a.eval_every.max(1) == 0 || done == end {
+            let v = t
+                .evaluate()
+                .map_err(|e| format!("evaluation at step {done}: {e}"))?;
+            last_val = Some(v);
+            say(format!("step {done}: validation loss {v:.4}"));
+        }
+        if let (Some(p), Some(n)) = (&a.save, a.save_every) {
+            if n > 0 && done % n == 0 && done < end {
+                t.save(p)
+                    .map_err(|e| format!("can't save to {}: {e}", p.display()))?;
+            }
+        }
+    }
+    bar.finish_and_clear();
+    let elapsed = started.elapsed().as_secs_f64();
+    let ran = end - start;
+    if let Some(p) = &a.save {
+        t.save(p)
+            .map_err(|e| format!("can't save to {}: {e}", p.display()))?;
+    }
+    let losses = t.read_losses().map_err(|e| e.to_string())?.to_vec();
+    let evals = t.evals().to_vec();
+    let sample = if a.sample_tokens > 0 {
+        let sampling = SamplingConfig {
+            seed: Some(c.seed),
+            ..SamplingConfig::default()
+        };
+        Some(
+            t.sample(&tok, &a.prompt, a.sample_tokens, sampling)
+                .map_err(|e| e.to_string())?,
+        )
+    } else {
+        None
+    };
+    let plot_path = if a.no_plot {
+        None
+    } else {
+        let lines = [
+            Line {
+                label: "training loss",
+                points: losses
+                    .iter()
+                    .enumerate()
+                    .map(|(i, &v)| (i as f64 + 1.0, v))
+                    .collect(),
+                color: BLUE,
+                width: 1,
+            },
+            Line {
+                label: "validation loss (held-out plays)",
+                points: evals.iter().map(|&(s, v)| (s as f64, v)).collect(),
+                color: RED,
+                width: 2,
+            },
+        ];
+        let unit = match c.tokenizer {
+            TokenizerKind::Bytes => "nats per byte",
+            TokenizerKind::SmolLm2 => "nats per token",
+        };
+        plot::chart(
+            &a.plot,
+            "stride train gpt: cross-entropy",
+            unit,
+            &lines,
+            Scale::Linear,
+        )
+        .map_err(|e| format!("can't write the curves to {}: {e}", a.plot.display()))?;
+        Some(a.plot.clone())
+    };
+    let tail = losses.len().min(50);
+    let final_train = losses[losses.len() - tail..].iter().sum::<f64>() / tail as f64;
+    let tokens_per_s = ran as f64 * tokens_per_step as f64 / elapsed;
+    if a.json {
+        let doc = serde_json::json!({
+            "model": "gpt",
+            "config": {
+                "style": a.style, "layers": c.model.n_layers, "heads": c.model.n_heads,
+                "dim": c.model.dim, "ffn_dim": c.model.ffn_dim, "context": c.model.context_len,
+                "vocab": c.model.vocab_size, "tokenizer": c.tokenizer.name(),
+                "batch": c.batch, "accum": c.accum, "steps": c.steps, "lr": c.lr,
+                "min_lr": c.min_lr, "warmup": c.warmup, "weight_decay": c.weight_decay,
+                "betas": [c.betas.0, c.betas.1], "grad_clip": c.grad_clip,
+                "dropout": c.model.dropout, "seed": c.seed, "dtype": c.dtype.name(),
+                "autocast": c.autocast.map(|d| d.name()), "device": c.device.to_string(),
+            },
+            "parameters": params,
+            "train_tokens": ntrain, "val_tokens": nval,
+            "steps": t.steps_done(), "resumed_from_step": start,
+            "final_train_loss": final_train, "final_train_loss_steps": tail,
+            "val_loss": last_val,
+            "evals": evals.iter().map(|&(s, v)| serde_json::json!({"step": s, "val_loss": v})).collect::<Vec<_>>(),
+            "seconds": elapsed, "tokens_per_s": tokens_per_s,
+            "sample": sample,
+            "plot": plot_path.as_ref().map(|p| p.display().to_string()),
+            "checkpoint": a.save.as_ref().map(|p| p.display().to_string()),
+            "losses": losses,
+        });
+        println!("{doc}");
+    } else {
+        println!("steps            {} ({ran} in this run)", t.steps_done());
+        println!(
+            "training loss    {:.4} at step 0 -> {final_train:.4} (mean of the last {tail} steps)",
+            losses[0]
+        );
+        if let Some(v) = last_val {
+            println!(
+                "validation loss  {v:.4} on {} held-out windows of {}",
+                c.eval_batches * c.batch,
+                c.model.context_len
+            );
+        }
+        println!(
+            "time             {elapsed:.1} s, {:.1} ms/step, {tokens_per_s:.0} tokens/s",
+            elapsed * 1e3 / ran as f64
+        );
+        if let Some(p) = &plot_path {
+            println!("curves           {}", p.display());
+        }
+        if let Some(p) = &a.save {
+            println!("checkpoint       {}", p.display());
+        }
+        if let Some(s) = &sample {
+            println!("sample ({} tokens):\n{}{s}", a.sample_tokens, a.prompt);
+        }
+    }
+    Ok(())
+}
+
+#[derive(clap::Args)]
+pub struct SampleArgs {
+    /// A checkpoint written by `stride train gpt --save`.
+    #[arg(long, value_name = "PATH")]
+    checkpoint: PathBuf,
+    /// The text to continue.
+    #[arg(long, default_value = "")]
+    prompt: String,
+    /// Tokens to generate.
+    #[arg(long, default_value_t = 500)]
+    tokens: usize,
+    /// Sampling temperature (0: greedy).
+    #[arg(long, default_value_t = 0.8)]
+    temperature: f64,
+    /// Seed of the draws.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// `cpu`, `cuda` or `cuda:N`.
+    #[arg(long, default_value = "cpu")]
+    device: String,
+}
+
+pub fn sample(a: SampleArgs) -> Result<(), String> {
+    let device = parse_device(&a.device)?;
+    let (model, c) = GptTrainer::load_model(&a.checkpoint, device)
+        .map_err(|e| format!("can't load {}: {e}", a.checkpoint.display()))?;
+    let tok = c.tokenizer.load().map_err(|e| e.to_string())?;
+    let sampling = SamplingConfig {
+        temperature: a.temperature,
+        seed: Some(a.seed),
+        ..SamplingConfig::default()
+    };
+    let text = sample_window(&model, c.tokenizer, &tok, &a.prompt, a.tokens, sampling)
+        .map_err(|e| e.to_string())?;
+    println!("{}{text}", a.prompt);
+    Ok(())
+}
