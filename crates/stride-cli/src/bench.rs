@@ -10,9 +10,11 @@
 //! - [`measure`]: the timers (interleaved sampling), the bandwidth and peak-rate measurements;
 //! - [`rows`]: the benchmarks, their bytes/flops and targets;
 //! - [`peer`]: the `scripts/bench_numpy.py --serve` child process;
-//! - [`cuda`]: `stride bench cuda`, beside PyTorch (`scripts/bench_torch.py`).
+//! - [`cuda`]: `stride bench cuda`, beside PyTorch (`scripts/bench_torch.py`);
+//! - [`gpt`]: `stride bench gpt`, a GPT's training steps beside PyTorch (`scripts/gpt_torch.py`).
 
 mod cuda;
+mod gpt;
 mod measure;
 mod peer;
 mod rows;
@@ -33,6 +35,9 @@ enum What {
     Cpu(CpuArgs),
     /// CUDA benchmarks beside the device's copy bandwidth and PyTorch on the same GPU.
     Cuda(cuda::CudaArgs),
+    /// GPT training steps (GPT-2-small sized by default): tokens/s, MFU and peak memory
+    /// beside PyTorch eager and torch.compile.
+    Gpt(gpt::GptArgs),
 }
 
 #[derive(clap::Args)]
@@ -64,6 +69,7 @@ pub fn run(a: BenchArgs) -> Result<(), String> {
     match a.what {
         What::Cpu(c) => cpu(c),
         What::Cuda(c) => cuda::run(c),
+        What::Gpt(g) => gpt::run(g),
     }
 }
 

@@ -378,28 +378,37 @@ impl GptTrainer {
     /// this step's learning rate. Nothing in it waits for the device except the loss read on
     /// the steps [`GptTrainer::set_loss_every`] names.
     pub fn step(&mut self) -> Result<GptStep> {
+        let (b, t) = (self.config.batch, self.config.model.context_len);
+        let batches = (0..self.config.accum)
+            .map(|_| self.train.batch(b, t, &self.data_gen))
+            .collect::<Result<Vec<_>>>()?;
+        self.step_on(&batches)
+    }
+
+    /// [`GptTrainer::step`] on given micro-batches `(inputs, targets)`, each `(b, t)` i64 on
+    /// the model's device (any number of them; the loss is their mean), instead of windows
+    /// drawn from the training text: what a comparison against another framework feeds.
+    pub fn step_on(&mut self, batches: &[(Tensor, Tensor)]) -> Result<GptStep> {
+        if batches.is_empty() {
+            return Err(invalid("GptTrainer::step_on", "no micro-batches"));
+        }
         let c = &self.config;
         let step = self.step;
         let lr = c.lr_at(step);
         for g in 0..self.opt.num_groups() {
             self.opt.set_lr(g, lr)?;
         }
-        let (b, t) = (c.batch, c.model.context_len);
+        let n = batches.len();
         let mut total: Option<Tensor> = None;
-        for _ in 0..c.accum {
-            let (x, y) = self.train.batch(b, t, &self.data_gen)?;
+        for (x, y) in batches {
             let loss = {
                 let _ac = c
                     .autocast
                     .map(stride_core::autocast::autocast)
                     .transpose()?;
-                self.model.loss(&x, &y)?
+                self.model.loss(x, y)?
             };
-            let loss = if c.accum > 1 {
-                loss.div(c.accum as f64)?
-            } else {
-                loss
-            };
+            let loss = if n > 1 { loss.div(n as f64)? } else { loss };
             loss.backward()?;
             let l = loss.detach();
             total = Some(match total {
@@ -412,7 +421,7 @@ impl GptTrainer {
         }
         self.opt.step()?;
         self.opt.zero_grad()?;
-        self.unread.push(total.expect("accum ≥ 1"));
+        self.unread.push(total.expect("at least one micro-batch"));
         let loss = if self.loss_every > 0 && step.is_multiple_of(self.loss_every) {
             self.read_losses()?.last().copied()
         } else {
@@ -420,6 +429,12 @@ impl GptTrainer {
         };
         self.step += 1;
         Ok(GptStep { step, lr, loss })
+    }
+
+    /// The model's parameters and buffers replaced by `sd` (strict: every name, every
+    /// shape), e.g. to start from another framework's initialisation.
+    pub fn load_model_state(&mut self, sd: &stride_nn::StateDict) -> Result<()> {
+        self.model.load_state_dict(sd, true).map(|_| ())
     }
 
     /// The mean loss on `eval_batches` validation batches — the same windows at every call

@@ -1,0 +1,227 @@
+//! `stride bench gpt`: training steps per second of a GPT, stride beside PyTorch eager and
+//! `torch.compile` (`scripts/gpt_torch.py bench`, the same model, sizes and bf16 autocast)
+//! measured in the same invocation, with the model FLOPs utilisation and peak memory.
+//!
+//! Model FLOPs per token are PaLM's count, `6·N + 12·L·T·D` (N parameters without the
+//! embedding table's input use, L layers, T the sequence, D the width), the figure nanoGPT and
+//! llm.c report; the floor is those FLOPs at the H100 SXM's dense bf16 peak (989 TFLOP/s).
+
+use serde_json::{json, Value};
+use std::process::Command;
+use std::time::Instant;
+use stride::models::gpt::{Corpus, GptConfig, GptTrainConfig, GptTrainer};
+use stride::{DType, Device, Generator, Tensor};
+
+/// The H100 SXM's dense bf16 tensor-core peak, FLOP/s.
+const H100_BF16_PEAK: f64 = 989e12;
+
+#[derive(clap::Args)]
+pub struct GptArgs {
+    /// `cuda`, `cuda:N` or `cpu`.
+    #[arg(long, default_value = "cuda")]
+    device: String,
+    #[arg(long, default_value_t = 12)]
+    layers: usize,
+    #[arg(long, default_value_t = 768)]
+    dim: usize,
+    #[arg(long, default_value_t = 12)]
+    heads: usize,
+    #[arg(long, default_value_t = 1024)]
+    context: usize,
+    #[arg(long, default_value_t = 16)]
+    batch: usize,
+    /// SmolLM2's vocabulary size by default.
+    #[arg(long, default_value_t = 49152)]
+    vocab: usize,
+    /// `modern` or `gpt2`.
+    #[arg(long, default_value = "modern")]
+    style: String,
+    /// Timed steps (after 5 untimed ones).
+    #[arg(long, default_value_t = 20)]
+    steps: usize,
+    /// Don't run the PyTorch peer.
+    #[arg(long)]
+    no_peer: bool,
+    /// The Python interpreter that runs the peer.
+    #[arg(long, default_value = "python3")]
+    python: String,
+    /// Print one JSON object instead of the table.
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn run(a: GptArgs) -> Result<(), String> {
+    let device =
+        Device::parse(&a.device).ok_or_else(|| format!("unknown --device {:?}", a.device))?;
+    if let Device::Cuda(n) = device {
+        Device::cuda(n).map_err(|e| e.to_string())?;
+    }
+    let model = match a.style.as_str() {
+        "modern" => GptConfig::modern(a.vocab, a.context, a.layers, a.heads, a.dim),
+        "gpt2" => GptConfig::gpt2(a.vocab, a.context, a.layers, a.heads, a.dim),
+        s => return Err(format!("unknown --style {s:?}; use modern or gpt2")),
+    };
+    let c = GptTrainConfig {
+        model: model.clone(),
+        batch: a.batch,
+        steps: 1_000_000_000,
+        warmup: 0,
+        lr: 1e-4,
+        min_lr: 1e-5,
+        betas: (0.9, 0.95),
+        autocast: matches!(device, Device::Cuda(_)).then_some(DType::BF16),
+        device,
+        ..GptTrainConfig::default()
+    };
+    // random tokens: the speed does not depend on the text
+    let n = a.batch * (a.context + 1) * 4;
+    let ids = Tensor::randint(
+        0,
+        a.vocab as i64,
+        [n],
+        DType::I64,
+        &Device::Cpu,
+        Some(&Generator::new(0)),
+    )
+    .and_then(|t| t.to_vec::<i64>())
+    .map_err(|e| e.to_string())?;
+    let mut t = GptTrainer::new(
+        c,
+        Corpus {
+            train: ids.clone(),
+            val: ids,
+        },
+    )
+    .map_err(|e| e.to_string())?;
+    t.set_loss_every(0);
+    let say = |s: &str| {
+        if !a.json {
+            eprintln!("{s}")
+        }
+    };
+    say("stride: 5 untimed steps ...");
+    for _ in 0..5 {
+        t.step().map_err(|e| e.to_string())?;
+    }
+    t.read_losses().map_err(|e| e.to_string())?;
+    let mem0 = stride::memory_stats(device);
+    say(&format!("stride: {} timed steps ...", a.steps));
+    let start = Instant::now();
+    for _ in 0..a.steps {
+        t.step().map_err(|e| e.to_string())?;
+    }
+    let losses = t.read_losses().map_err(|e| e.to_string())?.to_vec();
+    let secs = start.elapsed().as_secs_f64();
+    let mem1 = stride::memory_stats(device);
+    let params = stride::nn::Module::num_parameters(t.model());
+    let tokens = (a.steps * a.batch * a.context) as f64;
+    let flops_per_token = 6.0 * params as f64 + 12.0 * (a.layers * a.context * a.dim) as f64;
+    let tps = tokens / secs;
+    let mfu = |tps: f64| tps * flops_per_token / H100_BF16_PEAK;
+    let mut peers = vec![];
+    if !a.no_peer && matches!(device, Device::Cuda(_)) {
+        for compile in [false, true] {
+            say(&format!(
+                "PyTorch {} ...",
+                if compile { "torch.compile" } else { "eager" }
+            ));
+            peers.push(torch(&a, compile).unwrap_or_else(|e| json!({"error": e})));
+        }
+    }
+    let doc = json!({
+        "model": {"style": a.style, "layers": a.layers, "dim": a.dim, "heads": a.heads,
+                  "context": a.context, "batch": a.batch, "vocab": a.vocab, "params": params},
+        "device": device.to_string(),
+        "flops_per_token": flops_per_token,
+        "stride": {"tokens_per_s": tps, "ms_per_step": secs * 1e3 / a.steps as f64,
+                   "mfu": mfu(tps), "peak_bytes": mem1.peak_bytes,
+                   "allocated_bytes_before": mem0.allocated_bytes,
+                   "allocated_bytes_after": mem1.allocated_bytes,
+                   "last_loss": losses.last()},
+        "peers": peers,
+    });
+    if a.json {
+        println!("{doc}");
+        return Ok(());
+    }
+    println!(
+        "GPT {} style, {} layers × {} wide × {} heads, sequence {}, batch {}, vocabulary {} ({} parameters), {} on {}",
+        a.style, a.layers, a.dim, a.heads, a.context, a.batch, a.vocab, params,
+        if matches!(device, Device::Cuda(_)) { "bf16 autocast" } else { "f32" },
+        device
+    );
+    println!("model FLOPs per token {:.3e} (6N + 12·L·T·D); MFU against 989 TFLOP/s (H100 SXM dense bf16)", flops_per_token);
+    println!(
+        "{:<22} {:>12} {:>10} {:>7} {:>12}",
+        "", "tokens/s", "ms/step", "MFU", "peak MiB"
+    );
+    let row = |name: &str, tps: f64, ms: f64, peak: f64| {
+        println!(
+            "{name:<22} {tps:>12.0} {ms:>10.1} {:>6.1}% {:>12.0}",
+            100.0 * mfu(tps),
+            peak / 1048576.0
+        )
+    };
+    row(
+        "stride",
+        tps,
+        secs * 1e3 / a.steps as f64,
+        mem1.peak_bytes as f64,
+    );
+    for p in &peers {
+        match p["tokens_per_s"].as_f64() {
+            Some(v) => row(
+                p["peer"].as_str().unwrap_or("pytorch"),
+                v,
+                p["ms_per_step"].as_f64().unwrap_or(f64::NAN),
+                p["peak_bytes"].as_f64().unwrap_or(f64::NAN),
+            ),
+            None => println!("pytorch: {}", p["error"]),
+        }
+    }
+    println!(
+        "allocated bytes after 5 steps {} and after {} more {} (flat: no growth per step)",
+        mem0.allocated_bytes, a.steps, mem1.allocated_bytes
+    );
+    Ok(())
+}
+
+fn torch(a: &GptArgs, compile: bool) -> Result<Value, String> {
+    let built =
+        std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../scripts/gpt_torch.py");
+    let script = [built, "scripts/gpt_torch.py".into()]
+        .into_iter()
+        .find(|p| p.is_file())
+        .ok_or("scripts/gpt_torch.py not found (run from the repository root)")?;
+    let mut cmd = Command::new(&a.python);
+    cmd.arg(&script).arg("bench");
+    for (k, v) in [
+        ("--layers", a.layers),
+        ("--dim", a.dim),
+        ("--heads", a.heads),
+        ("--context", a.context),
+        ("--batch", a.batch),
+        ("--vocab", a.vocab),
+        ("--steps", a.steps),
+    ] {
+        cmd.args([k, &v.to_string()]);
+    }
+    cmd.args(["--style", &a.style]);
+    if compile {
+        cmd.arg("--compile");
+    }
+    let o = cmd
+        .output()
+        .map_err(|e| format!("could not run {} ({e})", a.python))?;
+    if !o.status.success() {
+        let err = String::from_utf8_lossy(&o.stderr);
+        return Err(format!(
+            "{} failed: {}",
+            script.display(),
+            err.lines().last().unwrap_or("")
+        ));
+    }
+    let out = String::from_utf8_lossy(&o.stdout);
+    let line = out.lines().last().unwrap_or("");
+    serde_json::from_str(line).map_err(|e| format!("bad JSON from the peer ({e}): {line}"))
+}
