@@ -791,7 +791,7 @@ fn tril_triu_batched_over_layouts_and_dtypes() {
         ] {
             for (name, x) in layouts(&shape, dtype, 14) {
                 let r = A::of(&x);
-                for k in [-5i64, -1, 0, 1, 2, 6] {
+                for k in [i64::MIN, -5, -1, 0, 1, 2, 6, i64::MAX] {
                     let what = format!("{dtype} {name} {shape:?} k={k}");
                     check(&x.tril(k).unwrap(), &tri_ref(&r, k, true), dtype, &what);
                     check(&x.triu(k).unwrap(), &tri_ref(&r, k, false), dtype, &what);

@@ -269,17 +269,21 @@ fn tri_mask(op: &'static str, x: &Tensor, diagonal: i64, lower: bool) -> Result<
         ));
     }
     let (r, c) = (x.shape()[x.dim() - 2], x.shape()[x.dim() - 1]);
-    let mut m = Vec::with_capacity(r * c);
-    for i in 0..r as i64 {
-        for j in 0..c as i64 {
-            m.push(if lower {
-                j - i <= diagonal
-            } else {
-                j - i >= diagonal
-            });
-        }
+    // built on x's device from two aranges: no host buffer to upload (an upload waits)
+    let _ng = crate::autograd::no_grad();
+    let dev = x.device();
+    // beyond these every element is on the same side: clamping keeps i + diagonal in range
+    let diagonal = diagonal.clamp(-(r as i64) - 1, c as i64 + 1);
+    let i = Tensor::arange(0i64, r as i64, &dev)?
+        .unsqueeze(1)?
+        .add(diagonal)?;
+    let j = Tensor::arange(0i64, c as i64, &dev)?.unsqueeze(0)?;
+    // lower: j − i ≤ diagonal; upper: j − i ≥ diagonal
+    if lower {
+        j.le(&i)
+    } else {
+        j.ge(&i)
     }
-    Tensor::from_vec(m, [r, c])?.to_device(&x.device())
 }
 
 /// A zero of `dtype`'s category, so `where(mask, x, zero)` keeps `x`'s dtype.
