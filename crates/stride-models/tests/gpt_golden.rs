@@ -111,27 +111,50 @@ fn run(case: &str, device: Device) {
     }
     let losses = tr.read_losses().unwrap().to_vec();
     let want = t[&format!("{case}.loss")].to_f64_vec().unwrap();
+    let mut worst_loss = 0f64;
     for (s, (a, b)) in losses.iter().zip(&want).enumerate() {
+        worst_loss = worst_loss.max((a - b).abs() / b.abs());
         assert!(
             (a - b).abs() <= 1e-4 * b.abs(),
             "{case} on {device}: step {s} loss {a} vs PyTorch's {b}"
         );
     }
+    // The key projection's bias has a gradient of exactly zero (it adds q·b to every score
+    // of a query: softmax does not see it), so both frameworks step it on rounding noise,
+    // which AdamW normalises to up to lr per step: no digit of it is shared. It is held to
+    // that bound, |a − b| ≤ 2·Σ lr, and every other slice to 1e-4.
+    let lr_sum: f64 = (0..steps as u64).map(|s| tr.config().lr_at(s)).sum();
+    let d = tr.config().model.dim;
     let mut worst = (0.0, String::new());
     for (name, p) in tr.model().named_parameters() {
         let got = p.tensor().to_f64_vec().unwrap();
         let want = t[&format!("{case}.final.{name}")].to_f64_vec().unwrap();
-        let r = rel(&got, &want);
-        if r > worst.0 {
-            worst = (r, name.clone());
+        let mut slices = vec![(name.clone(), 0..got.len())];
+        if name.ends_with("attn.qkv.bias") {
+            for (a, b) in got[d..2 * d].iter().zip(&want[d..2 * d]) {
+                assert!(
+                    (a - b).abs() <= 2.0 * lr_sum,
+                    "{case} on {device}: {name} key slice {a} vs {b}"
+                );
+            }
+            slices = vec![
+                (format!("{name}[q]"), 0..d),
+                (format!("{name}[v]"), 2 * d..3 * d),
+            ];
         }
-        assert!(
-            r <= 1e-4,
-            "{case} on {device}: {name} differs from PyTorch's by {r:.2e} (relative, 2-norm)"
-        );
+        for (label, range) in slices {
+            let r = rel(&got[range.clone()], &want[range]);
+            if r > worst.0 {
+                worst = (r, label.clone());
+            }
+            assert!(
+                r <= 1e-4,
+                "{case} on {device}: {label} differs from PyTorch's by {r:.2e} (relative, 2-norm)"
+            );
+        }
     }
     eprintln!(
-        "{case} on {device}: 20 losses within 1e-4 of PyTorch's; parameters' largest relative difference {:.2e} ({})",
+        "{case} on {device}: losses' largest relative difference {worst_loss:.2e}; parameters' {:.2e} ({})",
         worst.0, worst.1
     );
 }

@@ -48,6 +48,9 @@ pub struct GptArgs {
     /// Print one JSON object instead of the table.
     #[arg(long)]
     json: bool,
+    /// Also profile two more steps and print where their time went, op by op.
+    #[arg(long)]
+    profile: bool,
 }
 
 pub fn run(a: GptArgs) -> Result<(), String> {
@@ -113,6 +116,16 @@ pub fn run(a: GptArgs) -> Result<(), String> {
     let losses = t.read_losses().map_err(|e| e.to_string())?.to_vec();
     let secs = start.elapsed().as_secs_f64();
     let mem1 = stride::memory_stats(device);
+    let profile = if a.profile {
+        let p = stride::debug::Profiler::start();
+        for _ in 0..2 {
+            t.step().map_err(|e| e.to_string())?;
+        }
+        t.read_losses().map_err(|e| e.to_string())?;
+        Some(p.stop().map_err(|e| e.to_string())?.table())
+    } else {
+        None
+    };
     let params = stride::nn::Module::num_parameters(t.model());
     let tokens = (a.steps * a.batch * a.context) as f64;
     let flops_per_token = 6.0 * params as f64 + 12.0 * (a.layers * a.context * a.dim) as f64;
@@ -143,6 +156,9 @@ pub fn run(a: GptArgs) -> Result<(), String> {
     if a.json {
         println!("{doc}");
         return Ok(());
+    }
+    if let Some(table) = &profile {
+        println!("two steps of stride, op by op:\n{table}");
     }
     println!(
         "GPT {} style, {} layers × {} wide × {} heads, sequence {}, batch {}, vocabulary {} ({} parameters), {} on {}",
