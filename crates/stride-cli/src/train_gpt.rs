@@ -5,7 +5,7 @@
 //!
 //! ```text
 //! stride train gpt [--style modern|gpt2] [--layers 4] [--heads 4] [--dim 128] [--context 64]
-//!                  [--tokenizer bytes|smollm2] [--batch 12] [--accum 1] [--steps 2000] [--stop-at N]
+//!                  [--tokenizer bytes|smollm2] [--batch 12] [--accum 1] [--steps 1500] [--stop-at N]
 //!                  [--lr 1e-3] [--min-lr 1e-4] [--warmup 100] [--weight-decay 0.1]
 //!                  [--beta2 0.99] [--grad-clip 1] [--dropout 0] [--eval-every 250]
 //!                  [--eval-batches 20] [--seed 0] [--device cpu] [--dtype f32]
@@ -54,7 +54,7 @@ pub struct GptArgs {
     /// Micro-batches per step (gradient accumulation) [default: 1].
     #[arg(long)]
     accum: Option<usize>,
-    /// Steps of the schedule; the run stops there [default: 2000].
+    /// Steps of the schedule; the run stops there [default: 1500].
     #[arg(long)]
     steps: Option<u64>,
     /// Stop after this many steps (of the --steps schedule), e.g. to checkpoint part of a run
