@@ -174,6 +174,10 @@ impl Tensor {
                 format!("[{sf}, {ef}) in steps of {stf} has more elements than usize can count; use a larger step or a smaller range"),
             ));
         };
+        if !device.is_cpu() {
+            return Tensor::arange_on_device(n, s, st, all_int, dtype, device)
+                .map_err(|e| e.in_op("arange"));
+        }
         // the values are built on the host (fallibly: an impossible length is OutOfMemory)
         if all_int {
             let (si, sti) = (s.to_i64(), st.to_i64());
@@ -190,6 +194,39 @@ impl Tensor {
                 .to_dtype(dtype)
                 .map_err(|e| e.in_op("arange"))?
                 .to_device(device)
+        }
+    }
+
+    /// [`Tensor::arange_step`] computed on a GPU from an index `0..n` (a running sum of ones,
+    /// exact in i64) instead of uploaded from the host: an upload waits for the device. The
+    /// same values as the host's formula, bit for bit: integers by wrapping i64 arithmetic,
+    /// floats as `start + i·step` in f64 (each op rounded once, no contraction), then
+    /// rounded to `dtype`.
+    fn arange_on_device(
+        n: usize,
+        start: Scalar,
+        step: Scalar,
+        all_int: bool,
+        dtype: DType,
+        device: &Device,
+    ) -> Result<Tensor> {
+        let _ng = crate::autograd::no_grad();
+        let i = Tensor::ones([n], DType::I64, device)?
+            .cumsum(0)?
+            .sub(1i64)?;
+        if all_int {
+            let (si, sti) = (start.to_i64(), step.to_i64());
+            let v = if sti == 1 { i } else { i.mul(sti)? };
+            if si == 0 {
+                Ok(v)
+            } else {
+                v.add(si)
+            }
+        } else {
+            i.to_dtype(DType::F64)?
+                .mul(step.to_f64())?
+                .add(start.to_f64())?
+                .to_dtype(dtype)
         }
     }
 

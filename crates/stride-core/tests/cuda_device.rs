@@ -475,3 +475,61 @@ fn row_broadcasts_match_the_cpu_bit_for_bit() {
         }
     }
 }
+
+/// `arange` on a GPU is computed there (an upload would wait for the device) and gives the
+/// host formula's values bit for bit: integers (wrapping i64 included), float steps that
+/// don't divide the range, and an empty range.
+#[test]
+fn arange_is_made_on_the_gpu_with_the_hosts_values() {
+    let Some((dev, _turn)) = gpu("arange_is_made_on_the_gpu_with_the_hosts_values") else {
+        return;
+    };
+    let ints: &[(i64, i64, i64)] = &[
+        (0, 17, 1),
+        (-5, 40, 3),
+        (10, -7, -2),
+        (3, 3, 1),
+        (i64::MIN, i64::MAX, 1 << 61),
+        (i64::MAX - 10, i64::MAX, 4),
+    ];
+    let floats: &[(f64, f64, f64)] = &[(0.0, 1.0, 0.1), (-2.5, 3.0, 0.3), (1e6, 1e6 + 1.0, 1e-3)];
+    let _no_waits = stride_core::debug::forbid_sync();
+    let on_gpu: Vec<Tensor> = ints
+        .iter()
+        .map(|&(a, b, s)| Tensor::arange_step(a, b, s, &dev).unwrap())
+        .chain(
+            floats
+                .iter()
+                .map(|&(a, b, s)| Tensor::arange_step(a, b, s, &dev).unwrap()),
+        )
+        .collect();
+    drop(_no_waits);
+    for (k, g) in on_gpu.iter().enumerate() {
+        let host = if k < ints.len() {
+            let (a, b, s) = ints[k];
+            Tensor::arange_step(a, b, s, &Device::Cpu).unwrap()
+        } else {
+            let (a, b, s) = floats[k - ints.len()];
+            Tensor::arange_step(a, b, s, &Device::Cpu).unwrap()
+        };
+        assert_eq!(g.dtype(), host.dtype(), "case {k}");
+        assert_eq!(g.shape(), host.shape(), "case {k}");
+        let g = g.to_device(&Device::Cpu).unwrap();
+        if host.dtype() == DType::I64 {
+            assert_eq!(
+                g.to_vec::<i64>().unwrap(),
+                host.to_vec::<i64>().unwrap(),
+                "case {k}"
+            );
+        } else {
+            let bits = |t: &Tensor| -> Vec<u32> {
+                t.to_vec::<f32>()
+                    .unwrap()
+                    .iter()
+                    .map(|v| v.to_bits())
+                    .collect()
+            };
+            assert_eq!(bits(&g), bits(&host), "case {k}");
+        }
+    }
+}
