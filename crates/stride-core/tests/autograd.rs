@@ -392,3 +392,43 @@ fn gradcheck_catches_a_wrong_formula() {
         .to_string();
     assert!(e.contains("Jacobian mismatch"), "{e}");
 }
+
+/// A matrix applied to a batch (a linear layer, `[B, T, K] · [K, N]`): the matrix's
+/// gradient folds the batch into one product (`[K, B·T] · [B·T, N]`, as PyTorch does), not a
+/// product per batch element — each rounded, then summed in another pass. Checked against
+/// finite differences (f64) with the batch contiguous and permuted (so the fold copies),
+/// through a second derivative, and op by op: the backward runs two products and no sum.
+#[test]
+fn a_matrix_applied_to_a_batch_gets_one_folded_gradient() -> Result<(), Error> {
+    use stride_core::autograd::{gradcheck, gradgradcheck, GradcheckOptions};
+    let o = GradcheckOptions::default();
+    let vals = |n: usize, s: f64| -> Vec<f64> {
+        (0..n).map(|i| ((i * 7 % 11) as f64 - 5.0) * s).collect()
+    };
+    let a = Tensor::from_vec(vals(2 * 3 * 4, 0.1), [2, 3, 4])?;
+    let permuted = Tensor::from_vec(vals(24, 0.13), [3, 2, 4])?.permute(&[1, 0, 2])?;
+    let w = Tensor::from_vec(vals(4 * 5, 0.07), [4, 5])?;
+    for x in [a, permuted] {
+        let ins = [x.requires_grad_(true)?, w.detach().requires_grad_(true)?];
+        gradcheck(|t| t[0].matmul(&t[1]), &ins, o)?;
+        gradgradcheck(|t| t[0].matmul(&t[1]), &ins, o)?;
+    }
+    let x = Tensor::from_vec(vals(16 * 8 * 32, 0.02), [16, 8, 32])?
+        .to_dtype(DType::BF16)?
+        .requires_grad_(true)?;
+    let w = Tensor::from_vec(vals(32 * 8, 0.03), [32, 8])?
+        .to_dtype(DType::BF16)?
+        .requires_grad_(true)?;
+    let y = x.matmul(&w)?.sum()?;
+    let p = stride_core::debug::Profiler::start();
+    y.backward()?;
+    let r = p.stop()?;
+    let count = |n: &str| {
+        r.events
+            .iter()
+            .filter(|e| e.kind == "op" && e.name == n)
+            .count()
+    };
+    assert_eq!((count("matmul"), count("sum")), (2, 0), "{}", r.table());
+    Ok(())
+}

@@ -49,8 +49,17 @@ pub(crate) fn record_matmul(
                 None
             };
             let gb = if b2.requires_grad() {
-                let r = am.transpose(-1, -2)?.matmul(&gm)?;
-                let r = sum_to_shape(&r, bm.shape())?;
+                let r = if bm.dim() == 2 && am.dim() > 2 {
+                    // a matrix applied to a batch (a linear layer): fold the batch into the
+                    // contraction, one product summing over every row, as PyTorch does —
+                    // not a product per batch element, each rounded, then a sum
+                    let (k, n) = (am.shape()[am.dim() - 1], gm.shape()[gm.dim() - 1]);
+                    am.reshape(&[-1, k as i64])?
+                        .transpose(0, 1)?
+                        .matmul(&gm.reshape(&[-1, n as i64])?)?
+                } else {
+                    sum_to_shape(&am.transpose(-1, -2)?.matmul(&gm)?, bm.shape())?
+                };
                 Some(r.reshape(&b2.shape().iter().map(|&s| s as i64).collect::<Vec<_>>())?)
             } else {
                 None
