@@ -122,7 +122,23 @@ pub fn run(a: GptArgs) -> Result<(), String> {
             t.step().map_err(|e| e.to_string())?;
         }
         t.read_losses().map_err(|e| e.to_string())?;
-        Some(p.stop().map_err(|e| e.to_string())?.table())
+        let r = p.stop().map_err(|e| e.to_string())?;
+        // the costliest (op, operands) pairs: which copies and sums, of what
+        let mut by: std::collections::BTreeMap<(String, String), (usize, f64)> =
+            Default::default();
+        for e in r.events.iter().filter(|e| e.kind == "op") {
+            let v = by.entry((e.name.clone(), e.operands.clone())).or_default();
+            v.0 += 1;
+            v.1 += e.device_s.unwrap_or(e.host_s);
+        }
+        let mut top: Vec<_> = by.into_iter().collect();
+        top.sort_by(|a, b| b.1 .1.total_cmp(&a.1 .1));
+        let lines: Vec<String> = top
+            .iter()
+            .take(25)
+            .map(|((n, o), (c, s))| format!("{:>9.3} ms {c:>5}× {n} {o}", s * 1e3))
+            .collect();
+        Some(format!("{}\ncostliest (op, operands), two steps:\n{}", r.table(), lines.join("\n")))
     } else {
         None
     };
