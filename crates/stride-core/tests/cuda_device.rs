@@ -533,3 +533,81 @@ fn arange_is_made_on_the_gpu_with_the_hosts_values() {
         }
     }
 }
+
+/// Copies whose innermost dim is contiguous on both sides move 16-byte words
+/// (`k_copy_vec16`): the head permutations of attention, into new tensors and into permuted
+/// destinations, in every element width — and the layouts that must not take that path (a
+/// row that is not a whole number of words, a row start off a word, a reversed innermost
+/// dim) still copy right. Bit for bit against the CPU.
+#[test]
+fn permuted_row_copies_match_the_cpu() {
+    let Some((dev, _turn)) = gpu("permuted_row_copies_match_the_cpu") else {
+        return;
+    };
+    for dtype in [DType::U8, DType::BF16, DType::F32, DType::F64] {
+        for inner in [64usize, 60, 8, 130] {
+            let n = 2 * 3 * 5 * inner;
+            let host = Tensor::arange(0i64, n as i64, &Device::Cpu)
+                .unwrap()
+                .remainder(251i64)
+                .unwrap()
+                .to_dtype(dtype)
+                .unwrap()
+                .reshape(&[2, 3, 5, inner as i64])
+                .unwrap();
+            let gpu = host.to_device(&dev).unwrap();
+            let cases: Vec<(&str, Box<dyn Fn(&Tensor) -> Tensor>)> = vec![
+                (
+                    "permute",
+                    Box::new(|t| t.permute(&[0, 2, 1, 3]).unwrap().contiguous().unwrap()),
+                ),
+                (
+                    "into permuted",
+                    Box::new(|t| {
+                        let o = Tensor::zeros([2, 5, 3, inner], t.dtype(), &t.device()).unwrap();
+                        o.permute(&[0, 2, 1, 3]).unwrap().copy_(t).unwrap();
+                        o
+                    }),
+                ),
+                (
+                    "row off a word",
+                    Box::new(|t| {
+                        let w = t.size(3).unwrap() - 1;
+                        t.narrow(3, 1, w)
+                            .unwrap()
+                            .permute(&[0, 2, 1, 3])
+                            .unwrap()
+                            .contiguous()
+                            .unwrap()
+                    }),
+                ),
+                (
+                    "reversed rows",
+                    Box::new(|t| {
+                        t.flip(&[3])
+                            .unwrap()
+                            .permute(&[0, 2, 1, 3])
+                            .unwrap()
+                            .contiguous()
+                            .unwrap()
+                    }),
+                ),
+            ];
+            for (name, f) in &cases {
+                let want = f(&host)
+                    .to_dtype(DType::F64)
+                    .unwrap()
+                    .to_vec::<f64>()
+                    .unwrap();
+                let got = f(&gpu)
+                    .to_device(&Device::Cpu)
+                    .unwrap()
+                    .to_dtype(DType::F64)
+                    .unwrap()
+                    .to_vec::<f64>()
+                    .unwrap();
+                assert_eq!(got, want, "{dtype} inner {inner}: {name}");
+            }
+        }
+    }
+}

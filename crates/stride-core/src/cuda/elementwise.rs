@@ -88,6 +88,22 @@ pub(crate) fn copy_walk(
         }
     }
     let tiled = tile::tiled(w);
+    if src_dtype == dst_dtype && tiled.is_none() && dn.is_none() {
+        if let Some(v) = in_words(w, db, [po, pa]) {
+            let module = format!("copy_{}", db.min(8));
+            let f = dev.function(&module, "copy_vec16", || source::copy_module(db))?;
+            let [so, sa] = v.strs;
+            let mut args = [
+                arg(&v.geo),
+                arg(&v.n),
+                arg(&po),
+                arg(&so),
+                arg(&pa),
+                arg(&sa),
+            ];
+            return unsafe { launch(dev, &f, op, v.n, &mut args) };
+        }
+    }
     let f = if src_dtype == dst_dtype {
         let (module, name, dense_k, tiled_name) = match db {
             1 => ("copy_1", "copy_1", "copy_dense_1", "tiled_1"),
@@ -131,6 +147,43 @@ pub(crate) fn copy_walk(
         arg(&sa),
     ];
     unsafe { launch(dev, &f, op, w.n, &mut args) }
+}
+
+/// A copy's walk in 16-byte words (`k_copy_vec16`), when both operands' innermost dim is
+/// contiguous and a whole number of words long, and every row of both starts on a word:
+/// sizes, strides and offsets divided by the elements per word.
+fn in_words(w: &Walk<2>, elem: usize, ptrs: [u64; 2]) -> Option<Walk<2>> {
+    let per = (16 / elem) as i64;
+    let nd = w.geo.ndim as usize;
+    if elem > 16 || nd < 2 || ptrs.iter().any(|p| p % 16 != 0) {
+        return None;
+    }
+    let last = nd - 1;
+    let inner = w.geo.size[last];
+    // rows of at least 4 words: shorter ones gain less than the check costs
+    if inner % per != 0 || inner < 4 * per {
+        return None;
+    }
+    let mut v = Walk {
+        geo: w.geo,
+        strs: w.strs,
+        n: w.n / per,
+        contig: 0,
+    };
+    v.geo.size[last] = inner / per;
+    for s in v.strs.iter_mut() {
+        if s.st[last] != 1 || s.off % per != 0 {
+            return None;
+        }
+        s.off /= per;
+        for d in 0..last {
+            if w.geo.size[d] > 1 && s.st[d] % per != 0 {
+                return None;
+            }
+            s.st[d] /= per;
+        }
+    }
+    Some(v)
 }
 
 /// Writes `value` (cast to the output's dtype exactly as on the CPU) into every element.

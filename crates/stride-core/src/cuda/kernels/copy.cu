@@ -30,3 +30,13 @@
             TILE_STAGE(ta, a, sa, tmask & 2); __syncthreads(); \
             TILE_EMIT(so, tmask & 1, { o[oi] = ta[r][c]; }); __syncthreads(); } \
     }
+
+// A copy whose innermost dim is contiguous in both operands, in 16-byte words: the host
+// passes the geometry in words (each row a whole number of words, every row start aligned),
+// so the offset arithmetic runs once per 16 bytes instead of once per element. The permuted
+// copies of attention's heads ((B, H, T, D) <-> (B, T, H, D)) take this path.
+extern "C" __global__ void k_copy_vec16(const __grid_constant__ Geo g, const i64 n, uint4* o,
+                                        const __grid_constant__ Str so, const uint4* a,
+                                        const __grid_constant__ Str sa) {
+    GRID_LOOP(i, n) { o[at(g, so, i)] = a[at(g, sa, i)]; }
+}
