@@ -29,6 +29,7 @@ pub mod gpt;
 pub mod hub;
 pub mod llama;
 pub mod lm;
+mod loss_log;
 pub mod perplexity;
 pub mod sae;
 pub mod sampling;

@@ -20,6 +20,7 @@
 //! # Ok::<(), stride_core::Error>(())
 //! ```
 
+use crate::loss_log::LossLog;
 use crate::sae::{SaeConfig, TopKSae};
 use crate::synthetic::{derive_seed, streams, SyntheticConfig, SyntheticData};
 use crate::{checkpoint, invalid};
@@ -157,12 +158,7 @@ pub struct SaeTrainer {
     opt: Adam,
     data: SyntheticData,
     step: u64,
-    /// The losses read back so far (steps `0..losses.len()`), then the unread ones (0-d
-    /// tensors on the device).
-    losses: Vec<f64>,
-    unread: Vec<Tensor>,
-    /// Read a step's loss back every this many steps (0: only when asked).
-    loss_every: u64,
+    losses: LossLog,
     /// Per latent, the last step at which it was active (−1: never): i64 on the model's
     /// device, updated there without a host wait.
     last_active: Tensor,
@@ -197,9 +193,7 @@ impl SaeTrainer {
             opt,
             data,
             step: 0,
-            losses: vec![],
-            unread: vec![],
-            loss_every: 1,
+            losses: LossLog::new(vec![]),
             last_active,
             health: HealthLog::default(),
         })
@@ -228,29 +222,19 @@ impl SaeTrainer {
     /// resumes): all of them unless [`set_loss_every`](Self::set_loss_every) left some on
     /// the device; [`read_losses`](Self::read_losses) reads those.
     pub fn losses(&self) -> &[f64] {
-        &self.losses
+        self.losses.read()
     }
     /// Reads the losses still on the device (one host wait for all of them) and returns every
     /// step's loss so far.
     pub fn read_losses(&mut self) -> Result<&[f64]> {
-        let unread = self.unread_values()?;
-        self.losses.extend(unread);
-        self.unread.clear();
-        Ok(&self.losses)
-    }
-    fn unread_values(&self) -> Result<Vec<f64>> {
-        if self.unread.is_empty() {
-            return Ok(vec![]);
-        }
-        let refs: Vec<&Tensor> = self.unread.iter().collect();
-        Tensor::stack(&refs, 0)?.to_f64_vec()
+        self.losses.read_all()
     }
     /// Reads the loss back to the host on steps `0, N, 2N, …` only (`0`: never unless asked
     /// by [`read_losses`](Self::read_losses)). Each read makes the host wait for the device;
     /// with `N > 1` a GPU step queues its work and returns at once, and the unread losses are
     /// read together at the next read. Does not change the curve.
     pub fn set_loss_every(&mut self, n: u64) {
-        self.loss_every = n;
+        self.losses.set_every(n);
     }
     pub fn health(&self) -> &HealthLog {
         &self.health
@@ -285,13 +269,7 @@ impl SaeTrainer {
             let active = acts.detach().gt(0.0)?.any_dims(&[0], false)?;
             self.last_active = active.where_cond(step as i64, &self.last_active)?;
         }
-        self.unread.push(loss.detach());
-        let read = self.loss_every > 0 && step.is_multiple_of(self.loss_every);
-        let loss = if read {
-            self.read_losses()?.last().copied()
-        } else {
-            None
-        };
+        let loss = self.losses.push(step, loss.detach())?;
         self.step += 1;
         Ok(StepResult { step, loss, health })
     }
@@ -344,8 +322,7 @@ impl SaeTrainer {
             tensors.push((format!("model.{name}"), t.clone()));
         }
         let osd = self.opt.state_dict()?;
-        let mut losses = self.losses.clone();
-        losses.extend(self.unread_values()?);
+        let losses = self.losses.values()?;
         let n = losses.len();
         tensors.push(("train.losses".into(), Tensor::from_vec(losses, [n])?));
         tensors.push((
@@ -456,7 +433,7 @@ impl SaeTrainer {
         t.data.set_state(data_state);
         default_generator().set_state(default_state);
         t.step = step;
-        t.losses = losses;
+        t.losses = LossLog::new(losses);
         let n = last_active.len();
         t.last_active = Tensor::from_vec(last_active, [n])?.to_device(&device)?;
         t.health = health;

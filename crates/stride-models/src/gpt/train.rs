@@ -6,6 +6,7 @@ use super::data::{encode_works, split_by_work, TokenStream, TokenizerKind};
 use super::{Gpt, GptConfig};
 use crate::checkpoint::{self, Meta};
 use crate::invalid;
+use crate::loss_log::LossLog;
 use crate::sampling::{Sampler, SamplingConfig};
 use crate::synthetic::{derive_seed, streams};
 use std::path::Path;
@@ -265,9 +266,7 @@ pub struct GptTrainer {
     val: TokenStream,
     data_gen: Generator,
     step: u64,
-    losses: Vec<f64>,
-    unread: Vec<Tensor>,
-    loss_every: u64,
+    losses: LossLog,
     evals: Vec<(u64, f64)>,
 }
 
@@ -324,9 +323,7 @@ impl GptTrainer {
             model,
             opt,
             step: 0,
-            losses: vec![],
-            unread: vec![],
-            loss_every: 1,
+            losses: LossLog::new(vec![]),
             evals: vec![],
         })
     }
@@ -349,7 +346,7 @@ impl GptTrainer {
     }
     /// Every step's training loss read back so far (see [`GptTrainer::read_losses`]).
     pub fn losses(&self) -> &[f64] {
-        &self.losses
+        self.losses.read()
     }
     /// Every evaluation so far: (steps done, validation loss).
     pub fn evals(&self) -> &[(u64, f64)] {
@@ -357,22 +354,12 @@ impl GptTrainer {
     }
     /// Reads the losses still on the device (one host wait for all of them).
     pub fn read_losses(&mut self) -> Result<&[f64]> {
-        let unread = self.unread_values()?;
-        self.losses.extend(unread);
-        self.unread.clear();
-        Ok(&self.losses)
-    }
-    fn unread_values(&self) -> Result<Vec<f64>> {
-        if self.unread.is_empty() {
-            return Ok(vec![]);
-        }
-        let refs: Vec<&Tensor> = self.unread.iter().collect();
-        Tensor::stack(&refs, 0)?.to_f64_vec()
+        self.losses.read_all()
     }
     /// Reads the loss back on steps `0, N, 2N, …` only (`0`: only when asked): between reads
     /// a GPU step queues its work and returns at once. Does not change the curve.
     pub fn set_loss_every(&mut self, n: u64) {
-        self.loss_every = n;
+        self.losses.set_every(n);
     }
 
     /// One optimizer step: `accum` micro-batches forward and backward, clipping, AdamW at
@@ -422,12 +409,9 @@ impl GptTrainer {
         }
         self.opt.step()?;
         self.opt.zero_grad()?;
-        self.unread.push(total.expect("at least one micro-batch"));
-        let loss = if self.loss_every > 0 && step.is_multiple_of(self.loss_every) {
-            self.read_losses()?.last().copied()
-        } else {
-            None
-        };
+        let loss = self
+            .losses
+            .push(step, total.expect("at least one micro-batch"))?;
         self.step += 1;
         Ok(GptStep { step, lr, loss })
     }
@@ -504,8 +488,7 @@ impl GptTrainer {
         }
         let mut meta = self.config.to_meta();
         checkpoint::put_optimizer(&self.opt.state_dict()?, &mut tensors, &mut meta);
-        let mut losses = self.losses.clone();
-        losses.extend(self.unread_values()?);
+        let losses = self.losses.values()?;
         let n = losses.len();
         tensors.push(("train.losses".into(), Tensor::from_vec(losses, [n])?));
         let (es, ev): (Vec<f64>, Vec<f64>) = self.evals.iter().map(|&(s, v)| (s as f64, v)).unzip();
@@ -598,7 +581,7 @@ impl GptTrainer {
         t.data_gen.set_state(data_state);
         default_generator().set_state(default_state);
         t.step = step;
-        t.losses = losses;
+        t.losses = LossLog::new(losses);
         t.evals = es.into_iter().map(|s| s as u64).zip(ev).collect();
         Ok(t)
     }
