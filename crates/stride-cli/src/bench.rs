@@ -73,6 +73,19 @@ pub fn run(a: BenchArgs) -> Result<(), String> {
     }
 }
 
+/// A peer script of `scripts/`: in the source tree this binary was built from, else under
+/// the current directory (the GPU machine runs a carried binary from the repository root).
+fn peer_script(name: &str) -> Result<std::path::PathBuf, String> {
+    let built = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../scripts")
+        .join(name);
+    let here = std::path::PathBuf::from("scripts").join(name);
+    [built, here]
+        .into_iter()
+        .find(|p| p.is_file())
+        .ok_or_else(|| format!("scripts/{name} not found (run from the repository root)"))
+}
+
 /// The machine's ceilings.
 struct Machine {
     threads: usize,

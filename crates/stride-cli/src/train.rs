@@ -122,7 +122,8 @@ fn parse_dtype(s: &str) -> Result<DType, String> {
     }
 }
 
-fn parse_device(s: &str) -> Result<Device, String> {
+/// `cpu`, `cuda` or `cuda:N`, the GPU opened (an error naming what is missing).
+pub(crate) fn parse_device(s: &str) -> Result<Device, String> {
     let d =
         Device::parse(s).ok_or_else(|| format!("unknown device {s:?}; use cpu, cuda or cuda:N"))?;
     match d {

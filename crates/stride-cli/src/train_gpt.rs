@@ -15,6 +15,7 @@
 //! ```
 
 use crate::plot::{self, Line, Scale};
+use crate::train::parse_device;
 use indicatif::{ProgressBar, ProgressStyle};
 use plotters::style::{BLUE, RED};
 use std::io::IsTerminal;
@@ -126,15 +127,6 @@ pub struct GptArgs {
     /// Don't write the curves.
     #[arg(long, conflicts_with = "plot")]
     no_plot: bool,
-}
-
-fn parse_device(s: &str) -> Result<Device, String> {
-    let d =
-        Device::parse(s).ok_or_else(|| format!("unknown device {s:?}; use cpu, cuda or cuda:N"))?;
-    match d {
-        Device::Cpu => Ok(d),
-        Device::Cuda(n) => Device::cuda(n).map_err(|e| e.to_string()),
-    }
 }
 
 fn parse_float_dtype(flag: &str, s: &str) -> Result<DType, String> {

@@ -1184,13 +1184,7 @@ struct TorchPeer {
 }
 
 fn torch_peer(python: &str, quick: bool, only: Option<&str>) -> Result<TorchPeer, String> {
-    let built =
-        std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../scripts/bench_torch.py");
-    let here = std::path::PathBuf::from("scripts/bench_torch.py");
-    let script = [built, here]
-        .into_iter()
-        .find(|p| p.is_file())
-        .ok_or("scripts/bench_torch.py not found (run from the repository root)")?;
+    let script = super::peer_script("bench_torch.py")?;
     let mut cmd = Command::new(python);
     cmd.arg(&script);
     if quick {

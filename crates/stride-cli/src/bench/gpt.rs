@@ -54,11 +54,7 @@ pub struct GptArgs {
 }
 
 pub fn run(a: GptArgs) -> Result<(), String> {
-    let device =
-        Device::parse(&a.device).ok_or_else(|| format!("unknown --device {:?}", a.device))?;
-    if let Device::Cuda(n) = device {
-        Device::cuda(n).map_err(|e| e.to_string())?;
-    }
+    let device = crate::train::parse_device(&a.device)?;
     let model = match a.style.as_str() {
         "modern" => GptConfig::modern(a.vocab, a.context, a.layers, a.heads, a.dim),
         "gpt2" => GptConfig::gpt2(a.vocab, a.context, a.layers, a.heads, a.dim),
@@ -124,8 +120,7 @@ pub fn run(a: GptArgs) -> Result<(), String> {
         t.read_losses().map_err(|e| e.to_string())?;
         let r = p.stop().map_err(|e| e.to_string())?;
         // the costliest (op, operands) pairs: which copies and sums, of what
-        let mut by: std::collections::BTreeMap<(String, String), (usize, f64)> =
-            Default::default();
+        let mut by: std::collections::BTreeMap<(String, String), (usize, f64)> = Default::default();
         for e in r.events.iter().filter(|e| e.kind == "op") {
             let v = by.entry((e.name.clone(), e.operands.clone())).or_default();
             v.0 += 1;
@@ -138,7 +133,11 @@ pub fn run(a: GptArgs) -> Result<(), String> {
             .take(25)
             .map(|((n, o), (c, s))| format!("{:>9.3} ms {c:>5}× {n} {o}", s * 1e3))
             .collect();
-        Some(format!("{}\ncostliest (op, operands), two steps:\n{}", r.table(), lines.join("\n")))
+        Some(format!(
+            "{}\ncostliest (op, operands), two steps:\n{}",
+            r.table(),
+            lines.join("\n")
+        ))
     } else {
         None
     };
@@ -219,12 +218,7 @@ pub fn run(a: GptArgs) -> Result<(), String> {
 }
 
 fn torch(a: &GptArgs, compile: bool) -> Result<Value, String> {
-    let built =
-        std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../scripts/gpt_torch.py");
-    let script = [built, "scripts/gpt_torch.py".into()]
-        .into_iter()
-        .find(|p| p.is_file())
-        .ok_or("scripts/gpt_torch.py not found (run from the repository root)")?;
+    let script = super::peer_script("gpt_torch.py")?;
     let mut cmd = Command::new(&a.python);
     cmd.arg(&script).arg("bench");
     for (k, v) in [
