@@ -271,7 +271,9 @@ pub struct GptTrainer {
 }
 
 impl GptTrainer {
-    /// A fresh run on `corpus` (its ids must be below the model's vocabulary size).
+    /// A fresh run on `corpus` (its ids must be below the model's vocabulary size). Seeds
+    /// the default generator, which dropout draws from, from the run's seed (as the SAE
+    /// trainer does), so a run is the same every time.
     pub fn new(config: GptTrainConfig, corpus: Corpus) -> Result<GptTrainer> {
         config.validate()?;
         let op = "GptTrainer::new";
