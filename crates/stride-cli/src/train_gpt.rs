@@ -486,3 +486,24 @@ pub fn sample(a: SampleArgs) -> Result<(), String> {
     println!("{}{text}", a.prompt);
     Ok(())
 }
+
+/// `stride generate --model CHECKPOINT.safetensors`: a GPT checkpoint through the same
+/// generation loop as a GGUF model (its KV cache; the tokenizer it was trained with). Its
+/// dtype is the checkpoint's.
+pub fn generate(a: crate::generate::GenerateArgs) -> Result<(), String> {
+    let path = a.model.path()?;
+    let device = a.model.device()?;
+    let t0 = Instant::now();
+    let (model, c) = GptTrainer::load_model(&path, device)
+        .map_err(|e| format!("can't load {}: {e}", path.display()))?;
+    let tok = c.tokenizer.load().map_err(|e| e.to_string())?;
+    crate::generate::run_generate(
+        &model,
+        &tok,
+        &a,
+        t0.elapsed(),
+        &mut std::io::stdout(),
+        &mut std::io::stderr(),
+    )
+    .map(|_| ())
+}

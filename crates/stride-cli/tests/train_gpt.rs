@@ -147,6 +147,25 @@ fn trains_plots_samples_and_resumes_on_the_same_curve() {
     assert!(s1.status.success(), "{}", text(&s1.stderr));
     assert!(text(&s1.stdout).starts_with("KING."));
     assert_eq!(s1.stdout, s2.stdout);
+
+    // and through `stride generate`, the GGUF models' loop, with the KV cache
+    let g = stride(
+        &d,
+        &[
+            "generate",
+            "KING.",
+            "--model",
+            ck,
+            "--max-tokens",
+            "8",
+            "--seed",
+            "3",
+            "--json",
+        ],
+    );
+    let doc = json(&g);
+    assert_eq!(doc["tokens"].as_array().map(|t| t.len()), Some(8), "{doc}");
+    assert_eq!(doc["finish"], "length");
     std::fs::remove_dir_all(&d).unwrap();
 }
 
