@@ -95,3 +95,42 @@ fn cuda_training_follows_the_cpu_curve() {
         "validation: cpu {vc} vs cuda {vg}"
     );
 }
+
+/// Decoding through the KV cache queues its work without a host wait too: the mask, the
+/// rotary rows and (GPT-2 style) the learned positions of each row are made on the device,
+/// with a left-padded row in the batch.
+#[test]
+fn a_decoding_step_waits_for_nothing() {
+    let Some(dev) = cuda::require_or_skip("a_decoding_step_waits_for_nothing") else {
+        return;
+    };
+    use stride_core::{Generator, Tensor};
+    use stride_models::gpt::Gpt;
+    use stride_models::CausalLm;
+    for c in [
+        GptConfig::modern(259, 32, 2, 4, 64),
+        GptConfig::gpt2(259, 32, 2, 4, 64),
+    ] {
+        let m = Gpt::new(c, DType::F32, &dev, &Generator::new(0)).unwrap();
+        let mut cache = m.new_cache(&[2, 0], 16).unwrap();
+        let prompt = Tensor::from_vec(vec![0i64, 0, 40, 41, 42, 43, 44, 45], [2, 4])
+            .unwrap()
+            .to_device(&dev)
+            .unwrap();
+        let logits = CausalLm::forward(&m, &prompt, &mut cache).unwrap();
+        let mut next = logits.select(1, 3).unwrap().argmax(Some(-1), true).unwrap();
+        {
+            let _guard = forbid_sync();
+            for _ in 0..3 {
+                let l = CausalLm::forward(&m, &next, &mut cache).unwrap();
+                next = l.select(1, 0).unwrap().argmax(Some(-1), true).unwrap();
+            }
+        }
+        assert_eq!(next.shape(), &[2, 1]);
+        assert!(next
+            .to_vec::<i64>()
+            .unwrap()
+            .iter()
+            .all(|&t| (0..259).contains(&t)));
+    }
+}

@@ -334,15 +334,7 @@ impl Gpt {
         if let Some(pe) = &self.pos_emb {
             let pos = match &cache {
                 None => pe.weight.tensor().narrow(0, 0, t)?,
-                Some(_) => {
-                    // row b's position p is start + p − left_pad[b] (padding slots clamp to 0)
-                    let o = Tensor::from_vec(offsets.clone(), [b, 1])?.to_device(&dev)?;
-                    let p = Tensor::arange(0i64, ti, &dev)?
-                        .unsqueeze(0)?
-                        .add(&o)?
-                        .clamp_min(0)?;
-                    pe.forward(&p)?
-                }
+                Some(k) => pe.forward(&k.positions(t)?)?,
             };
             x = x.add(&pos)?;
         }
@@ -450,20 +442,12 @@ impl CausalLm for Gpt {
     }
     fn new_cache(&self, left_pad: &[usize], capacity: usize) -> Result<LlamaCache> {
         let c = &self.config;
-        if capacity > c.context_len {
-            return Err(invalid(
-                "Gpt::new_cache",
-                format!(
-                    "capacity {capacity} exceeds the model's context length {}",
-                    c.context_len
-                ),
-            ));
-        }
         LlamaCache::new(
             c.n_layers,
             left_pad,
             c.n_heads,
             capacity,
+            c.context_len,
             c.head_dim(),
             self.dtype(),
             &self.device(),
@@ -480,25 +464,15 @@ impl CausalLm for Gpt {
                 format!("tokens have {b} rows but the cache {}", cache.batch()),
             ));
         }
-        cache.check_geometry(
+        cache.check_call(
             op,
+            tokens.shape()[1],
             c.n_layers,
             c.n_heads,
             c.head_dim(),
             self.dtype(),
             &self.device(),
         )?;
-        if cache.len() + tokens.shape()[1] > cache.capacity() {
-            return Err(invalid(
-                op,
-                format!(
-                    "{} more positions after {} exceed the cache's capacity {}",
-                    tokens.shape()[1],
-                    cache.len(),
-                    cache.capacity()
-                ),
-            ));
-        }
         self.run(tokens, Some(cache))?.to_dtype(DType::F32)
     }
 }

@@ -22,15 +22,25 @@ pub struct LlamaCache {
 }
 
 impl LlamaCache {
+    /// A cache for a model of `n_layers` layers of `n_kv_heads` heads of `head_dim` features
+    /// and context length `context_len` (the most positions `capacity` may ask for).
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn new(
         n_layers: usize,
         left_pad: &[usize],
         n_kv_heads: usize,
         capacity: usize,
+        context_len: usize,
         head_dim: usize,
         dtype: DType,
         device: &Device,
     ) -> Result<LlamaCache> {
+        if capacity > context_len {
+            return Err(invalid(
+                "new_cache",
+                format!("capacity {capacity} exceeds the model's context length {context_len}"),
+            ));
+        }
         let b = left_pad.len();
         if b == 0 {
             return Err(invalid(
@@ -64,26 +74,39 @@ impl LlamaCache {
     }
 
     /// An error unless this cache was made for `n_layers` layers of `n_kv_heads` heads of
-    /// `head_dim` features in `dtype` on `device` (by the model's `new_cache`).
-    pub(crate) fn check_geometry(
+    /// `head_dim` features in `dtype` on `device` (by the model's `new_cache`) and has room
+    /// for `t` more positions.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn check_call(
         &self,
         op: &'static str,
+        t: usize,
         n_layers: usize,
         n_kv_heads: usize,
         head_dim: usize,
         dtype: DType,
         device: &Device,
     ) -> Result<()> {
-        let k = &self.k;
-        if k.len() != n_layers
-            || k[0].shape()[1] != n_kv_heads
-            || k[0].shape()[3] != head_dim
-            || k[0].dtype() != dtype
-            || k[0].device() != *device
-        {
+        let made_here = self.k.len() == n_layers
+            && self.k.first().is_none_or(|k| {
+                k.shape()[1] == n_kv_heads
+                    && k.shape()[3] == head_dim
+                    && k.dtype() == dtype
+                    && k.device() == *device
+            });
+        if !made_here {
             return Err(invalid(
                 op,
                 "the cache was not made by this model (new_cache)",
+            ));
+        }
+        if self.len + t > self.capacity {
+            return Err(invalid(
+                op,
+                format!(
+                    "{t} more positions after {} exceed the cache's capacity {}",
+                    self.len, self.capacity
+                ),
             ));
         }
         Ok(())
@@ -108,6 +131,18 @@ impl LlamaCache {
             .map(|&p| len as i64 - p as i64)
             .collect();
         Ok((mask, offsets))
+    }
+
+    /// The absolute positions of the next `t` tokens of each row, `(B, t)` i64 on the
+    /// cache's device: `len + i − left_pad[b]`, padding slots at 0 (for learned position
+    /// tables). Made on the device: no upload, so no host wait in a decoding step.
+    pub(crate) fn positions(&self, t: usize) -> Result<Tensor> {
+        let dev = self.pad_t.device();
+        let b = self.left_pad.len() as i64;
+        Tensor::arange(self.len as i64, (self.len + t) as i64, &dev)?
+            .unsqueeze(0)?
+            .sub(&self.pad_t.reshape(&[b, 1])?)?
+            .clamp_min(0i64)
     }
 
     /// Writes layer `l`'s keys and values `(B, n_kv_heads, t, head_dim)` at positions

@@ -170,21 +170,14 @@ impl CausalLm for Llama {
     /// A cache for `left_pad.len()` rows of up to `capacity` positions, at most the model's
     /// context length (the rotary tables' length).
     fn new_cache(&self, left_pad: &[usize], capacity: usize) -> Result<LlamaCache> {
-        if capacity > self.config.context_len {
-            return Err(invalid(
-                "Llama::new_cache",
-                format!(
-                    "capacity {capacity} exceeds the model's context length {}",
-                    self.config.context_len
-                ),
-            ));
-        }
+        let c = &self.config;
         LlamaCache::new(
-            self.config.n_layers,
+            c.n_layers,
             left_pad,
-            self.config.n_kv_heads,
+            c.n_kv_heads,
             capacity,
-            self.config.head_dim,
+            c.context_len,
+            c.head_dim,
             self.dtype,
             &self.device,
         )
@@ -217,26 +210,18 @@ impl CausalLm for Llama {
                 ),
             ));
         }
-        cache.check_geometry(
+        let (b, t) = (tokens.shape()[0], tokens.shape()[1]);
+        cache.check_call(
             op,
+            t,
             c.n_layers,
             c.n_kv_heads,
             c.head_dim,
             self.dtype,
             &self.device,
         )?;
-        let (b, t) = (tokens.shape()[0], tokens.shape()[1]);
         let len = cache.len;
         let s = len + t;
-        if s > cache.capacity() {
-            return Err(invalid(
-                op,
-                format!(
-                    "{t} more positions after {len} exceed the cache's capacity {}",
-                    cache.capacity()
-                ),
-            ));
-        }
         if t == 0 {
             return Tensor::zeros([b, 0, c.vocab_size], DType::F32, &self.device);
         }
