@@ -139,18 +139,13 @@ fn parse_float_dtype(flag: &str, s: &str) -> Result<DType, String> {
 }
 
 /// The configuration from the flags over the defaults.
-fn config_from_flags(a: &GptArgs, device: Device) -> Result<GptTrainConfig, String> {
+fn config_from_flags(
+    a: &GptArgs,
+    device: Device,
+    kind: TokenizerKind,
+    vocab: usize,
+) -> Result<GptTrainConfig, String> {
     let d = GptTrainConfig::default();
-    let kind = TokenizerKind::parse(&a.tokenizer).ok_or_else(|| {
-        format!(
-            "unknown --tokenizer {:?}; use bytes or smollm2",
-            a.tokenizer
-        )
-    })?;
-    let vocab = match kind {
-        TokenizerKind::Bytes => 259,
-        TokenizerKind::SmolLm2 => kind.load().map_err(|e| e.to_string())?.vocab_size(),
-    };
     let (layers, heads, dim, context) = (
         a.layers.unwrap_or(d.model.n_layers),
         a.heads.unwrap_or(d.model.n_heads),
@@ -235,22 +230,31 @@ pub fn gpt(a: GptArgs) -> Result<(), String> {
     if !a.no_plot {
         plot::check_path(&a.plot)?;
     }
-    let mut t = match &a.resume {
+    // the tokenizer is loaded once: the corpus, the vocabulary and the sample use it
+    let (mut t, tok) = match &a.resume {
         Some(path) => {
             check_resume_flags(&a)?;
             let c = GptTrainer::checkpoint_config(path, device)
                 .map_err(|e| format!("can't resume from {}: {e}", path.display()))?;
-            let corpus = Corpus::shakespeare(c.tokenizer).map_err(|e| e.to_string())?;
-            GptTrainer::resume(path, device, corpus)
-                .map_err(|e| format!("can't resume from {}: {e}", path.display()))?
+            let tok = c.tokenizer.load().map_err(|e| e.to_string())?;
+            let corpus = Corpus::shakespeare(c.tokenizer, &tok).map_err(|e| e.to_string())?;
+            let t = GptTrainer::resume(path, device, corpus)
+                .map_err(|e| format!("can't resume from {}: {e}", path.display()))?;
+            (t, tok)
         }
         None => {
-            let c = config_from_flags(&a, device)?;
-            let corpus = Corpus::shakespeare(c.tokenizer).map_err(|e| e.to_string())?;
-            GptTrainer::new(c, corpus).map_err(|e| e.to_string())?
+            let kind = TokenizerKind::parse(&a.tokenizer).ok_or_else(|| {
+                format!(
+                    "unknown --tokenizer {:?}; use bytes or smollm2",
+                    a.tokenizer
+                )
+            })?;
+            let tok = kind.load().map_err(|e| e.to_string())?;
+            let c = config_from_flags(&a, device, kind, tok.vocab_size())?;
+            let corpus = Corpus::shakespeare(kind, &tok).map_err(|e| e.to_string())?;
+            (GptTrainer::new(c, corpus).map_err(|e| e.to_string())?, tok)
         }
     };
-    let tok = t.config().tokenizer.load().map_err(|e| e.to_string())?;
     let c = t.config().clone();
     let start = t.steps_done();
     let end = a.stop_at.unwrap_or(c.steps).min(c.steps);

@@ -91,6 +91,19 @@ impl GptTrainConfig {
                 "batch, accum and eval_batches must be at least 1",
             ));
         }
+        let tokens = self
+            .batch
+            .checked_mul(self.accum)
+            .and_then(|n| n.checked_mul(self.model.context_len + 1));
+        if tokens.is_none_or(|n| n > isize::MAX as usize / 8) {
+            return Err(invalid(
+                op,
+                format!(
+                    "batch {} × accum {} × context {} tokens per step is too many to hold",
+                    self.batch, self.accum, self.model.context_len
+                ),
+            ));
+        }
         let finite = |x: f64| x.is_finite() && x >= 0.0;
         if !(finite(self.lr) && self.lr > 0.0 && finite(self.min_lr) && self.min_lr <= self.lr) {
             return Err(invalid(
@@ -216,16 +229,15 @@ pub struct Corpus {
 
 impl Corpus {
     /// The Shakespeare text ([`crate::hub::shakespeare_text`], fetched on first use) split by
-    /// work and encoded with `kind`.
-    pub fn shakespeare(kind: TokenizerKind) -> Result<Corpus> {
+    /// work and encoded with `tok`, a tokenizer of `kind` ([`TokenizerKind::load`]).
+    pub fn shakespeare(kind: TokenizerKind, tok: &Tokenizer) -> Result<Corpus> {
         let path = crate::hub::shakespeare_text()?;
         let text = std::fs::read(&path)
             .map_err(|e| invalid("Corpus::shakespeare", format!("{}: {e}", path.display())))?;
         let (train, val) = split_by_work(&text)?;
-        let tok = kind.load()?;
         Ok(Corpus {
-            train: encode_works(&tok, kind, &train)?,
-            val: encode_works(&tok, kind, &val)?,
+            train: encode_works(tok, kind, &train)?,
+            val: encode_works(tok, kind, &val)?,
         })
     }
 }
