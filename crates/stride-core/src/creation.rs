@@ -197,6 +197,14 @@ impl Tensor {
         }
     }
 
+    /// `0..n` as i64 on `device`, made there (a running sum of ones, exact in i64): what the
+    /// creation ops that would otherwise build values on the host and upload them (an
+    /// upload waits for the device) start from.
+    fn index_on_device(n: usize, device: &Device) -> Result<Tensor> {
+        let _ng = crate::autograd::no_grad();
+        Tensor::ones([n], DType::I64, device)?.cumsum(0)?.sub(1i64)
+    }
+
     /// [`Tensor::arange_step`] computed on a GPU from an index `0..n` (a running sum of ones,
     /// exact in i64) instead of uploaded from the host: an upload waits for the device. The
     /// same values as the host's formula, bit for bit: integers by wrapping i64 arithmetic,
@@ -211,9 +219,7 @@ impl Tensor {
         device: &Device,
     ) -> Result<Tensor> {
         let _ng = crate::autograd::no_grad();
-        let i = Tensor::ones([n], DType::I64, device)?
-            .cumsum(0)?
-            .sub(1i64)?;
+        let i = Tensor::index_on_device(n, device)?;
         if all_int {
             let (si, sti) = (start.to_i64(), step.to_i64());
             let v = if sti == 1 { i } else { i.mul(sti)? };
@@ -239,18 +245,34 @@ impl Tensor {
         dtype: DType,
         device: &Device,
     ) -> Result<Tensor> {
-        if steps == 1 {
-            return Tensor::from_vec(vec![start], [1])?
-                .to_dtype(dtype)?
-                .to_device(device);
-        }
-
         let step = if steps > 1 {
             (end - start) / (steps - 1) as f64
         } else {
             0.0
         };
         let half = steps / 2;
+        if !device.is_cpu() && steps > 0 {
+            // on the GPU from an index (no upload): the host formula below, op by op in f64
+            let _ng = crate::autograd::no_grad();
+            let i = Tensor::index_on_device(steps, device)?.to_dtype(DType::F64)?;
+            let lo = i.mul(step)?.add(start)?;
+            let v = if steps == 1 {
+                lo
+            } else {
+                // end − step·(steps − 1 − i), the subtraction as the sum of the negation
+                let hi = i
+                    .neg()?
+                    .add((steps - 1) as f64)?
+                    .mul(step)?
+                    .neg()?
+                    .add(end)?;
+                i.lt(half as f64)?.where_cond(&lo, &hi)?
+            };
+            return v.to_dtype(dtype).map_err(|e| e.in_op("linspace"));
+        }
+        if steps == 1 {
+            return Tensor::from_vec(vec![start], [1])?.to_dtype(dtype);
+        }
         // built on the host, fallibly: an impossible `steps` is OutOfMemory, not an abort
         let mut v: Vec<f64> =
             crate::alloc::try_with_capacity(steps, "linspace", &[steps], Some(DType::F64))?;

@@ -476,9 +476,9 @@ fn row_broadcasts_match_the_cpu_bit_for_bit() {
     }
 }
 
-/// `arange` on a GPU is computed there (an upload would wait for the device) and gives the
-/// host formula's values bit for bit: integers (wrapping i64 included), float steps that
-/// don't divide the range, and an empty range.
+/// `arange` and `linspace` on a GPU are computed there (an upload would wait for the
+/// device) and give the host formula's values bit for bit: integers (wrapping i64
+/// included), float steps that don't divide the range, empty ranges, one step.
 #[test]
 fn arange_is_made_on_the_gpu_with_the_hosts_values() {
     let Some((dev, _turn)) = gpu("arange_is_made_on_the_gpu_with_the_hosts_values") else {
@@ -504,6 +504,41 @@ fn arange_is_made_on_the_gpu_with_the_hosts_values() {
         )
         .collect();
     drop(_no_waits);
+    let spaces: &[(f64, f64, usize, DType)] = &[
+        (0.0, 1.0, 7, DType::F32),
+        (-3.3, 10.1, 1000, DType::F64),
+        (5.0, -5.0, 11, DType::BF16),
+        (1.0, 100.0, 37, DType::I64),
+        (2.5, 9.0, 1, DType::F32),
+        (0.0, 1.0, 0, DType::F32),
+    ];
+    let lin_gpu: Vec<Tensor> = {
+        let _no_waits = stride_core::debug::forbid_sync();
+        spaces
+            .iter()
+            .map(|&(a, b, n, d)| Tensor::linspace(a, b, n, d, &dev).unwrap())
+            .collect()
+    };
+    for (g, &(a, b, n, d)) in lin_gpu.iter().zip(spaces) {
+        let host = Tensor::linspace(a, b, n, d, &Device::Cpu).unwrap();
+        assert_eq!(
+            (g.dtype(), g.shape()),
+            (host.dtype(), host.shape()),
+            "linspace {a} {b} {n}"
+        );
+        let bits = |t: &Tensor| -> Vec<u64> {
+            t.to_device(&Device::Cpu)
+                .unwrap()
+                .to_dtype(DType::F64)
+                .unwrap()
+                .to_vec::<f64>()
+                .unwrap()
+                .iter()
+                .map(|v| v.to_bits())
+                .collect()
+        };
+        assert_eq!(bits(g), bits(&host), "linspace {a} {b} {n} {d}");
+    }
     for (k, g) in on_gpu.iter().enumerate() {
         let host = if k < ints.len() {
             let (a, b, s) = ints[k];
