@@ -413,6 +413,18 @@ fn a_matrix_applied_to_a_batch_gets_one_folded_gradient() -> Result<(), Error> {
         gradcheck(|t| t[0].matmul(&t[1]), &ins, o)?;
         gradgradcheck(|t| t[0].matmul(&t[1]), &ins, o)?;
     }
+    // empty contractions and batches: zero gradients of the right shapes
+    for (xs, ws) in [
+        ([2, 3, 0], [0, 5]),
+        ([2, 3, 4], [4, 0]),
+        ([0, 3, 4], [4, 5]),
+    ] {
+        let x = Tensor::zeros(xs, DType::F64, &Device::Cpu)?.requires_grad_(true)?;
+        let w = Tensor::zeros(ws, DType::F64, &Device::Cpu)?.requires_grad_(true)?;
+        x.matmul(&w)?.sum()?.backward()?;
+        assert_eq!(w.grad().unwrap().shape(), &ws[..]);
+        assert_eq!(x.grad().unwrap().shape(), &xs[..]);
+    }
     let x = Tensor::from_vec(vals(16 * 8 * 32, 0.02), [16, 8, 32])?
         .to_dtype(DType::BF16)?
         .requires_grad_(true)?;

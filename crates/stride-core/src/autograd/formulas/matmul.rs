@@ -53,10 +53,12 @@ pub(crate) fn record_matmul(
                     // a matrix applied to a batch (a linear layer): fold the batch into the
                     // contraction, one product summing over every row, as PyTorch does —
                     // not a product per batch element, each rounded, then a sum
+                    // rows counted, not inferred: a reshape can't infer them when k or n is 0
                     let (k, n) = (am.shape()[am.dim() - 1], gm.shape()[gm.dim() - 1]);
-                    am.reshape(&[-1, k as i64])?
+                    let rows = am.shape()[..am.dim() - 1].iter().product::<usize>() as i64;
+                    am.reshape(&[rows, k as i64])?
                         .transpose(0, 1)?
-                        .matmul(&gm.reshape(&[-1, n as i64])?)?
+                        .matmul(&gm.reshape(&[rows, n as i64])?)?
                 } else {
                     sum_to_shape(&am.transpose(-1, -2)?.matmul(&gm)?, bm.shape())?
                 };
