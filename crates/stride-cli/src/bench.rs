@@ -86,6 +86,26 @@ fn peer_script(name: &str) -> Result<std::path::PathBuf, String> {
         .ok_or_else(|| format!("scripts/{name} not found (run from the repository root)"))
 }
 
+/// Runs a peer script's command and returns its stdout; an error (the script's last line on
+/// stderr) when it can't run or fails.
+fn run_peer(cmd: &mut std::process::Command, script: &std::path::Path) -> Result<Vec<u8>, String> {
+    let o = cmd.output().map_err(|e| {
+        format!(
+            "could not run `{}` ({e}); install Python 3 and PyTorch",
+            cmd.get_program().to_string_lossy()
+        )
+    })?;
+    if !o.status.success() {
+        let err = String::from_utf8_lossy(&o.stderr);
+        return Err(format!(
+            "{} failed: {}",
+            script.display(),
+            err.lines().last().unwrap_or("")
+        ));
+    }
+    Ok(o.stdout)
+}
+
 /// The machine's ceilings.
 struct Machine {
     threads: usize,

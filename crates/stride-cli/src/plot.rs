@@ -162,13 +162,13 @@ pub fn chart(
             let c = builder
                 .build_cartesian_2d(0f64..xmax, (lo..hi).log_scale())
                 .map_err(|x| e(&x))?;
-            draw(c, &root, text, y_desc, lines, &clamp, "{:.1e}")
+            draw(c, &root, text, y_desc, lines, &clamp, true)
         }
         Scale::Linear => {
             let c = builder
                 .build_cartesian_2d(0f64..xmax, lo..hi)
                 .map_err(|x| e(&x))?;
-            draw(c, &root, text, y_desc, lines, &clamp, "{:.2}")
+            draw(c, &root, text, y_desc, lines, &clamp, false)
         }
     }?;
     root.present().map_err(|x| e(&x))?;
@@ -183,21 +183,20 @@ fn draw<'a, Y>(
     y_desc: &str,
     lines: &[Line],
     clamp: &dyn Fn(f64) -> f64,
-    y_format: &str,
+    scientific: bool,
 ) -> Result<(), String>
 where
     Y: Ranged<ValueType = f64> + ValueFormatter<f64>,
 {
     let e = |e: &dyn std::fmt::Display| e.to_string();
     if text {
-        let sci = y_format.contains('e');
         chart
             .configure_mesh()
             .x_desc("step")
             .y_desc(y_desc)
             .x_label_formatter(&|v| format!("{v:.0}"))
             .y_label_formatter(&|v| {
-                if sci {
+                if scientific {
                     format!("{v:.1e}")
                 } else {
                     format!("{v:.2}")

@@ -1193,19 +1193,9 @@ fn torch_peer(python: &str, quick: bool, only: Option<&str>) -> Result<TorchPeer
     if let Some(o) = only {
         cmd.args(["--only", o]);
     }
-    let o = cmd
-        .output()
-        .map_err(|e| format!("could not run `{python}` ({e}); install Python 3 and PyTorch"))?;
-    if !o.status.success() {
-        let err = String::from_utf8_lossy(&o.stderr);
-        return Err(format!(
-            "{} failed: {}",
-            script.display(),
-            err.lines().last().unwrap_or("")
-        ));
-    }
+    let stdout = super::run_peer(&mut cmd, &script)?;
     let v: Value =
-        serde_json::from_slice(&o.stdout).map_err(|e| format!("bad JSON from the peer: {e}"))?;
+        serde_json::from_slice(&stdout).map_err(|e| format!("bad JSON from the peer: {e}"))?;
     if v["available"] != Value::Bool(true) {
         return Err(v["why"]
             .as_str()

@@ -37,8 +37,8 @@ pub struct GptArgs {
     #[arg(long, default_value = "modern")]
     style: String,
     /// Timed steps (after 5 untimed ones).
-    #[arg(long, default_value_t = 20)]
-    steps: usize,
+    #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u64).range(1..))]
+    steps: u64,
     /// Don't run the PyTorch peer.
     #[arg(long)]
     no_peer: bool,
@@ -73,7 +73,11 @@ pub fn run(a: GptArgs) -> Result<(), String> {
         ..GptTrainConfig::default()
     };
     // random tokens: the speed does not depend on the text
-    let n = a.batch * (a.context + 1) * 4;
+    let n = a
+        .batch
+        .checked_mul(a.context.saturating_add(1))
+        .and_then(|n| n.checked_mul(4))
+        .ok_or_else(|| format!("--batch {} × --context {} is too large", a.batch, a.context))?;
     let ids = Tensor::randint(
         0,
         a.vocab as i64,
@@ -142,8 +146,9 @@ pub fn run(a: GptArgs) -> Result<(), String> {
         None
     };
     let params = stride::nn::Module::num_parameters(t.model());
-    let tokens = (a.steps * a.batch * a.context) as f64;
-    let flops_per_token = 6.0 * params as f64 + 12.0 * (a.layers * a.context * a.dim) as f64;
+    let tokens = a.steps as f64 * a.batch as f64 * a.context as f64;
+    let flops_per_token =
+        6.0 * params as f64 + 12.0 * a.layers as f64 * a.context as f64 * a.dim as f64;
     let tps = tokens / secs;
     let mfu = |tps: f64| tps * flops_per_token / H100_BF16_PEAK;
     let mut peers = vec![];
@@ -228,26 +233,16 @@ fn torch(a: &GptArgs, compile: bool) -> Result<Value, String> {
         ("--context", a.context),
         ("--batch", a.batch),
         ("--vocab", a.vocab),
-        ("--steps", a.steps),
     ] {
         cmd.args([k, &v.to_string()]);
     }
+    cmd.args(["--steps", &a.steps.to_string()]);
     cmd.args(["--style", &a.style]);
     if compile {
         cmd.arg("--compile");
     }
-    let o = cmd
-        .output()
-        .map_err(|e| format!("could not run {} ({e})", a.python))?;
-    if !o.status.success() {
-        let err = String::from_utf8_lossy(&o.stderr);
-        return Err(format!(
-            "{} failed: {}",
-            script.display(),
-            err.lines().last().unwrap_or("")
-        ));
-    }
-    let out = String::from_utf8_lossy(&o.stdout);
+    let stdout = super::run_peer(&mut cmd, &script)?;
+    let out = String::from_utf8_lossy(&stdout);
     let line = out.lines().last().unwrap_or("");
     serde_json::from_str(line).map_err(|e| format!("bad JSON from the peer ({e}): {line}"))
 }

@@ -90,7 +90,7 @@ pub(crate) fn copy_walk(
     let tiled = tile::tiled(w);
     if src_dtype == dst_dtype && tiled.is_none() && dn.is_none() {
         if let Some(v) = in_words(w, db, [po, pa]) {
-            let module = format!("copy_{}", db.min(8));
+            let module = format!("copy_{db}");
             let f = dev.function(&module, "copy_vec16", || source::copy_module(db))?;
             let [so, sa] = v.strs;
             let mut args = [
