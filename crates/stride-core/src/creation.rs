@@ -251,12 +251,12 @@ impl Tensor {
             0.0
         };
         let half = steps / 2;
-        if !device.is_cpu() && steps > 0 {
+        if !device.is_cpu() {
             // on the GPU from an index (no upload): the host formula below, op by op in f64
             let _ng = crate::autograd::no_grad();
             let i = Tensor::index_on_device(steps, device)?.to_dtype(DType::F64)?;
             let lo = i.mul(step)?.add(start)?;
-            let v = if steps == 1 {
+            let v = if steps <= 1 {
                 lo
             } else {
                 // end − step·(steps − 1 − i), the subtraction as the sum of the negation
