@@ -18,6 +18,7 @@ pub mod attention; // fused scaled-dot-product attention (backend/attention.rs)
 pub(crate) mod common; // code every backend shares (backend/common/)
 pub(crate) mod contract; // the Backend trait and the device → backend map
 pub mod cross_entropy; // cross-entropy over rows of logits (backend/cross_entropy.rs)
+pub mod grouped_matmul; // grouped matrix products over device-side offsets (backend/grouped_matmul.rs)
 pub mod index; // index primitives: gather, scatter, masked scans (backend/index.rs)
 pub mod norm; // row normalisation: rms_norm, layer_norm (backend/norm.rs)
 pub(crate) mod op_table; // every elementwise op and reduction, declared once

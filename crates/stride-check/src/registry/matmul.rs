@@ -1,11 +1,16 @@
 //! Matrix products: `matmul` (1-D, 2-D, batched with broadcast batch dims), `mm`, `bmm`,
-//! `dot`, `outer`. Operands of one float dtype (no promotion; `_out` outputs of exactly that
+//! `dot`, `outer`, and the grouped product `grouped_matmul` (both of its forms). Operands of one float dtype (no promotion; `_out` outputs of exactly that
 //! dtype), any strides; the tolerance grows with the inner size `k` (√k).
 
 use super::dtypes::{ALL, FLOATS};
-use super::{matmul_sampler, tensor_pairs, ArgSpec, Domain, Family, OpInfo, Sample, SampleCtx};
+use super::{
+    matmul_sampler, tensor_pairs, ArgSpec, Domain, Family, OpInfo, Params, Sample, SampleArg,
+    SampleCtx,
+};
 use crate::reference::{self, RefArg, RefCtx, RefOut, RefTensor};
 use crate::tol::{self, Tol};
+use crate::reference::numel;
+use stride_core::DType;
 
 /// `reference::matmul` with an error bound per element. Each output element is a sum of k
 /// products: at most one rounding of the product (none for f16/bf16 operands: 11 × 11 or
@@ -216,7 +221,148 @@ pub fn ops() -> Vec<OpInfo> {
                 reference::elementwise(c, &args, |v| mul(v[0], v[1], c.compute))
             })
             .functional(|a, _| a[0].t().outer(a[1].t())),
+        OpInfo::new("grouped_matmul", Family::Matmul)
+            .args(vec![
+                ArgSpec::tensor("self", d),
+                ArgSpec::tensor("other", d),
+                ArgSpec::fixed("offs", DType::I64, Domain::any()),
+            ])
+            .dtypes(FLOATS)
+            .tol(tol)
+            .sampler(grouped_sampler)
+            .reference(grouped_product)
+            .functional(|a, _| a[0].t().grouped_matmul(a[1].t(), a[2].t())),
     ]
+}
+
+// ----- grouped products ---------------------------------------------------------------------
+
+/// Grouped-product samples `[a, b, offs]`: `(rows form, group sizes, rows past the last
+/// group, k, n)` — groups crossing the CUDA kernels' 64- and 128-row tiles, empty groups, a
+/// tail past the last offset, contraction lengths that are not multiples of the 32-long k
+/// tile, no groups at all; with variants, offsets out of order (must be refused).
+fn grouped_sampler(ctx: &mut SampleCtx) -> Vec<Sample> {
+    let d = ctx.dtype;
+    let dom = Domain::range(-1.0, 1.0);
+    type Case = (bool, Vec<i64>, usize, usize, usize);
+    let mut cases: Vec<Case> = vec![(true, vec![3, 0, 5], 2, 7, 9), (false, vec![3, 0, 5], 2, 7, 9)];
+    if ctx.variants {
+        cases.extend([
+            (true, vec![65, 0, 130, 1], 0, 40, 130),
+            (true, vec![129], 3, 33, 17),
+            (true, vec![], 4, 5, 3),
+            (false, vec![70, 0, 35], 1, 9, 130),
+            (false, vec![0, 33], 0, 129, 8),
+            (true, vec![4, -2], 0, 3, 3),
+        ]);
+    }
+    cases
+        .into_iter()
+        .map(|(rows, sizes, tail, k, n)| {
+            let r = sizes.iter().map(|&s| s.max(0) as usize).sum::<usize>() + tail;
+            let mut end = 0i64;
+            let offs: Vec<f64> = sizes
+                .iter()
+                .map(|&s| {
+                    end += s;
+                    end as f64
+                })
+                .collect();
+            let g = offs.len();
+            let (sa, sb) = if rows {
+                (vec![r, k], vec![g, k, n])
+            } else {
+                (vec![k, r], vec![r, n])
+            };
+            let va = dom.values(d, numel(&sa), &mut ctx.rng, ctx.tame);
+            let vb = dom.values(d, numel(&sb), &mut ctx.rng, ctx.tame);
+            let t = |dtype, shape, values| SampleArg::Tensor {
+                dtype,
+                shape,
+                values,
+            };
+            Sample::new(
+                vec![t(d, sa, va), t(d, sb, vb), t(DType::I64, vec![g], offs)],
+                Params::default(),
+            )
+        })
+        .collect()
+}
+
+/// The grouped product in f64 from the module docs' definition, with [`product`]'s error
+/// bound per element (a sum of the group's products in any order; 0 for rows past the last
+/// group and empty groups).
+fn grouped_product(c: &RefCtx, a: &[RefArg]) -> Result<RefOut, String> {
+    let (x, w, o) = (a[0].t(), a[1].t(), a[2].t());
+    if x.shape.len() != 2 || !(w.shape.len() == 2 || w.shape.len() == 3) || o.shape.len() != 1 {
+        return Err("grouped_matmul of these ranks must be refused".into());
+    }
+    let rows = w.shape.len() == 3;
+    let g = o.shape[0];
+    let ragged = if rows { x.shape[0] } else { x.shape[1] };
+    let mut prev = 0.0;
+    for (i, &v) in o.values.iter().enumerate() {
+        if v < prev || v > ragged as f64 {
+            return Err(format!("offset {i} ({v}) out of order must be refused"));
+        }
+        prev = v;
+    }
+    let bounds: Vec<(usize, usize)> = (0..g)
+        .map(|i| {
+            let s = if i == 0 { 0.0 } else { o.values[i - 1] };
+            (s as usize, o.values[i] as usize)
+        })
+        .collect();
+    let grid = match (
+        tol::lsb_exp(x.values.iter().copied()),
+        tol::lsb_exp(w.values.iter().copied()),
+    ) {
+        (Some(gx), Some(gw)) => Some(gx + gw),
+        _ => None,
+    };
+    let (mut values, mut acc) = (vec![], vec![]);
+    let mut push = |terms: &mut dyn Iterator<Item = f64>, k: usize| {
+        let (mut sum, mut mag) = (0.0, 0.0);
+        for t in terms {
+            sum += t;
+            mag += t.abs();
+        }
+        values.push(sum);
+        acc.push(tol::sum_error(k + 1, mag, grid, c.result));
+    };
+    let shape = if rows {
+        let (r, k, n) = (x.shape[0], x.shape[1], w.shape[2]);
+        if w.shape[0] != g || w.shape[1] != k {
+            return Err(format!("shapes {:?}·{:?} with {g} offsets must be refused", x.shape, w.shape));
+        }
+        for i in 0..r {
+            let grp = bounds.iter().position(|&(s, e)| i >= s && i < e);
+            for j in 0..n {
+                match grp {
+                    Some(gi) => push(
+                        &mut (0..k).map(|p| x.values[i * k + p] * w.values[(gi * k + p) * n + j]),
+                        k,
+                    ),
+                    None => push(&mut std::iter::empty(), 0),
+                }
+            }
+        }
+        vec![r, n]
+    } else {
+        let (m, r, n) = (x.shape[0], x.shape[1], w.shape[1]);
+        if w.shape[0] != r {
+            return Err(format!("shapes {:?}·{:?} must be refused", x.shape, w.shape));
+        }
+        for &(s, e) in &bounds {
+            for i in 0..m {
+                for j in 0..n {
+                    push(&mut (s..e).map(|p| x.values[i * r + p] * w.values[p * n + j]), e - s);
+                }
+            }
+        }
+        vec![g, m, n]
+    };
+    Ok(RefOut::new(shape, values).with_acc_error(acc))
 }
 
 /// A product in the compute dtype (integers wrap, bool is `and`).
@@ -234,7 +380,7 @@ fn mul(a: f64, b: f64, d: stride_core::DType) -> f64 {
 /// [`crate::grad`]). Twice: every matrix product.
 pub fn grad(name: &str) -> super::Grad {
     match name {
-        "matmul" | "mm" | "bmm" | "dot" | "outer" => super::Grad::Twice,
+        "matmul" | "mm" | "bmm" | "dot" | "outer" | "grouped_matmul" => super::Grad::Twice,
         _ => super::Grad::No,
     }
 }

@@ -139,9 +139,15 @@ pub(crate) fn suspend() -> Suspended {
 }
 
 /// The policy of the op PyTorch calls `op` (`"matmul"`, `"softmax"`, `"pow_scalar"`, …);
-/// [`CastPolicy::None`] for ops the table does not list.
+/// [`CastPolicy::None`] for ops the table does not list. One op is stride's own:
+/// `grouped_mm` (`Tensor::grouped_matmul`) is a matrix product ([`CastPolicy::Lower`]), which
+/// PyTorch's table lacks (pytorch/pytorch#174763: its `_grouped_mm` fails on mixed dtypes in
+/// a region).
 pub fn policy(op: &str) -> CastPolicy {
-    table().get(op).copied().unwrap_or(CastPolicy::None)
+    match op {
+        "grouped_mm" => CastPolicy::Lower,
+        _ => table().get(op).copied().unwrap_or(CastPolicy::None),
+    }
 }
 
 /// Every op of the table with its policy, in the table's order.

@@ -22,6 +22,7 @@
 
 use super::attention::Attention;
 use super::cross_entropy::CrossEntropyRows;
+use super::grouped_matmul::GroupedMatmul;
 use super::index::{IndexDim, ScatterOp};
 use super::norm::Norm;
 use super::optim::{composed_adam, composed_adam_device_step, AdamStep, AdamViews};
@@ -279,6 +280,21 @@ pub(crate) trait Backend: Sync {
     fn attention(&self, a: Attention, inputs: &[View], outputs: &[View]) -> Result<()> {
         via_cpu(self, "attention", inputs, outputs, |i, o| {
             crate::cpu::attention::attention(a, i, o)
+        })
+    }
+
+    /// A grouped matrix product (see [`super::grouped_matmul`]): a CPU round trip unless the
+    /// backend has a kernel.
+    fn grouped_matmul(
+        &self,
+        g: GroupedMatmul,
+        a: View,
+        b: View,
+        offs: View,
+        dst: View,
+    ) -> Result<()> {
+        via_cpu(self, g.name(), &[a, b, offs], &[dst], |i, o| {
+            crate::cpu::grouped_matmul::grouped_matmul(g, i[0], i[1], i[2], o[0])
         })
     }
 
@@ -579,6 +595,11 @@ macro_rules! forward_to_kernels {
     (@ attention $f:path) => {
         fn attention(&self, a: $crate::backend::attention::Attention, inputs: &[$crate::backend::View<'_>], outputs: &[$crate::backend::View<'_>]) -> $crate::Result<()> {
             $f(a, inputs, outputs)
+        }
+    };
+    (@ grouped_matmul $f:path) => {
+        fn grouped_matmul(&self, g: $crate::backend::grouped_matmul::GroupedMatmul, a: $crate::backend::View<'_>, b: $crate::backend::View<'_>, offs: $crate::backend::View<'_>, dst: $crate::backend::View<'_>) -> $crate::Result<()> {
+            $f(g, a, b, offs, dst)
         }
     };
     (@ attention_backward $f:path) => {

@@ -20,6 +20,7 @@ pub(crate) mod cross_entropy;
 pub(crate) mod cumulative;
 pub(crate) mod elementwise;
 pub(crate) mod flip;
+pub(crate) mod grouped_matmul;
 pub(crate) mod index;
 pub(crate) mod math;
 pub(crate) mod matmul;

@@ -87,5 +87,6 @@ impl Backend for Cpu {
         attention => super::attention::attention;
         pointwise => super::pointwise::pointwise;
         attention_backward => super::attention::attention_backward;
+        grouped_matmul => super::grouped_matmul::grouped_matmul;
     }
 }

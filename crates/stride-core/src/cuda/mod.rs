@@ -48,6 +48,7 @@ pub(crate) mod deferred;
 pub(crate) mod device;
 pub(crate) mod elementwise;
 pub(crate) mod flip;
+pub(crate) mod grouped_matmul;
 pub(crate) mod index;
 pub(crate) mod launch;
 pub(crate) mod matmul;

@@ -7,6 +7,7 @@ pub(crate) mod cumulative;
 pub(crate) mod einsum;
 pub(crate) mod elementwise;
 pub(crate) mod gated;
+pub(crate) mod grouped_matmul;
 pub(crate) mod index;
 pub(crate) mod join;
 pub(crate) mod matmul;
