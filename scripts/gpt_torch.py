@@ -10,8 +10,18 @@ decay on matrices and embeddings only, nanoGPT's warmup + cosine schedule, clipp
         20 steps of two small models (modern, with one micro-batch per step; GPT-2 style, with
         two) in float32 on CUDA with TF32 off: init, batches, losses, final parameters.
     python3 scripts/gpt_torch.py bench --layers 12 --dim 768 --heads 12 --context 1024 \\
-        --batch 16 --vocab 49152 [--compile] [--steps 20]
-        tokens/s of training steps under bf16 autocast (fused AdamW); one JSON line.
+        --batch 16 --vocab 49152 [--compile] [--steps 20] \\
+        [--experts 8 --top-k 2 [--expert-ffn F] --impl grouped|loop]
+        tokens/s of training steps under bf16 autocast (fused AdamW); one JSON line. With
+        --experts, the mixture of experts: its experts through torch._grouped_mm (inputs cast
+        to bf16: _grouped_mm has no autocast rule) or the usual per-expert Python loop.
+    python3 scripts/gpt_torch.py grouped --rows R --experts E --dim D --ffn F
+        TFLOP/s of torch._grouped_mm alone at a mixture of experts' shapes (bf16); one JSON line.
+
+The mixture of experts is stride's (stride-models/src/gpt/moe.rs): softmax router in f32,
+top-k renormalised, (token, choice) pairs sorted by expert (stable), experts as grouped
+products over the cumulative counts, outputs weighted and added back per token; Switch's
+balance loss E·Σ f·P and ST-MoE's z-loss, each averaged over the blocks.
 """
 import argparse
 import json
@@ -25,7 +35,10 @@ import torch.nn.functional as F
 
 
 class Config:
-    def __init__(self, style, vocab, context, layers, heads, dim, dropout=0.0):
+    def __init__(self, style, vocab, context, layers, heads, dim, dropout=0.0, experts=0, top_k=2,
+                 expert_ffn=None, capacity=None, impl="loop"):
+        self.experts, self.top_k, self.capacity, self.impl = experts, top_k, capacity, impl
+        self.aux_coef, self.z_coef = 0.01, 0.001
         self.style, self.vocab, self.context = style, vocab, context
         self.layers, self.heads, self.dim = layers, heads, dim
         modern = style == "modern"
@@ -34,9 +47,67 @@ class Config:
         self.eps = 1e-5
         self.base = 10000.0
         self.dropout = dropout
+        self.expert_ffn = expert_ffn or self.ffn
 
     def meta(self):
-        return {k: getattr(self, k) for k in ("style", "vocab", "context", "layers", "heads", "dim")}
+        keys = ("style", "vocab", "context", "layers", "heads", "dim")
+        if self.experts:
+            keys += ("experts", "top_k", "expert_ffn", "capacity")
+        return {k: getattr(self, k) for k in keys}
+
+
+def grouped_mm(a, b, offs, impl):
+    """(rows, k)·(E, k, n) over the groups of cumulative ends `offs`."""
+    if impl == "grouped":
+        lower = torch.get_autocast_dtype("cuda") if torch.is_autocast_enabled("cuda") else a.dtype
+        return torch._grouped_mm(a.to(lower), b.to(lower), offs=offs.to(torch.int32))
+    # the per-expert loop users write first: the offsets come back to the host
+    parts, start = [], 0
+    for e, end in enumerate(offs.tolist()):
+        parts.append(a[start:end] @ b[e])
+        start = end
+    return torch.cat(parts)
+
+
+class Moe(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.c = c
+        self.router = nn.Linear(c.dim, c.experts, bias=False)
+        self.w_in = nn.Parameter(torch.empty(c.experts, c.dim, 2 * c.expert_ffn))
+        self.w_out = nn.Parameter(torch.empty(c.experts, c.expert_ffn, c.dim))
+
+    def forward(self, x):
+        c = self.c
+        shape = x.shape
+        x2 = x.reshape(-1, shape[-1])
+        n, ne, k = x2.shape[0], c.experts, c.top_k
+        logits = self.router(x2).float()
+        probs = logits.softmax(-1)
+        top_p, top_e = probs.topk(k, dim=-1)
+        w = top_p / top_p.sum(-1, keepdim=True)
+        with torch.no_grad():
+            experts = top_e.reshape(-1)
+            order = experts.argsort(stable=True)
+            token = order // k
+            counts = (experts[:, None] == torch.arange(ne, device=x.device)).sum(0)
+            offs = counts.cumsum(0)
+            keep = None
+            if c.capacity is not None:
+                cap = math.ceil(c.capacity * n * k / ne)
+                rank = torch.arange(n * k, device=x.device) - (offs - counts)[experts[order]]
+                keep = rank < cap
+        gu = grouped_mm(x2[token], self.w_in, offs, c.impl)
+        h = c.expert_ffn
+        ys = grouped_mm(F.silu(gu[:, :h]) * gu[:, h:], self.w_out, offs, c.impl)
+        ws = w.reshape(-1)[order]
+        if keep is not None:
+            ws = ws * keep.float()
+        ys = ys * ws[:, None].to(ys.dtype)
+        out = torch.zeros(n, shape[-1], dtype=ys.dtype, device=x.device).index_add(0, token, ys)
+        aux = (counts.float() / (n * k) * probs.mean(0)).sum() * ne
+        z = logits.logsumexp(-1).square().mean()
+        return out.reshape(shape), aux, z
 
 
 def norm(c):
@@ -52,7 +123,9 @@ class Block(nn.Module):
             {"qkv": nn.Linear(c.dim, 3 * c.dim, bias=c.bias), "proj": nn.Linear(c.dim, c.dim, bias=c.bias)}
         )
         self.mlp_norm = norm(c)
-        if c.style == "modern":
+        if c.experts:
+            self.moe = Moe(c)
+        elif c.style == "modern":
             self.mlp = nn.ModuleDict(
                 {
                     "gate": nn.Linear(c.dim, c.ffn, bias=False),
@@ -75,11 +148,15 @@ class Block(nn.Module):
         a = F.scaled_dot_product_attention(q, k, v, dropout_p=p, is_causal=True)
         x = x + F.dropout(self.attn["proj"](a.transpose(1, 2).reshape(b, t, d)), p, self.training)
         h = self.mlp_norm(x)
-        if c.style == "modern":
+        router = None
+        if c.experts:
+            m, aux, z = self.moe(h)
+            router = (aux, z)
+        elif c.style == "modern":
             m = self.mlp["down"](F.silu(self.mlp["gate"](h)) * self.mlp["up"](h))
         else:
             m = self.mlp["proj"](F.gelu(self.mlp["fc"](h), approximate="tanh"))
-        return x + F.dropout(m, p, self.training)
+        return x + F.dropout(m, p, self.training), router
 
 
 def rope_tables(c, device):
@@ -112,23 +189,31 @@ class Gpt(nn.Module):
         std, resid = 0.02, 0.02 / math.sqrt(2 * c.layers)
         for n, p in self.named_parameters():
             if p.dim() >= 2:
-                nn.init.normal_(p, 0.0, resid if n.endswith(("attn.proj.weight", "mlp.down.weight", "mlp.proj.weight")) else std)
+                nn.init.normal_(p, 0.0, resid if n.endswith(("attn.proj.weight", "mlp.down.weight", "mlp.proj.weight", "moe.w_out")) else std)
             elif n.endswith("bias"):
                 nn.init.zeros_(p)
 
     def forward(self, tokens):
+        """The logits, and the router losses summed over the blocks (a mixture of experts)."""
         t = tokens.shape[1]
         x = self.tok_emb(tokens)
         if self.c.style != "modern":
             x = x + self.pos_emb.weight[:t]
         x = F.dropout(x, self.c.dropout, self.training)
+        aux = z = 0.0
         for b in self.blocks:
-            x = b(x, self.rope)
-        return self.norm(x) @ self.tok_emb.weight.t()
+            x, r = b(x, self.rope)
+            if r is not None:
+                aux, z = aux + r[0], z + r[1]
+        return self.norm(x) @ self.tok_emb.weight.t(), (aux, z)
 
     def loss(self, x, y):
-        logits = self(x)
-        return F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), y.reshape(-1))
+        logits, (aux, z) = self(x)
+        ce = F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), y.reshape(-1))
+        if not self.c.experts:
+            return ce
+        l = self.c.layers
+        return ce + aux * (self.c.aux_coef / l) + z * (self.c.z_coef / l)
 
 
 def lr_at(step, lr, min_lr, warmup, steps):
@@ -186,6 +271,9 @@ def golden(out_dir):
     cases = {
         "modern": (Config("modern", 259, 32, 2, 4, 64), 8, 1),
         "gpt2": (Config("gpt2", 259, 32, 2, 4, 64), 4, 2),
+        # the mixture of experts: dropless with one micro-batch; with a capacity and two
+        "moe": (Config("modern", 259, 32, 2, 4, 64, experts=4, top_k=2, expert_ffn=64), 8, 1),
+        "moe_capacity": (Config("modern", 259, 32, 2, 4, 64, experts=4, top_k=2, expert_ffn=64, capacity=1.0), 4, 2),
     }
     h = {"steps": 20, "lr": 3e-3, "min_lr": 3e-4, "warmup": 5, "beta2": 0.99, "weight_decay": 0.1, "grad_clip": 1.0}
     tensors, meta = {}, {"hyper": json.dumps(h), "torch": torch.__version__, "device": str(torch.cuda.get_device_name() if dev == "cuda" else "cpu")}
@@ -217,14 +305,20 @@ def golden(out_dir):
 
 def bench(a):
     dev = "cuda"
-    c = Config(a.style, a.vocab, a.context, a.layers, a.heads, a.dim)
+    c = Config(a.style, a.vocab, a.context, a.layers, a.heads, a.dim, experts=a.experts, top_k=a.top_k,
+               expert_ffn=a.expert_ffn, impl=a.impl)
     torch.manual_seed(0)
     model = Gpt(c, dev).to(dev)
     opt = adamw(model, 1e-4, 0.95, 0.1, fused=True)
     h = {"steps": 10**9, "lr": 1e-4, "min_lr": 1e-5, "warmup": 0, "grad_clip": 1.0}
     fwd = torch.compile(model) if a.compile else model
     # the compiled forward is what the loss runs through
-    model_loss = lambda x, y: F.cross_entropy(fwd(x).reshape(-1, c.vocab).float(), y.reshape(-1))
+    def model_loss(x, y):
+        # the compiled forward is what the loss runs through
+        logits, (aux, z) = fwd(x)
+        ce = F.cross_entropy(logits.reshape(-1, c.vocab).float(), y.reshape(-1))
+        return ce + (aux * (c.aux_coef / c.layers) + z * (c.z_coef / c.layers) if c.experts else 0.0)
+
     model.loss = model_loss
     x = torch.randint(0, c.vocab, (a.batch, c.context), device=dev)
     y = torch.randint(0, c.vocab, (a.batch, c.context), device=dev)
@@ -240,9 +334,41 @@ def bench(a):
     n = sum(p.numel() for p in model.parameters())
     print(json.dumps({
         "peer": "pytorch " + ("compile" if a.compile else "eager"), "torch": torch.__version__,
+        "experts": a.impl if a.experts else None,
         "params": n, "tokens_per_s": a.steps * a.batch * c.context / dt, "ms_per_step": dt * 1e3 / a.steps,
         "peak_bytes": torch.cuda.max_memory_allocated(), "loss": float(loss),
     }))
+
+
+def grouped(a):
+    """torch._grouped_mm alone at the MoE layer's shapes: forward in and out, weight gradient."""
+    dev = "cuda"
+    torch.manual_seed(1)
+    per = a.rows // a.experts
+    rows = per * a.experts
+    offs = torch.arange(1, a.experts + 1, device=dev, dtype=torch.int32) * per
+    bf = dict(device=dev, dtype=torch.bfloat16)
+    cases = [
+        (torch.randn(rows, a.dim, **bf), torch.randn(a.experts, a.dim, 2 * a.ffn, **bf), 2 * rows * a.dim * 2 * a.ffn),
+        (torch.randn(rows, a.ffn, **bf), torch.randn(a.experts, a.ffn, a.dim, **bf), 2 * rows * a.ffn * a.dim),
+        (torch.randn(rows, a.dim, **bf).t(), torch.randn(rows, 2 * a.ffn, **bf), 2 * rows * a.dim * 2 * a.ffn),
+    ]
+    out = []
+    for x, w, flops in cases:
+        run = lambda: torch._grouped_mm(x, w, offs=offs)
+        try:
+            for _ in range(3):
+                run()
+            torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            for _ in range(20):
+                run()
+            torch.cuda.synchronize()
+            out.append(flops / ((time.perf_counter() - t0) / 20) / 1e12)
+        except Exception as e:  # a shape torch refuses is reported, not fatal
+            print(f"torch._grouped_mm: {e}", file=sys.stderr)
+            out.append(None)
+    print(json.dumps({"torch": torch.__version__, "tflops": out}))
 
 
 if __name__ == "__main__":
@@ -255,5 +381,12 @@ if __name__ == "__main__":
         b.add_argument(f"--{k}", type=int, default=v)
     b.add_argument("--style", default="modern")
     b.add_argument("--compile", action="store_true")
+    b.add_argument("--experts", type=int, default=0)
+    b.add_argument("--top-k", type=int, default=2)
+    b.add_argument("--expert-ffn", type=int, default=None)
+    b.add_argument("--impl", default="grouped", choices=["grouped", "loop"])
+    gm = sub.add_parser("grouped")
+    for k in ("rows", "experts", "dim", "ffn"):
+        gm.add_argument(f"--{k}", type=int, required=True)
     a = p.parse_args()
-    golden(a.out_dir) if a.cmd == "golden" else bench(a)
+    {"golden": lambda: golden(a.out_dir), "bench": lambda: bench(a), "grouped": lambda: grouped(a)}[a.cmd]()

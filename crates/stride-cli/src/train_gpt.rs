@@ -4,7 +4,7 @@
 //! checkpoint.
 //!
 //! ```text
-//! stride train gpt [--style modern|gpt2] [--layers 4] [--heads 4] [--dim 128] [--context 64]
+//! stride train gpt [--moe-experts 8 --moe-top-k 2] [--style modern|gpt2] [--layers 4] [--heads 4] [--dim 128] [--context 64]
 //!                  [--tokenizer bytes|smollm2] [--batch 12] [--accum 1] [--steps 1500] [--stop-at N]
 //!                  [--lr 1e-3] [--min-lr 1e-4] [--warmup 100] [--weight-decay 0.1]
 //!                  [--beta2 0.99] [--grad-clip 1] [--dropout 0] [--eval-every 250]
@@ -22,7 +22,7 @@ use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::time::Instant;
 use stride::models::gpt::{
-    sample_window, Corpus, GptConfig, GptTrainConfig, GptTrainer, TokenizerKind,
+    sample_window, Corpus, GptConfig, GptTrainConfig, GptTrainer, MoeConfig, TokenizerKind,
 };
 use stride::models::SamplingConfig;
 use stride::{DType, Device};
@@ -45,6 +45,20 @@ pub struct GptArgs {
     /// Tokens per training sequence, the model's context length [default: 64].
     #[arg(long)]
     context: Option<usize>,
+    /// A mixture of experts in every block with this many SwiGLU experts (the modern style);
+    /// a dense feed-forward without it.
+    #[arg(long, value_name = "E")]
+    moe_experts: Option<usize>,
+    /// Experts each token is sent to [default: 2].
+    #[arg(long, value_name = "K")]
+    moe_top_k: Option<usize>,
+    /// Hidden width of each expert [default: the dense feed-forward's].
+    #[arg(long, value_name = "F")]
+    moe_ffn: Option<usize>,
+    /// Capacity factor: each expert takes at most ⌈factor·tokens·K/E⌉ tokens a batch and the
+    /// rest of its choices are dropped [default: dropless].
+    #[arg(long, value_name = "FACTOR")]
+    moe_capacity: Option<f64>,
     /// `bytes` (259 tokens, loss in nats per byte) or `smollm2` (SmolLM2's 49,152-token BPE,
     /// read from its GGUF file, fetched on first use).
     #[arg(long, default_value = "bytes")]
@@ -158,6 +172,17 @@ fn config_from_flags(
         s => return Err(format!("unknown --style {s:?}; use modern or gpt2")),
     };
     model.dropout = a.dropout.unwrap_or(d.model.dropout);
+    match a.moe_experts {
+        Some(e) => {
+            let mut m = MoeConfig::new(e, a.moe_top_k.unwrap_or(2), a.moe_ffn.unwrap_or(model.ffn_dim));
+            m.capacity_factor = a.moe_capacity;
+            model = model.with_moe(m);
+        }
+        None if a.moe_top_k.is_some() || a.moe_ffn.is_some() || a.moe_capacity.is_some() => {
+            return Err("--moe-top-k, --moe-ffn and --moe-capacity shape a mixture of experts: give --moe-experts too".into())
+        }
+        None => {}
+    }
     let autocast = match a.autocast.as_deref() {
         None if matches!(device, Device::Cuda(_)) => Some(DType::BF16),
         None | Some("none") => None,
@@ -207,6 +232,10 @@ fn check_resume_flags(a: &GptArgs) -> Result<(), String> {
         ("--beta2", a.beta2.is_some()),
         ("--grad-clip", a.grad_clip.is_some()),
         ("--dropout", a.dropout.is_some()),
+        ("--moe-experts", a.moe_experts.is_some()),
+        ("--moe-top-k", a.moe_top_k.is_some()),
+        ("--moe-ffn", a.moe_ffn.is_some()),
+        ("--moe-capacity", a.moe_capacity.is_some()),
         ("--eval-batches", a.eval_batches.is_some()),
         ("--seed", a.seed.is_some()),
         ("--dtype", a.dtype.is_some()),
@@ -281,6 +310,14 @@ pub fn gpt(a: GptArgs) -> Result<(), String> {
             tokens_per_step, c.dtype.name(), c.device,
             c.autocast.map_or(String::new(), |d| format!(" (autocast {})", d.name())), c.seed
         );
+        if let Some(m) = &c.model.moe {
+            println!(
+                "mixture of experts: {} SwiGLU experts of width {} per block, top-{} routing, {} | aux loss {} · z-loss {}",
+                m.experts, m.expert_ffn_dim, m.top_k,
+                m.capacity_factor.map_or("dropless".to_string(), |f| format!("capacity factor {f}")),
+                m.aux_loss_coef, m.z_loss_coef
+            );
+        }
         if start > 0 {
             println!("resumed at step {start}");
         }
@@ -309,6 +346,9 @@ pub fn gpt(a: GptArgs) -> Result<(), String> {
     };
     let started = Instant::now();
     let mut last_val = None;
+    // a mixture of experts' load since the last report: tokens per expert, over all blocks
+    let mut load: Vec<i64> = vec![];
+    let mut loads: Vec<serde_json::Value> = vec![];
     if start == 0 {
         let v = t
             .evaluate()
@@ -323,6 +363,12 @@ pub fn gpt(a: GptArgs) -> Result<(), String> {
                 (done - start) as f64 * tokens_per_step as f64 / started.elapsed().as_secs_f64();
             bar.set_message(format!("loss {loss:.4}  {tps:.0} tokens/s"));
         }
+        if let Some(per_block) = &r.expert_load {
+            for b in per_block {
+                load.resize(b.len(), 0);
+                load.iter_mut().zip(b).for_each(|(t, &n)| *t += n);
+            }
+        }
         bar.inc(1);
         if done % a.eval_every.max(1) == 0 || done == end {
             let v = t
@@ -330,6 +376,16 @@ pub fn gpt(a: GptArgs) -> Result<(), String> {
                 .map_err(|e| format!("evaluation at step {done}: {e}"))?;
             last_val = Some(v);
             say(format!("step {done}: validation loss {v:.4}"));
+            if !load.is_empty() {
+                let total: i64 = load.iter().sum();
+                let shares: Vec<String> = load
+                    .iter()
+                    .map(|&n| format!("{:.1}%", 100.0 * n as f64 / total.max(1) as f64))
+                    .collect();
+                say(format!("  expert load since the last report (all blocks): {}", shares.join(" ")));
+                loads.push(serde_json::json!({"step": done, "tokens_per_expert": load}));
+                load = vec![];
+            }
         }
         if let (Some(p), Some(n)) = (&a.save, a.save_every) {
             if n > 0 && done % n == 0 && done < end {
@@ -409,7 +465,13 @@ pub fn gpt(a: GptArgs) -> Result<(), String> {
                 "betas": [c.betas.0, c.betas.1], "grad_clip": c.grad_clip,
                 "dropout": c.model.dropout, "seed": c.seed, "dtype": c.dtype.name(),
                 "autocast": c.autocast.map(|d| d.name()), "device": c.device.to_string(),
+                "moe": c.model.moe.as_ref().map(|m| serde_json::json!({
+                    "experts": m.experts, "top_k": m.top_k, "expert_ffn_dim": m.expert_ffn_dim,
+                    "aux_loss_coef": m.aux_loss_coef, "z_loss_coef": m.z_loss_coef,
+                    "capacity_factor": m.capacity_factor,
+                })),
             },
+            "expert_load": loads,
             "parameters": params,
             "train_tokens": ntrain, "val_tokens": nval,
             "steps": t.steps_done(), "resumed_from_step": start,

@@ -1,9 +1,10 @@
 //! The GPT on CUDA: a training step (forward, backward, clipping, AdamW) under bf16 autocast
-//! queues its work without one host wait; an f32 run follows the CPU's curve. Skips, saying
+//! queues its work without one host wait — the mixture of experts too, its routing, sort
+//! and grouped products on the device; an f32 run follows the CPU's curve. Skips, saying
 //! so, without a GPU.
 
 use stride_core::{cuda, debug::forbid_sync, DType, Device};
-use stride_models::gpt::{Corpus, GptConfig, GptTrainConfig, GptTrainer};
+use stride_models::gpt::{Corpus, GptConfig, GptTrainConfig, GptTrainer, MoeConfig};
 
 fn corpus() -> Corpus {
     let text: Vec<i64> = b"KING. What say you, my lord? LORD. Nothing, my liege. "
@@ -40,13 +41,18 @@ fn a_training_step_waits_for_nothing() {
     let Some(dev) = cuda::require_or_skip("a_training_step_waits_for_nothing") else {
         return;
     };
-    for style in ["modern", "gpt2"] {
+    for style in ["modern", "gpt2", "moe", "moe_capacity"] {
         let mut c = config(dev);
         if style == "gpt2" {
             c.model = GptConfig {
                 dropout: 0.1,
                 ..GptConfig::gpt2(259, 32, 2, 4, 64)
             };
+        }
+        if style.starts_with("moe") {
+            let mut m = MoeConfig::new(8, 2, 64);
+            m.capacity_factor = (style == "moe_capacity").then_some(1.0);
+            c.model = c.model.clone().with_moe(m);
         }
         c.autocast = Some(DType::BF16);
         let mut t = GptTrainer::new(c, corpus()).unwrap();
@@ -58,10 +64,25 @@ fn a_training_step_waits_for_nothing() {
                 t.step().unwrap();
             }
         }
-        let losses = t.read_losses().unwrap();
+        let losses = t.read_losses().unwrap().to_vec();
         assert_eq!(losses.len(), 6);
         assert!(losses.iter().all(|l| l.is_finite()), "{style}: {losses:?}");
         assert!(losses[5] < losses[0], "{style}: {losses:?}");
+        // the expert-load counters, read where the loss is read: every (token, choice) pair
+        // of the six steps (two micro-batches of 8 × 32 tokens, top-2) in each block
+        let load = t.model().take_expert_load().unwrap();
+        if style.starts_with("moe") {
+            assert_eq!(load.len(), 2);
+            for block in &load {
+                let total: i64 = block.iter().sum();
+                match style {
+                    "moe" => assert_eq!(total, 6 * 2 * 8 * 32 * 2, "{block:?}"),
+                    _ => assert!(total > 0 && total <= 6 * 2 * 8 * 32 * 2, "{block:?}"),
+                }
+            }
+        } else {
+            assert!(load.is_empty());
+        }
     }
 }
 
@@ -110,6 +131,7 @@ fn a_decoding_step_waits_for_nothing() {
     for c in [
         GptConfig::modern(259, 32, 2, 4, 64),
         GptConfig::gpt2(259, 32, 2, 4, 64),
+        GptConfig::modern(259, 32, 2, 4, 64).with_moe(MoeConfig::new(8, 2, 64)),
     ] {
         let m = Gpt::new(c, DType::F32, &dev, &Generator::new(0)).unwrap();
         let mut cache = m.new_cache(&[2, 0], 16).unwrap();

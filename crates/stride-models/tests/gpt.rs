@@ -4,8 +4,8 @@
 
 use stride_core::{autograd::no_grad, DType, Device, Generator, Tensor};
 use stride_models::gpt::{
-    split_by_work, Corpus, Gpt, GptConfig, GptTrainConfig, GptTrainer, Mlp, Norm, Positions,
-    TokenStream, VALIDATION_WORKS,
+    split_by_work, Corpus, Gpt, GptConfig, GptTrainConfig, GptTrainer, Mlp, MoeConfig, Norm,
+    Positions, TokenStream, VALIDATION_WORKS,
 };
 use stride_models::hub::{SHAKESPEARE_BYTES, SHAKESPEARE_WORKS};
 use stride_models::{CausalLm, KvCache};
@@ -15,6 +15,7 @@ use stride_nn::Module;
 fn tiny(style: &str) -> GptConfig {
     match style {
         "modern" => GptConfig::modern(40, 12, 2, 2, 8),
+        "moe" => GptConfig::modern(40, 12, 2, 2, 8).with_moe(MoeConfig::new(4, 2, 16)),
         _ => GptConfig::gpt2(40, 12, 2, 2, 8),
     }
 }
@@ -82,6 +83,20 @@ fn config_errors_name_the_field() {
             },
             "rotary base",
         ),
+        (ok.clone().with_moe(MoeConfig::new(4, 5, 8)), "top_k must be in 1..=4"),
+        (ok.clone().with_moe(MoeConfig::new(0, 1, 8)), "experts must be"),
+        (tiny("gpt2").with_moe(MoeConfig::new(4, 2, 8)), "SwiGLU"),
+        (
+            ok.clone().with_moe(MoeConfig {
+                capacity_factor: Some(0.0),
+                ..MoeConfig::new(4, 2, 8)
+            }),
+            "capacity factor",
+        ),
+        (
+            ok.clone().with_moe(MoeConfig::new(65_535, 2, usize::MAX / 4)),
+            "too large",
+        ),
     ];
     for (c, want) in cases {
         let e = c.validate().unwrap_err().to_string();
@@ -92,6 +107,11 @@ fn config_errors_name_the_field() {
     for c in [
         tiny("modern"),
         tiny("gpt2"),
+        tiny("moe"),
+        tiny("moe").with_moe(MoeConfig {
+            capacity_factor: Some(1.25),
+            ..MoeConfig::new(8, 1, 24)
+        }),
         GptConfig {
             dropout: 0.25,
             ..tiny("gpt2")
@@ -178,7 +198,7 @@ fn a_position_never_sees_later_tokens() {
 
 #[test]
 fn cached_decoding_equals_the_whole_sequence() {
-    for style in ["modern", "gpt2"] {
+    for style in ["modern", "gpt2", "moe"] {
         let m = model(tiny(style), DType::F64);
         let seq = [4i64, 8, 15, 16, 23, 42 % 40, 1, 2, 3, 5];
         let whole = Module::forward(&m, &ids(&seq, 1)).unwrap();
@@ -233,7 +253,8 @@ fn cached_decoding_equals_the_whole_sequence() {
 /// misses a path (a tied table's output use, a residual branch) is off by O(1).
 #[test]
 fn gradients_match_finite_differences() {
-    for style in ["modern", "gpt2"] {
+    // the mixture of experts' loss has its router losses too
+    for style in ["modern", "gpt2", "moe"] {
         let m = model(tiny(style), DType::F64);
         let x = ids(&[1, 5, 9, 2, 7, 3, 11, 4], 2);
         let y = ids(&[5, 9, 2, 7, 3, 11, 4, 0], 2);

@@ -2,6 +2,10 @@
 //! `torch.compile` (`scripts/gpt_torch.py bench`, the same model, sizes and bf16 autocast)
 //! measured in the same invocation, with the model FLOPs utilisation and peak memory.
 //!
+//! With `--moe-experts E` the model is the mixture of experts (top-`--moe-top-k`), the peers
+//! are PyTorch eager with `torch._grouped_mm` and with the usual per-expert loop, and the
+//! grouped product is timed alone at the layer's shapes beside `torch._grouped_mm`.
+//!
 //! Model FLOPs per token are PaLM's count, `6·N + 12·L·T·D` (N parameters without the
 //! embedding table's input use, L layers, T the sequence, D the width), the figure nanoGPT and
 //! llm.c report; the floor is those FLOPs at the H100 SXM's dense bf16 peak (989 TFLOP/s).
@@ -39,6 +43,15 @@ pub struct GptArgs {
     /// Timed steps (after 5 untimed ones).
     #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u64).range(1..))]
     steps: u64,
+    /// A mixture of experts with this many experts per block.
+    #[arg(long, value_name = "E")]
+    moe_experts: Option<usize>,
+    /// Experts per token.
+    #[arg(long, default_value_t = 2)]
+    moe_top_k: usize,
+    /// Each expert's hidden width [default: the dense feed-forward's].
+    #[arg(long)]
+    moe_ffn: Option<usize>,
     /// Don't run the PyTorch peer.
     #[arg(long)]
     no_peer: bool,
@@ -59,6 +72,13 @@ pub fn run(a: GptArgs) -> Result<(), String> {
         "modern" => GptConfig::modern(a.vocab, a.context, a.layers, a.heads, a.dim),
         "gpt2" => GptConfig::gpt2(a.vocab, a.context, a.layers, a.heads, a.dim),
         s => return Err(format!("unknown --style {s:?}; use modern or gpt2")),
+    };
+    let model = match a.moe_experts {
+        Some(e) => {
+            let f = a.moe_ffn.unwrap_or(model.ffn_dim);
+            model.with_moe(stride::models::gpt::MoeConfig::new(e, a.moe_top_k, f))
+        }
+        None => model,
     };
     let c = GptTrainConfig {
         model: model.clone(),
@@ -146,24 +166,44 @@ pub fn run(a: GptArgs) -> Result<(), String> {
         None
     };
     let params = stride::nn::Module::num_parameters(t.model());
+    // a token meets top_k of the experts: the others' parameters do no work for it
+    let idle = model.moe.as_ref().map_or(0, |m| {
+        a.layers * (m.experts - m.top_k) * 3 * a.dim * m.expert_ffn_dim
+    });
+    let active = params - idle;
     let tokens = a.steps as f64 * a.batch as f64 * a.context as f64;
     let flops_per_token =
-        6.0 * params as f64 + 12.0 * a.layers as f64 * a.context as f64 * a.dim as f64;
+        6.0 * active as f64 + 12.0 * a.layers as f64 * a.context as f64 * a.dim as f64;
     let tps = tokens / secs;
     let mfu = |tps: f64| tps * flops_per_token / H100_BF16_PEAK;
     let mut peers = vec![];
+    let peer_runs: &[(bool, &str)] = match a.moe_experts {
+        None => &[(false, ""), (true, "")],
+        Some(_) => &[(false, "grouped"), (false, "loop"), (true, "grouped")],
+    };
     if !a.no_peer && matches!(device, Device::Cuda(_)) {
-        for compile in [false, true] {
+        for &(compile, experts) in peer_runs {
             say(&format!(
-                "PyTorch {} ...",
+                "PyTorch {} {experts} ...",
                 if compile { "torch.compile" } else { "eager" }
             ));
-            peers.push(torch(&a, compile).unwrap_or_else(|e| json!({"error": e})));
+            peers.push(torch(&a, compile, experts).unwrap_or_else(|e| json!({"error": e})));
         }
     }
+    let grouped = match (&model.moe, device) {
+        (Some(m), Device::Cuda(_)) => {
+            say("grouped products alone ...");
+            let tokens = a.batch * a.context * m.top_k;
+            Some(grouped_products(&a, tokens, m.experts, a.dim, m.expert_ffn_dim, device)?)
+        }
+        _ => None,
+    };
     let doc = json!({
         "model": {"style": a.style, "layers": a.layers, "dim": a.dim, "heads": a.heads,
-                  "context": a.context, "batch": a.batch, "vocab": a.vocab, "params": params},
+                  "context": a.context, "batch": a.batch, "vocab": a.vocab, "params": params,
+                  "active_params": active,
+                  "moe": model.moe.as_ref().map(|m| json!({"experts": m.experts, "top_k": m.top_k, "expert_ffn_dim": m.expert_ffn_dim}))},
+        "grouped_products": grouped,
         "device": device.to_string(),
         "flops_per_token": flops_per_token,
         "stride": {"tokens_per_s": tps, "ms_per_step": secs * 1e3 / a.steps as f64,
@@ -181,12 +221,17 @@ pub fn run(a: GptArgs) -> Result<(), String> {
         println!("two steps of stride, op by op:\n{table}");
     }
     println!(
-        "GPT {} style, {} layers × {} wide × {} heads, sequence {}, batch {}, vocabulary {} ({} parameters), {} on {}",
-        a.style, a.layers, a.dim, a.heads, a.context, a.batch, a.vocab, params,
+        "GPT {} style{}, {} layers × {} wide × {} heads, sequence {}, batch {}, vocabulary {} ({} parameters, {} active per token), {} on {}",
+        a.style,
+        model.moe.as_ref().map_or(String::new(), |m| format!(
+            ", mixture of {} experts (width {}, top-{})",
+            m.experts, m.expert_ffn_dim, m.top_k
+        )),
+        a.layers, a.dim, a.heads, a.context, a.batch, a.vocab, params, active,
         if matches!(device, Device::Cuda(_)) { "bf16 autocast" } else { "f32" },
         device
     );
-    println!("model FLOPs per token {:.3e} (6N + 12·L·T·D); MFU against 989 TFLOP/s (H100 SXM dense bf16)", flops_per_token);
+    println!("model FLOPs per token {:.3e} (6N + 12·L·T·D, N the parameters a token meets); MFU against 989 TFLOP/s (H100 SXM dense bf16)", flops_per_token);
     println!(
         "{:<22} {:>12} {:>10} {:>7} {:>12}",
         "", "tokens/s", "ms/step", "MFU", "peak MiB"
@@ -207,7 +252,11 @@ pub fn run(a: GptArgs) -> Result<(), String> {
     for p in &peers {
         match p["tokens_per_s"].as_f64() {
             Some(v) => row(
-                p["peer"].as_str().unwrap_or("pytorch"),
+                &format!(
+                    "{}{}",
+                    p["peer"].as_str().unwrap_or("pytorch"),
+                    p["experts"].as_str().map_or(String::new(), |e| format!(" ({e})"))
+                ),
                 v,
                 p["ms_per_step"].as_f64().unwrap_or(f64::NAN),
                 p["peak_bytes"].as_f64().unwrap_or(f64::NAN),
@@ -219,10 +268,81 @@ pub fn run(a: GptArgs) -> Result<(), String> {
         "allocated bytes after 5 steps {} and after {} more {} (flat: no growth per step)",
         mem0.allocated_bytes, a.steps, mem1.allocated_bytes
     );
+    if let Some(g) = &grouped {
+        println!("grouped products alone (bf16, tokens balanced over the experts), TFLOP/s (floor: 989):");
+        for r in g.as_array().into_iter().flatten() {
+            println!(
+                "  {:<34} stride {:>6.1}   torch._grouped_mm {:>6.1}",
+                r["shape"].as_str().unwrap_or(""),
+                r["stride_tflops"].as_f64().unwrap_or(f64::NAN),
+                r["torch_tflops"].as_f64().unwrap_or(f64::NAN)
+            );
+        }
+    }
     Ok(())
 }
 
-fn torch(a: &GptArgs, compile: bool) -> Result<Value, String> {
+/// The MoE layer's grouped products timed alone — `(rows, dim)·(E, dim, 2F)`, `(rows, F)·(E,
+/// F, dim)` forward and the weight gradient `(dim, rows)·(rows, 2F)` — with the rows split
+/// evenly over the experts, in bf16; beside `torch._grouped_mm` on the same shapes.
+fn grouped_products(
+    a: &GptArgs,
+    rows: usize,
+    experts: usize,
+    dim: usize,
+    ffn: usize,
+    device: Device,
+) -> Result<Value, String> {
+    let e = |x: stride::Error| x.to_string();
+    let g = Generator::new(1);
+    let randn = |s: &[usize]| Tensor::randn(s.to_vec(), DType::BF16, &device, Some(&g));
+    let per = rows / experts;
+    let offs: Vec<i32> = (1..=experts).map(|i| (i * per) as i32).collect();
+    let rows = per * experts;
+    let offs = Tensor::from_vec(offs, [experts]).and_then(|t| t.to_device(&device)).map_err(e)?;
+    let cases: Vec<(String, Tensor, Tensor, f64)> = vec![
+        (format!("({rows}, {dim})·({experts}, {dim}, {})", 2 * ffn), randn(&[rows, dim]).map_err(e)?, randn(&[experts, dim, 2 * ffn]).map_err(e)?, 2.0 * (rows * dim * 2 * ffn) as f64),
+        (format!("({rows}, {ffn})·({experts}, {ffn}, {dim})"), randn(&[rows, ffn]).map_err(e)?, randn(&[experts, ffn, dim]).map_err(e)?, 2.0 * (rows * ffn * dim) as f64),
+        (format!("({dim}, {rows})·({rows}, {}) wgrad", 2 * ffn), randn(&[rows, dim]).map_err(e)?.t().map_err(e)?, randn(&[rows, 2 * ffn]).map_err(e)?, 2.0 * (rows * dim * 2 * ffn) as f64),
+    ];
+    let peer = if a.no_peer {
+        None
+    } else {
+        let script = super::peer_script("gpt_torch.py")?;
+        let mut cmd = Command::new(&a.python);
+        cmd.arg(&script).arg("grouped");
+        for (k, v) in [("--rows", rows), ("--experts", experts), ("--dim", dim), ("--ffn", ffn)] {
+            cmd.args([k, &v.to_string()]);
+        }
+        super::run_peer(&mut cmd, &script)
+            .ok()
+            .and_then(|o| serde_json::from_slice::<Value>(String::from_utf8_lossy(&o).lines().last().unwrap_or("").as_bytes()).ok())
+    };
+    let ordinal = match device {
+        Device::Cuda(i) => i,
+        Device::Cpu => return Err("the grouped products are timed on a GPU".into()),
+    };
+    let mut out = vec![];
+    for (i, (shape, x, w, flops)) in cases.iter().enumerate() {
+        let run = || x.grouped_matmul(w, &offs);
+        for _ in 0..3 {
+            run().map_err(e)?;
+        }
+        stride::cuda::synchronize(ordinal).map_err(e)?;
+        let reps = 20;
+        let t0 = Instant::now();
+        for _ in 0..reps {
+            run().map_err(e)?;
+        }
+        stride::cuda::synchronize(ordinal).map_err(e)?;
+        let secs = t0.elapsed().as_secs_f64() / reps as f64;
+        let torch = peer.as_ref().and_then(|p| p["tflops"][i].as_f64());
+        out.push(json!({"shape": shape, "stride_tflops": flops / secs / 1e12, "torch_tflops": torch}));
+    }
+    Ok(Value::Array(out))
+}
+
+fn torch(a: &GptArgs, compile: bool, experts: &str) -> Result<Value, String> {
     let script = super::peer_script("gpt_torch.py")?;
     let mut cmd = Command::new(&a.python);
     cmd.arg(&script).arg("bench");
@@ -240,6 +360,13 @@ fn torch(a: &GptArgs, compile: bool) -> Result<Value, String> {
     cmd.args(["--style", &a.style]);
     if compile {
         cmd.arg("--compile");
+    }
+    if let Some(e) = a.moe_experts {
+        cmd.args(["--experts", &e.to_string(), "--top-k", &a.moe_top_k.to_string()]);
+        if let Some(f) = a.moe_ffn {
+            cmd.args(["--expert-ffn", &f.to_string()]);
+        }
+        cmd.args(["--impl", experts]);
     }
     let stdout = super::run_peer(&mut cmd, &script)?;
     let out = String::from_utf8_lossy(&stdout);

@@ -34,6 +34,121 @@ pub enum Mlp {
     Gelu,
 }
 
+/// The mixture-of-experts feed-forward of every block ([`GptConfig::moe`]): a softmax
+/// router over `experts` SwiGLU experts, each token sent to its `top_k` best (their weights
+/// renormalised to sum to one).
+///
+/// ```
+/// use stride_models::gpt::{GptConfig, MoeConfig};
+/// let c = GptConfig::modern(259, 64, 2, 2, 32).with_moe(MoeConfig::new(8, 2, 64));
+/// assert_eq!(c.moe.as_ref().unwrap().aux_loss_coef, 0.01);
+/// c.validate()?;
+/// # Ok::<(), stride_core::Error>(())
+/// ```
+#[derive(Clone, Debug, PartialEq)]
+pub struct MoeConfig {
+    /// Experts per block.
+    pub experts: usize,
+    /// Experts each token is sent to.
+    pub top_k: usize,
+    /// Hidden width of each expert's SwiGLU.
+    pub expert_ffn_dim: usize,
+    /// Weight of the load-balancing loss `E·Σ_e f_e·P_e` (Switch Transformer's, with `f_e`
+    /// the share of the (token, choice) pairs routed to expert `e` and `P_e` its mean router
+    /// probability; 1 when the load is even), averaged over the blocks.
+    pub aux_loss_coef: f64,
+    /// Weight of the router z-loss `mean(logsumexp(logits)²)` (ST-MoE's), averaged over the
+    /// blocks.
+    pub z_loss_coef: f64,
+    /// Dropless routing when `None`; else each expert takes at most
+    /// `⌈capacity_factor·tokens·top_k / experts⌉` tokens a batch, in token order, and the
+    /// choices past that are dropped (their weight is 0: the token keeps its residual).
+    pub capacity_factor: Option<f64>,
+}
+
+impl MoeConfig {
+    /// `experts` SwiGLU experts of hidden width `expert_ffn_dim`, top-`top_k` routing,
+    /// dropless, with the usual loss weights (aux 0.01, z 0.001).
+    pub fn new(experts: usize, top_k: usize, expert_ffn_dim: usize) -> MoeConfig {
+        MoeConfig {
+            experts,
+            top_k,
+            expert_ffn_dim,
+            aux_loss_coef: 0.01,
+            z_loss_coef: 0.001,
+            capacity_factor: None,
+        }
+    }
+
+    fn validate(&self) -> Result<()> {
+        let op = "MoeConfig";
+        if self.experts == 0 || self.experts > 65_535 {
+            return Err(invalid(
+                op,
+                format!("experts must be in 1..=65535, got {}", self.experts),
+            ));
+        }
+        if self.top_k == 0 || self.top_k > self.experts {
+            return Err(invalid(
+                op,
+                format!(
+                    "top_k must be in 1..={} (the expert count), got {}",
+                    self.experts, self.top_k
+                ),
+            ));
+        }
+        if self.expert_ffn_dim == 0 {
+            return Err(invalid(op, "expert_ffn_dim must be at least 1"));
+        }
+        for (name, v) in [("aux_loss_coef", self.aux_loss_coef), ("z_loss_coef", self.z_loss_coef)] {
+            if !(v >= 0.0 && v.is_finite()) {
+                return Err(invalid(op, format!("{name} must be finite and ≥ 0, got {v}")));
+            }
+        }
+        if let Some(c) = self.capacity_factor {
+            if !(c > 0.0 && c.is_finite()) {
+                return Err(invalid(
+                    op,
+                    format!("the capacity factor must be finite and > 0, got {c}"),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// `E,K,F,aux,z,capacity` (capacity `none` when dropless): checkpoint metadata.
+    fn to_meta(&self) -> String {
+        let cap = self
+            .capacity_factor
+            .map_or("none".to_string(), |c| c.to_string());
+        format!(
+            "{},{},{},{},{},{cap}",
+            self.experts, self.top_k, self.expert_ffn_dim, self.aux_loss_coef, self.z_loss_coef
+        )
+    }
+
+    fn from_meta(s: &str) -> Result<MoeConfig> {
+        let bad = || invalid("GptConfig::from_meta", format!("gpt.moe = {s:?} is malformed"));
+        let f: Vec<&str> = s.split(',').collect();
+        if f.len() != 6 {
+            return Err(bad());
+        }
+        let u = |i: usize| f[i].parse::<usize>().map_err(|_| bad());
+        let x = |i: usize| f[i].parse::<f64>().map_err(|_| bad());
+        Ok(MoeConfig {
+            experts: u(0)?,
+            top_k: u(1)?,
+            expert_ffn_dim: u(2)?,
+            aux_loss_coef: x(3)?,
+            z_loss_coef: x(4)?,
+            capacity_factor: match f[5] {
+                "none" => None,
+                _ => Some(x(5)?),
+            },
+        })
+    }
+}
+
 /// Hyperparameters of a [`super::Gpt`]: a decoder-only transformer with pre-norm blocks
 /// (`x + attn(norm(x))`, then `x + mlp(norm(x))`), multi-head causal self-attention from one
 /// fused QKV projection, and a final norm before the output projection.
@@ -74,6 +189,9 @@ pub struct GptConfig {
     pub dropout: f64,
     /// The norms' epsilon.
     pub norm_eps: f64,
+    /// A mixture of experts in place of every block's feed-forward network (modern style
+    /// only: the experts are SwiGLU).
+    pub moe: Option<MoeConfig>,
 }
 
 impl GptConfig {
@@ -100,6 +218,15 @@ impl GptConfig {
             bias: false,
             dropout: 0.0,
             norm_eps: 1e-5,
+            moe: None,
+        }
+    }
+
+    /// This configuration with a mixture of experts in every block.
+    pub fn with_moe(self, moe: MoeConfig) -> GptConfig {
+        GptConfig {
+            moe: Some(moe),
+            ..self
         }
     }
 
@@ -183,8 +310,23 @@ impl GptConfig {
                 format!("norm_eps must be finite and > 0, got {}", self.norm_eps),
             ));
         }
+        if let Some(m) = &self.moe {
+            m.validate()?;
+            if self.mlp != Mlp::SwiGlu {
+                return Err(invalid(
+                    op,
+                    "the experts of a mixture of experts are SwiGLU: use the modern style (mlp = SwiGlu)",
+                ));
+            }
+        }
+        let moe_table = self.moe.as_ref().map_or(Some(0), |m| {
+            m.experts
+                .checked_mul(m.expert_ffn_dim)
+                .and_then(|n| n.checked_mul(3 * self.dim))
+        });
         // the largest tables must have an element count that fits
         let sizes = [
+            moe_table,
             self.vocab_size.checked_mul(self.dim),
             self.context_len.checked_mul(self.dim),
             self.ffn_dim.checked_mul(self.dim),
@@ -244,6 +386,9 @@ impl GptConfig {
         put("bias", self.bias.to_string());
         put("dropout", self.dropout.to_string());
         put("norm_eps", self.norm_eps.to_string());
+        if let Some(moe) = &self.moe {
+            put("moe", moe.to_meta());
+        }
         m
     }
 
@@ -313,6 +458,10 @@ impl GptConfig {
             bias: parse("bias", get("bias")?)?,
             dropout: parse("dropout", get("dropout")?)?,
             norm_eps: parse("norm_eps", get("norm_eps")?)?,
+            moe: meta
+                .get("gpt.moe")
+                .map(|s| MoeConfig::from_meta(s))
+                .transpose()?,
         };
         c.validate()?;
         Ok(c)

@@ -3,6 +3,7 @@
 //! cache).
 
 use super::config::{GptConfig, Mlp, Norm, Positions};
+use super::moe::{MoeLayer, RouterLosses};
 use crate::invalid;
 use crate::llama::LlamaCache;
 use crate::lm::{CausalLm, KvCache};
@@ -47,6 +48,7 @@ enum FeedForward {
         fc: Linear,
         proj: Linear,
     },
+    Moe(MoeLayer),
 }
 
 struct Block {
@@ -80,6 +82,7 @@ impl Module for Block {
                 v.module("mlp.fc", fc);
                 v.module("mlp.proj", proj);
             }
+            FeedForward::Moe(m) => v.module("moe", m),
         }
     }
     fn mode(&self) -> &Mode {
@@ -175,13 +178,14 @@ impl Gpt {
             let qkv = lin(c.dim, 3 * c.dim, std)?;
             let proj = lin(c.dim, c.dim, resid_std)?;
             let mlp_norm = NormLayer::new(c, &f)?;
-            let mlp = match c.mlp {
-                Mlp::SwiGlu => FeedForward::SwiGlu {
+            let mlp = match (&c.moe, c.mlp) {
+                (Some(m), _) => FeedForward::Moe(MoeLayer::new(m, c.dim, std, resid_std, &f, gen)?),
+                (None, Mlp::SwiGlu) => FeedForward::SwiGlu {
                     gate: lin(c.dim, c.ffn_dim, std)?,
                     up: lin(c.dim, c.ffn_dim, std)?,
                     down: lin(c.ffn_dim, c.dim, resid_std)?,
                 },
-                Mlp::Gelu => FeedForward::Gelu {
+                (None, Mlp::Gelu) => FeedForward::Gelu {
                     fc: lin(c.dim, c.ffn_dim, std)?,
                     proj: lin(c.ffn_dim, c.dim, resid_std)?,
                 },
@@ -239,10 +243,44 @@ impl Gpt {
         self.tok_emb.weight.tensor().device()
     }
 
+    /// The training objective on `tokens` `(B, T)` → `targets` `(B, T)`: the
+    /// [`cross_entropy`](Gpt::cross_entropy), plus for a mixture of experts the router's
+    /// losses (each averaged over the blocks, weighted by [`super::MoeConfig`]'s
+    /// coefficients).
+    pub fn loss(&self, tokens: &Tensor, targets: &Tensor) -> Result<Tensor> {
+        let (ce, router) = self.losses(tokens, targets)?;
+        match (router, &self.config.moe) {
+            (Some(r), Some(m)) => {
+                let l = self.config.n_layers as f64;
+                ce.add(&r.aux.mul(m.aux_loss_coef / l)?)?
+                    .add(&r.z.mul(m.z_loss_coef / l)?)
+            }
+            _ => Ok(ce),
+        }
+    }
+
     /// The mean cross-entropy (nats per token) of predicting `targets` `(B, T)` from
     /// `tokens` `(B, T)`, both i64; the logits are computed in the model's dtype (or
-    /// autocast's) and the loss in f32 or wider.
-    pub fn loss(&self, tokens: &Tensor, targets: &Tensor) -> Result<Tensor> {
+    /// autocast's) and the loss in f32 or wider. (The validation loss.)
+    pub fn cross_entropy(&self, tokens: &Tensor, targets: &Tensor) -> Result<Tensor> {
+        Ok(self.losses(tokens, targets)?.0)
+    }
+
+    /// Tokens routed to each expert of each block (`[block][expert]`) by training-mode
+    /// forwards since the last call, read from device-side counters (one host read), and
+    /// the counts restarted; empty for a dense model.
+    pub fn take_expert_load(&self) -> Result<Vec<Vec<i64>>> {
+        self.blocks
+            .iter()
+            .filter_map(|b| match &b.mlp {
+                FeedForward::Moe(m) => Some(m.take_load()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// The cross-entropy and the router losses summed over the blocks (a mixture of experts).
+    fn losses(&self, tokens: &Tensor, targets: &Tensor) -> Result<(Tensor, Option<RouterLosses>)> {
         if targets.shape() != tokens.shape() {
             return Err(invalid(
                 "Gpt::loss",
@@ -253,7 +291,7 @@ impl Gpt {
                 ),
             ));
         }
-        let logits = self.run(tokens, None)?;
+        let (logits, router) = self.run(tokens, None)?;
         let v = self.config.vocab_size as i64;
         let logits = logits.reshape(&[-1, v])?;
         let logits = if logits.dtype() == DType::F64 {
@@ -261,7 +299,8 @@ impl Gpt {
         } else {
             logits.to_dtype(DType::F32)?
         };
-        cross_entropy(&logits, &targets.reshape(&[-1])?, &CrossEntropy::default())
+        let ce = cross_entropy(&logits, &targets.reshape(&[-1])?, &CrossEntropy::default())?;
+        Ok((ce, router))
     }
 
     fn check_tokens(&self, op: &'static str, tokens: &Tensor) -> Result<(usize, usize)> {
@@ -293,7 +332,12 @@ impl Gpt {
 
     /// The logits `(B, T, vocab)` of `tokens` `(B, T)`: a whole sequence from position 0
     /// (`cache = None`, causal, dropout in training mode), or the next positions of a cache.
-    fn run(&self, tokens: &Tensor, mut cache: Option<&mut LlamaCache>) -> Result<Tensor> {
+    /// With a mixture of experts, also the router losses summed over the blocks.
+    fn run(
+        &self,
+        tokens: &Tensor,
+        mut cache: Option<&mut LlamaCache>,
+    ) -> Result<(Tensor, Option<RouterLosses>)> {
         let op = "Gpt::forward";
         let c = &self.config;
         let (b, t) = self.check_tokens(op, tokens)?;
@@ -310,8 +354,9 @@ impl Gpt {
         }
         let dev = self.device();
         if t == 0 {
-            return Tensor::zeros([b, 0, c.vocab_size], self.dtype(), &dev);
+            return Ok((Tensor::zeros([b, 0, c.vocab_size], self.dtype(), &dev)?, None));
         }
+        let mut router: Option<RouterLosses> = None;
         let (nh, hd, d) = (c.n_heads as i64, c.head_dim() as i64, c.dim as i64);
         let (bi, ti) = (b as i64, t as i64);
         let training = self.is_training() && cache.is_none();
@@ -387,6 +432,17 @@ impl Gpt {
                     down.forward(&gate.forward(&h)?.swiglu(&up.forward(&h)?)?)?
                 }
                 FeedForward::Gelu { fc, proj } => proj.forward(&fc.forward(&h)?.gelu_tanh()?)?,
+                FeedForward::Moe(moe) => {
+                    let (y, r) = moe.run(&h)?;
+                    router = Some(match router {
+                        None => r,
+                        Some(s) => RouterLosses {
+                            aux: s.aux.add(&r.aux)?,
+                            z: s.z.add(&r.z)?,
+                        },
+                    });
+                    y
+                }
             };
             if training {
                 m = self.dropout.forward(&m)?;
@@ -401,7 +457,7 @@ impl Gpt {
         if let Some(k) = cache {
             k.len += t;
         }
-        Ok(logits)
+        Ok((logits, router))
     }
 }
 
@@ -409,7 +465,7 @@ impl Module for Gpt {
     /// The logits `(B, T, vocab)` of whole sequences `(B, T)` of i64 token ids, causal, from
     /// position 0.
     fn forward(&self, tokens: &Tensor) -> Result<Tensor> {
-        self.run(tokens, None)
+        Ok(self.run(tokens, None)?.0)
     }
     fn visit(&self, v: &mut dyn Visitor) {
         v.module("tok_emb", &self.tok_emb);
@@ -473,6 +529,6 @@ impl CausalLm for Gpt {
             self.dtype(),
             &self.device(),
         )?;
-        self.run(tokens, Some(cache))?.to_dtype(DType::F32)
+        self.run(tokens, Some(cache))?.0.to_dtype(DType::F32)
     }
 }

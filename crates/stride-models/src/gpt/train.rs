@@ -249,9 +249,13 @@ pub struct GptStep {
     pub step: u64,
     /// Its learning rate.
     pub lr: f64,
-    /// The mean training loss over the step's micro-batches, on steps that read it back
+    /// The mean training loss over the step's micro-batches (the objective: with a mixture
+    /// of experts it includes the router's losses), on steps that read it back
     /// ([`GptTrainer::set_loss_every`]).
     pub loss: Option<f64>,
+    /// A mixture of experts' load on those same steps: tokens routed to each expert of each
+    /// block (`[block][expert]`) since the last read, from device-side counters.
+    pub expert_load: Option<Vec<Vec<i64>>>,
 }
 
 /// A training run: model, AdamW, data streams and history.
@@ -427,7 +431,16 @@ impl GptTrainer {
             .losses
             .push(step, total.expect("at least one micro-batch"))?;
         self.step += 1;
-        Ok(GptStep { step, lr, loss })
+        let expert_load = match (loss, &c.model.moe) {
+            (Some(_), Some(_)) => Some(self.model.take_expert_load()?),
+            _ => None,
+        };
+        Ok(GptStep {
+            step,
+            lr,
+            loss,
+            expert_load,
+        })
     }
 
     /// The model's parameters and buffers replaced by `sd` (strict: every name, every
@@ -458,7 +471,7 @@ impl GptTrainer {
                     .autocast
                     .map(stride_core::autocast::autocast)
                     .transpose()?;
-                let l = self.model.loss(&x, &y)?.to_dtype(DType::F64)?;
+                let l = self.model.cross_entropy(&x, &y)?.to_dtype(DType::F64)?;
                 sum = Some(match sum {
                     None => l,
                     Some(a) => a.add(&l)?,
