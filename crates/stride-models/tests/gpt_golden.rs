@@ -1,5 +1,6 @@
-//! The GPT against PyTorch itself: `scripts/gpt_torch.py golden` trains the same two small
-//! models (modern with one micro-batch per step; GPT-2 style with two) for 20 steps in
+//! The GPT against PyTorch itself: `scripts/gpt_torch.py golden` trains the same four small
+//! models (modern with one micro-batch per step; GPT-2 style with two; a mixture of experts,
+//! dropless with one, and with a capacity factor of 1 with two) for 20 steps in
 //! float32 on the H100 with TF32 off, from an initialisation and on batches it saves beside
 //! its losses and final parameters (`tests/fixtures/gpt_golden.safetensors`). stride starts
 //! from that initialisation, takes the same batches, and must give the same 20 losses and
@@ -16,7 +17,7 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use stride_core::{DType, Device, Tensor};
-use stride_models::gpt::{Corpus, GptConfig, GptTrainConfig, GptTrainer};
+use stride_models::gpt::{Corpus, GptConfig, GptTrainConfig, GptTrainer, MoeConfig};
 use stride_nn::{Module, StateDict};
 
 fn fixture() -> Option<(BTreeMap<String, Tensor>, BTreeMap<String, String>)> {
@@ -58,9 +59,17 @@ fn run(case: &str, device: Device) {
     let c: serde_json::Value = serde_json::from_str(&meta[case]).unwrap();
     let h: serde_json::Value = serde_json::from_str(&meta["hyper"]).unwrap();
     let u = |k: &str| c[k].as_u64().unwrap() as usize;
-    let model = match case {
+    let model = match c["style"].as_str().unwrap() {
         "modern" => GptConfig::modern(u("vocab"), u("context"), u("layers"), u("heads"), u("dim")),
         _ => GptConfig::gpt2(u("vocab"), u("context"), u("layers"), u("heads"), u("dim")),
+    };
+    let model = match c.get("experts") {
+        None => model,
+        Some(_) => {
+            let mut m = MoeConfig::new(u("experts"), u("top_k"), u("expert_ffn"));
+            m.capacity_factor = c["capacity"].as_f64();
+            model.with_moe(m)
+        }
     };
     let f = |k: &str| h[k].as_f64().unwrap();
     let config = GptTrainConfig {
@@ -170,9 +179,20 @@ fn gpt2_style_with_accumulation_matches_pytorch_on_the_cpu() {
 }
 
 #[test]
-fn both_models_match_pytorch_on_cuda() {
-    if let Some(d) = stride_core::cuda::require_or_skip("both_models_match_pytorch_on_cuda") {
-        run("modern", d);
-        run("gpt2", d);
+fn mixture_of_experts_matches_pytorch_on_the_cpu() {
+    run("moe", Device::Cpu);
+}
+
+#[test]
+fn mixture_of_experts_with_a_capacity_and_accumulation_matches_pytorch_on_the_cpu() {
+    run("moe_capacity", Device::Cpu);
+}
+
+#[test]
+fn every_model_matches_pytorch_on_cuda() {
+    if let Some(d) = stride_core::cuda::require_or_skip("every_model_matches_pytorch_on_cuda") {
+        for case in ["modern", "gpt2", "moe", "moe_capacity"] {
+            run(case, d);
+        }
     }
 }
