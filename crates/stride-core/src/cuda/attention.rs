@@ -5,7 +5,7 @@
 //! dense and 16-byte aligned is copied into a contiguous buffer first.
 
 use super::buffer::{alloc_dense, dense_copy, CudaBuffer};
-use super::launch::{arg, dptr, launch_cfg};
+use super::launch::{arg, dptr, element_ptr as plain, launch_cfg};
 use super::source::{float_preamble, tag};
 use crate::backend::attention::{Attention, AttnMask, Dims};
 use crate::backend::copy_cast;
@@ -13,6 +13,7 @@ use crate::backend::View;
 use crate::{DType, Error, Layout, Result, Storage};
 
 const COMMON: &str = include_str!("kernels/common.cuh");
+const TENSOR_CORE: &str = include_str!("kernels/tensor_core.cuh");
 const ATTENTION: &str = include_str!("kernels/attention.cu");
 
 /// Rows (queries or keys) per block of the backward kernels, and threads per block (`BM`,
@@ -79,7 +80,7 @@ struct Args {
 /// The attention module of `t` (f16 or bf16) for head dims up to `hd` (`attention_<t>_d<hd>`).
 pub(crate) fn module(t: DType, hd: usize) -> String {
     format!(
-        "{COMMON}{}#define MT \"{}\"\n#define HD {hd}\n{ATTENTION}",
+        "{COMMON}{}#define MT \"{}\"\n#define HD {hd}\n{TENSOR_CORE}{ATTENTION}",
         float_preamble(t),
         tag(t)
     )
@@ -184,16 +185,6 @@ impl Out<'_> {
     }
 }
 
-/// A strided operand read element by element (lse, mask, `o` in the backward): pointer with
-/// its offset applied, and its strides.
-fn plain(v: &View) -> Result<(u64, Vec<i64>)> {
-    let (_, p) = dptr(v)?;
-    let size = v.dtype.size_in_bytes() as u64;
-    Ok((
-        p + v.layout.offset() as u64 * size,
-        v.layout.strides().iter().map(|&s| s as i64).collect(),
-    ))
-}
 
 /// The argument block's sizes, flags and head-dim module; errors for what the kernels do
 /// not run (the frontend checks [`crate::attention_supported`] first).

@@ -12,7 +12,7 @@ use super::buffer::CudaBuffer;
 use super::deferred::Failure;
 use super::device::CudaDevice;
 use super::index::{describe, read_words};
-use super::launch::{arg, dptr, launch_cfg};
+use super::launch::{arg, dptr, element_ptr as plain, launch_cfg};
 use super::source::{float_preamble, tag};
 use crate::backend::grouped_matmul::{bad_offset, GroupedMatmul};
 use crate::backend::View;
@@ -20,6 +20,7 @@ use crate::{DType, Error, Result};
 use std::sync::Arc;
 
 const COMMON: &str = include_str!("kernels/common.cuh");
+const TENSOR_CORE: &str = include_str!("kernels/tensor_core.cuh");
 const SOURCE: &str = include_str!("kernels/grouped_matmul.cu");
 
 /// Tile rows of the tensor-core kernel and of the SIMT kernel (`BM`, `SBM` in the source),
@@ -57,9 +58,8 @@ struct Args {
 /// The module of `t` (`grouped_matmul_<t>`): the tensor-core kernels too for f16/bf16.
 pub(crate) fn module(t: DType) -> String {
     let mt = match t {
-        DType::F16 => "#define MT \"f16\"\n",
-        DType::BF16 => "#define MT \"bf16\"\n",
-        _ => "",
+        DType::F16 | DType::BF16 => format!("#define MT \"{}\"\n{TENSOR_CORE}", tag(t)),
+        _ => String::new(),
     };
     format!("{COMMON}{}{mt}{SOURCE}", float_preamble(t))
 }
@@ -72,15 +72,6 @@ pub(crate) fn all_modules() -> Vec<(String, String)> {
         .collect()
 }
 
-/// A view's element pointer (offset applied) and strides.
-fn plain(v: &View) -> Result<(u64, Vec<i64>)> {
-    let (_, p) = dptr(v)?;
-    let size = v.dtype.size_in_bytes() as u64;
-    Ok((
-        p + v.layout.offset() as u64 * size,
-        v.layout.strides().iter().map(|&s| s as i64).collect(),
-    ))
-}
 
 fn to_i32(g: GroupedMatmul, what: &str, n: usize) -> Result<i32> {
     // tiles add up to 256 past a length: keep that within i32 too

@@ -163,6 +163,17 @@ pub(crate) fn dptr(v: &View) -> Result<(Arc<CudaDevice>, u64)> {
     }
 }
 
+/// A view's element pointer (its offset applied) and strides, for kernels that address an
+/// operand by its strides.
+pub(crate) fn element_ptr(v: &View) -> Result<(u64, Vec<i64>)> {
+    let (_, p) = dptr(v)?;
+    let size = v.dtype.size_in_bytes() as u64;
+    Ok((
+        p + v.layout.offset() as u64 * size,
+        v.layout.strides().iter().map(|&s| s as i64).collect(),
+    ))
+}
+
 /// Threads per block of the elementwise kernels.
 pub(crate) const BLOCK: u32 = 256;
 
