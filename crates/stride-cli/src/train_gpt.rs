@@ -382,7 +382,10 @@ pub fn gpt(a: GptArgs) -> Result<(), String> {
                     .iter()
                     .map(|&n| format!("{:.1}%", 100.0 * n as f64 / total.max(1) as f64))
                     .collect();
-                say(format!("  expert load since the last report (all blocks): {}", shares.join(" ")));
+                say(format!(
+                    "  expert load since the last report (all blocks): {}",
+                    shares.join(" ")
+                ));
                 loads.push(serde_json::json!({"step": done, "tokens_per_expert": load}));
                 load = vec![];
             }

@@ -21,7 +21,9 @@ fn offsets(sizes: &[usize], dtype: DType, device: &Device) -> Result<Tensor> {
             end
         })
         .collect();
-    Tensor::from_vec(v, [sizes.len()])?.to_dtype(dtype)?.to_device(device)
+    Tensor::from_vec(v, [sizes.len()])?
+        .to_dtype(dtype)?
+        .to_device(device)
 }
 
 /// The rows form as a loop: rows of group g times b[g]; zeros past the last group.
@@ -30,7 +32,10 @@ fn rows_loop(a: &Tensor, b: &Tensor, sizes: &[usize]) -> Result<Tensor> {
     let mut parts = vec![];
     let mut start = 0;
     for (g, &s) in sizes.iter().enumerate() {
-        parts.push(a.narrow(0, start as i64, s)?.matmul(&b.select(0, g as i64)?)?);
+        parts.push(
+            a.narrow(0, start as i64, s)?
+                .matmul(&b.select(0, g as i64)?)?,
+        );
         start += s;
     }
     let tail = a.shape()[0] - start;
@@ -43,7 +48,9 @@ fn contraction_loop(a: &Tensor, b: &Tensor, sizes: &[usize]) -> Result<Tensor> {
     let mut parts = vec![];
     let mut start = 0;
     for &s in sizes {
-        let p = a.narrow(1, start as i64, s)?.matmul(&b.narrow(0, start as i64, s)?)?;
+        let p = a
+            .narrow(1, start as i64, s)?
+            .matmul(&b.narrow(0, start as i64, s)?)?;
         parts.push(p.unsqueeze(0)?);
         start += s;
     }
@@ -51,8 +58,13 @@ fn contraction_loop(a: &Tensor, b: &Tensor, sizes: &[usize]) -> Result<Tensor> {
 }
 
 fn randn(shape: &[usize], dtype: DType, seed: u64) -> Result<Tensor> {
-    Tensor::randn(shape.to_vec(), DType::F32, &Device::Cpu, Some(&Generator::new(seed)))?
-        .to_dtype(dtype)
+    Tensor::randn(
+        shape.to_vec(),
+        DType::F32,
+        &Device::Cpu,
+        Some(&Generator::new(seed)),
+    )?
+    .to_dtype(dtype)
 }
 
 #[test]
@@ -60,15 +72,24 @@ fn equals_a_loop_of_products_on_the_cpu() -> Result<()> {
     let r: usize = SIZES.iter().sum::<usize>() + TAIL;
     for offs_dtype in [DType::I64, DType::I32] {
         let offs = offsets(&SIZES, offs_dtype, &Device::Cpu)?;
-        let (a, b) = (randn(&[r, 40], DType::F64, 1)?, randn(&[4, 40, 24], DType::F64, 2)?);
+        let (a, b) = (
+            randn(&[r, 40], DType::F64, 1)?,
+            randn(&[4, 40, 24], DType::F64, 2)?,
+        );
         let got = a.grouped_matmul(&b, &offs)?;
         assert_eq!(got.shape(), &[r, 24]);
         // each group is the same CPU product on the same sub-views: the same bits
         assert_eq!(got.to_f64_vec()?, rows_loop(&a, &b, &SIZES)?.to_f64_vec()?);
-        let (a, b) = (randn(&[24, r], DType::F64, 3)?, randn(&[r, 16], DType::F64, 4)?);
+        let (a, b) = (
+            randn(&[24, r], DType::F64, 3)?,
+            randn(&[r, 16], DType::F64, 4)?,
+        );
         let got = a.grouped_matmul(&b, &offs)?;
         assert_eq!(got.shape(), &[4, 24, 16]);
-        assert_eq!(got.to_f64_vec()?, contraction_loop(&a, &b, &SIZES)?.to_f64_vec()?);
+        assert_eq!(
+            got.to_f64_vec()?,
+            contraction_loop(&a, &b, &SIZES)?.to_f64_vec()?
+        );
         // the empty group's matrix is zeros
         assert!(got.select(0, 1)?.to_f64_vec()?.iter().all(|&v| v == 0.0));
     }
@@ -80,7 +101,9 @@ fn gradients_twice_in_both_forms() -> Result<()> {
     let sizes = [2, 0, 3];
     let offs = offsets(&sizes, DType::I64, &Device::Cpu)?;
     let opts = GradcheckOptions::default();
-    let leaf = |shape: &[usize], seed| -> Result<Tensor> { randn(shape, DType::F64, seed)?.requires_grad_(true) };
+    let leaf = |shape: &[usize], seed| -> Result<Tensor> {
+        randn(shape, DType::F64, seed)?.requires_grad_(true)
+    };
     // rows form, with one row past the last group (its gradient is zero)
     let (a, b) = (leaf(&[6, 3], 5)?, leaf(&[3, 3, 2], 6)?);
     let f = |x: &[Tensor]| x[0].grouped_matmul(&x[1], &offs);
@@ -104,7 +127,10 @@ fn errors_say_what_is_wrong() -> Result<()> {
     let err = |r: Result<Tensor>| r.unwrap_err().to_string();
     for (offs, at) in [(vec![3i64, 2], 1), (vec![-1, 2], 0), (vec![2, 6], 1)] {
         let e = err(a.grouped_matmul(&b, &Tensor::from_vec(offs, [2])?));
-        assert!(e.contains(&format!("offset {at} is out of order")) && e.contains("[0, 5]"), "{e}");
+        assert!(
+            e.contains(&format!("offset {at} is out of order")) && e.contains("[0, 5]"),
+            "{e}"
+        );
     }
     let ok = Tensor::from_vec(vec![2i64, 5], [2])?;
     let e = err(a.grouped_matmul(&b.to_dtype(DType::F64)?, &ok));
@@ -142,11 +168,18 @@ fn within_bound(got: &[f64], want: &[f64], mag: &[f64], k: usize, out: DType, wh
         DType::F32 => 2f64.powi(-24),
         _ => 2f64.powi(-53),
     };
-    let acc_u = if out == DType::F64 { 2f64.powi(-53) } else { 2f64.powi(-24) };
+    let acc_u = if out == DType::F64 {
+        2f64.powi(-53)
+    } else {
+        2f64.powi(-24)
+    };
     let gamma = k as f64 * acc_u / (1.0 - k as f64 * acc_u);
     for (i, ((&g, &w), &m)) in got.iter().zip(want).zip(mag).enumerate() {
         let bound = u * w.abs() + (1.0 + u) * gamma * m;
-        assert!((g - w).abs() <= bound, "{what}: element {i}: {g} vs {w} (bound {bound})");
+        assert!(
+            (g - w).abs() <= bound,
+            "{what}: element {i}: {g} vs {w} (bound {bound})"
+        );
     }
 }
 
@@ -183,14 +216,21 @@ fn cuda_every_orientation_within_its_bound_without_waiting() -> Result<()> {
         let b64 = b.to_dtype(DType::F64)?;
         let cpu_offs = offsets(&SIZES, DType::I64, &Device::Cpu)?;
         let want = a64.grouped_matmul(&b64, &cpu_offs)?.to_f64_vec()?;
-        let mag = a64.abs()?.grouped_matmul(&b64.abs()?, &cpu_offs)?.to_f64_vec()?;
+        let mag = a64
+            .abs()?
+            .grouped_matmul(&b64.abs()?, &cpu_offs)?
+            .to_f64_vec()?;
         for ua in [Some(1), Some(0), None] {
             for ub in [Some(1), Some(0), None] {
                 let da = laid_out(&a, ua, &dev)?;
                 // b's matrices: unit stride along n (1) or along k (0)
                 let db = match ub {
                     Some(1) => b.to_device(&dev)?,
-                    Some(_) => b.transpose(1, 2)?.contiguous()?.transpose(1, 2)?.to_device(&dev)?,
+                    Some(_) => b
+                        .transpose(1, 2)?
+                        .contiguous()?
+                        .transpose(1, 2)?
+                        .to_device(&dev)?,
                     None => {
                         let wide = Tensor::zeros([4, k, n, 2], dtype, &dev)?;
                         wide.select(3, 0)?.copy_(&b.to_device(&dev)?)?;
@@ -211,7 +251,10 @@ fn cuda_every_orientation_within_its_bound_without_waiting() -> Result<()> {
         let b = randn(&[r, n], dtype, 23)?;
         let (a64, b64) = (a.to_dtype(DType::F64)?, b.to_dtype(DType::F64)?);
         let want = a64.grouped_matmul(&b64, &cpu_offs)?.to_f64_vec()?;
-        let mag = a64.abs()?.grouped_matmul(&b64.abs()?, &cpu_offs)?.to_f64_vec()?;
+        let mag = a64
+            .abs()?
+            .grouped_matmul(&b64.abs()?, &cpu_offs)?
+            .to_f64_vec()?;
         for ua in [Some(1), Some(0), None] {
             for ub in [Some(1), Some(0), None] {
                 let (da, db) = (laid_out(&a, ua, &dev)?, laid_out(&b, ub, &dev)?);
@@ -235,11 +278,18 @@ fn cuda_gradients_match_the_cpu() -> Result<()> {
     let r: usize = SIZES.iter().sum::<usize>() + TAIL;
     let run = |device: &Device| -> Result<Vec<Vec<f64>>> {
         let offs = offsets(&SIZES, DType::I32, device)?;
-        let a = randn(&[r, 48], DType::F64, 30)?.to_device(device)?.requires_grad_(true)?;
-        let b = randn(&[4, 48, 40], DType::F64, 31)?.to_device(device)?.requires_grad_(true)?;
+        let a = randn(&[r, 48], DType::F64, 30)?
+            .to_device(device)?
+            .requires_grad_(true)?;
+        let b = randn(&[4, 48, 40], DType::F64, 31)?
+            .to_device(device)?
+            .requires_grad_(true)?;
         let g = randn(&[r, 40], DType::F64, 32)?.to_device(device)?;
         a.grouped_matmul(&b, &offs)?.mul(&g)?.sum()?.backward()?;
-        Ok(vec![a.grad().unwrap().to_f64_vec()?, b.grad().unwrap().to_f64_vec()?])
+        Ok(vec![
+            a.grad().unwrap().to_f64_vec()?,
+            b.grad().unwrap().to_f64_vec()?,
+        ])
     };
     let (cpu, gpu) = (run(&Device::Cpu)?, run(&dev)?);
     for (c, g) in cpu.iter().zip(&gpu) {

@@ -83,8 +83,14 @@ fn config_errors_name_the_field() {
             },
             "rotary base",
         ),
-        (ok.clone().with_moe(MoeConfig::new(4, 5, 8)), "top_k must be in 1..=4"),
-        (ok.clone().with_moe(MoeConfig::new(0, 1, 8)), "experts must be"),
+        (
+            ok.clone().with_moe(MoeConfig::new(4, 5, 8)),
+            "top_k must be in 1..=4",
+        ),
+        (
+            ok.clone().with_moe(MoeConfig::new(0, 1, 8)),
+            "experts must be",
+        ),
         (tiny("gpt2").with_moe(MoeConfig::new(4, 2, 8)), "SwiGLU"),
         (
             ok.clone().with_moe(MoeConfig {
@@ -94,7 +100,8 @@ fn config_errors_name_the_field() {
             "capacity factor",
         ),
         (
-            ok.clone().with_moe(MoeConfig::new(65_535, 2, usize::MAX / 4)),
+            ok.clone()
+                .with_moe(MoeConfig::new(65_535, 2, usize::MAX / 4)),
             "too large",
         ),
     ];

@@ -7,9 +7,9 @@ use super::{
     matmul_sampler, tensor_pairs, ArgSpec, Domain, Family, OpInfo, Params, Sample, SampleArg,
     SampleCtx,
 };
+use crate::reference::numel;
 use crate::reference::{self, RefArg, RefCtx, RefOut, RefTensor};
 use crate::tol::{self, Tol};
-use crate::reference::numel;
 use stride_core::DType;
 
 /// `reference::matmul` with an error bound per element. Each output element is a sum of k
@@ -245,7 +245,10 @@ fn grouped_sampler(ctx: &mut SampleCtx) -> Vec<Sample> {
     let d = ctx.dtype;
     let dom = Domain::range(-1.0, 1.0);
     type Case = (bool, Vec<i64>, usize, usize, usize);
-    let mut cases: Vec<Case> = vec![(true, vec![3, 0, 5], 2, 7, 9), (false, vec![3, 0, 5], 2, 7, 9)];
+    let mut cases: Vec<Case> = vec![
+        (true, vec![3, 0, 5], 2, 7, 9),
+        (false, vec![3, 0, 5], 2, 7, 9),
+    ];
     if ctx.variants {
         cases.extend([
             (true, vec![65, 0, 130, 1], 0, 40, 130),
@@ -333,7 +336,10 @@ fn grouped_product(c: &RefCtx, a: &[RefArg]) -> Result<RefOut, String> {
     let shape = if rows {
         let (r, k, n) = (x.shape[0], x.shape[1], w.shape[2]);
         if w.shape[0] != g || w.shape[1] != k {
-            return Err(format!("shapes {:?}·{:?} with {g} offsets must be refused", x.shape, w.shape));
+            return Err(format!(
+                "shapes {:?}·{:?} with {g} offsets must be refused",
+                x.shape, w.shape
+            ));
         }
         for i in 0..r {
             let grp = bounds.iter().position(|&(s, e)| i >= s && i < e);
@@ -351,12 +357,18 @@ fn grouped_product(c: &RefCtx, a: &[RefArg]) -> Result<RefOut, String> {
     } else {
         let (m, r, n) = (x.shape[0], x.shape[1], w.shape[1]);
         if w.shape[0] != r {
-            return Err(format!("shapes {:?}·{:?} must be refused", x.shape, w.shape));
+            return Err(format!(
+                "shapes {:?}·{:?} must be refused",
+                x.shape, w.shape
+            ));
         }
         for &(s, e) in &bounds {
             for i in 0..m {
                 for j in 0..n {
-                    push(&mut (s..e).map(|p| x.values[i * r + p] * w.values[p * n + j]), e - s);
+                    push(
+                        &mut (s..e).map(|p| x.values[i * r + p] * w.values[p * n + j]),
+                        e - s,
+                    );
                 }
             }
         }

@@ -194,7 +194,14 @@ pub fn run(a: GptArgs) -> Result<(), String> {
         (Some(m), Device::Cuda(_)) => {
             say("grouped products alone ...");
             let tokens = a.batch * a.context * m.top_k;
-            Some(grouped_products(&a, tokens, m.experts, a.dim, m.expert_ffn_dim, device)?)
+            Some(grouped_products(
+                &a,
+                tokens,
+                m.experts,
+                a.dim,
+                m.expert_ffn_dim,
+                device,
+            )?)
         }
         _ => None,
     };
@@ -255,7 +262,9 @@ pub fn run(a: GptArgs) -> Result<(), String> {
                 &format!(
                     "{}{}",
                     p["peer"].as_str().unwrap_or("pytorch"),
-                    p["experts"].as_str().map_or(String::new(), |e| format!(" ({e})"))
+                    p["experts"]
+                        .as_str()
+                        .map_or(String::new(), |e| format!(" ({e})"))
                 ),
                 v,
                 p["ms_per_step"].as_f64().unwrap_or(f64::NAN),
@@ -299,11 +308,28 @@ fn grouped_products(
     let per = rows / experts;
     let offs: Vec<i32> = (1..=experts).map(|i| (i * per) as i32).collect();
     let rows = per * experts;
-    let offs = Tensor::from_vec(offs, [experts]).and_then(|t| t.to_device(&device)).map_err(e)?;
+    let offs = Tensor::from_vec(offs, [experts])
+        .and_then(|t| t.to_device(&device))
+        .map_err(e)?;
     let cases: Vec<(String, Tensor, Tensor, f64)> = vec![
-        (format!("({rows}, {dim})·({experts}, {dim}, {})", 2 * ffn), randn(&[rows, dim]).map_err(e)?, randn(&[experts, dim, 2 * ffn]).map_err(e)?, 2.0 * (rows * dim * 2 * ffn) as f64),
-        (format!("({rows}, {ffn})·({experts}, {ffn}, {dim})"), randn(&[rows, ffn]).map_err(e)?, randn(&[experts, ffn, dim]).map_err(e)?, 2.0 * (rows * ffn * dim) as f64),
-        (format!("({dim}, {rows})·({rows}, {}) wgrad", 2 * ffn), randn(&[rows, dim]).map_err(e)?.t().map_err(e)?, randn(&[rows, 2 * ffn]).map_err(e)?, 2.0 * (rows * dim * 2 * ffn) as f64),
+        (
+            format!("({rows}, {dim})·({experts}, {dim}, {})", 2 * ffn),
+            randn(&[rows, dim]).map_err(e)?,
+            randn(&[experts, dim, 2 * ffn]).map_err(e)?,
+            2.0 * (rows * dim * 2 * ffn) as f64,
+        ),
+        (
+            format!("({rows}, {ffn})·({experts}, {ffn}, {dim})"),
+            randn(&[rows, ffn]).map_err(e)?,
+            randn(&[experts, ffn, dim]).map_err(e)?,
+            2.0 * (rows * ffn * dim) as f64,
+        ),
+        (
+            format!("({dim}, {rows})·({rows}, {}) wgrad", 2 * ffn),
+            randn(&[rows, dim]).map_err(e)?.t().map_err(e)?,
+            randn(&[rows, 2 * ffn]).map_err(e)?,
+            2.0 * (rows * dim * 2 * ffn) as f64,
+        ),
     ];
     let peer = if a.no_peer {
         None
@@ -311,12 +337,24 @@ fn grouped_products(
         let script = super::peer_script("gpt_torch.py")?;
         let mut cmd = Command::new(&a.python);
         cmd.arg(&script).arg("grouped");
-        for (k, v) in [("--rows", rows), ("--experts", experts), ("--dim", dim), ("--ffn", ffn)] {
+        for (k, v) in [
+            ("--rows", rows),
+            ("--experts", experts),
+            ("--dim", dim),
+            ("--ffn", ffn),
+        ] {
             cmd.args([k, &v.to_string()]);
         }
-        super::run_peer(&mut cmd, &script)
+        super::run_peer(&mut cmd, &script).ok().and_then(|o| {
+            serde_json::from_slice::<Value>(
+                String::from_utf8_lossy(&o)
+                    .lines()
+                    .last()
+                    .unwrap_or("")
+                    .as_bytes(),
+            )
             .ok()
-            .and_then(|o| serde_json::from_slice::<Value>(String::from_utf8_lossy(&o).lines().last().unwrap_or("").as_bytes()).ok())
+        })
     };
     let ordinal = match device {
         Device::Cuda(i) => i,
@@ -337,7 +375,9 @@ fn grouped_products(
         stride::cuda::synchronize(ordinal).map_err(e)?;
         let secs = t0.elapsed().as_secs_f64() / reps as f64;
         let torch = peer.as_ref().and_then(|p| p["tflops"][i].as_f64());
-        out.push(json!({"shape": shape, "stride_tflops": flops / secs / 1e12, "torch_tflops": torch}));
+        out.push(
+            json!({"shape": shape, "stride_tflops": flops / secs / 1e12, "torch_tflops": torch}),
+        );
     }
     Ok(Value::Array(out))
 }
@@ -362,7 +402,12 @@ fn torch(a: &GptArgs, compile: bool, experts: &str) -> Result<Value, String> {
         cmd.arg("--compile");
     }
     if let Some(e) = a.moe_experts {
-        cmd.args(["--experts", &e.to_string(), "--top-k", &a.moe_top_k.to_string()]);
+        cmd.args([
+            "--experts",
+            &e.to_string(),
+            "--top-k",
+            &a.moe_top_k.to_string(),
+        ]);
         if let Some(f) = a.moe_ffn {
             cmd.args(["--expert-ffn", &f.to_string()]);
         }

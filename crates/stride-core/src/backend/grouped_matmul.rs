@@ -84,7 +84,13 @@ pub(crate) fn check_offsets(g: GroupedMatmul, offs: &[i64], ragged: usize) -> Re
 }
 
 /// The grouped product into `dst` (the frontend checked shapes, dtypes and devices).
-pub(crate) fn grouped_matmul(g: GroupedMatmul, a: View, b: View, offs: View, dst: View) -> Result<()> {
+pub(crate) fn grouped_matmul(
+    g: GroupedMatmul,
+    a: View,
+    b: View,
+    offs: View,
+    dst: View,
+) -> Result<()> {
     debug::primitive(g.name(), Replay::Widen, &[a, b, offs], &[dst], |i, o| {
         backend_for(same_device(g.name(), &[o[0], i[0], i[1], i[2]])?)
             .grouped_matmul(g, i[0], i[1], i[2], o[0])
@@ -95,12 +101,17 @@ pub(crate) fn grouped_matmul(g: GroupedMatmul, a: View, b: View, offs: View, dst
 mod tests {
     use super::group_ranges;
 
-
     #[test]
     fn ranges_clamp_and_never_run_backwards() {
-        assert_eq!(group_ranges(&[2, 5, 5, 9], 9), vec![(0, 2), (2, 5), (5, 5), (5, 9)]);
+        assert_eq!(
+            group_ranges(&[2, 5, 5, 9], 9),
+            vec![(0, 2), (2, 5), (5, 5), (5, 9)]
+        );
         // past the end, negative, decreasing: clamped, empty, never out of bounds
-        assert_eq!(group_ranges(&[-3, 4, 2, 99], 6), vec![(0, 0), (0, 4), (4, 4), (4, 6)]);
+        assert_eq!(
+            group_ranges(&[-3, 4, 2, 99], 6),
+            vec![(0, 0), (0, 4), (4, 4), (4, 6)]
+        );
         assert_eq!(group_ranges(&[], 6), vec![]);
     }
 

@@ -32,7 +32,13 @@ pub(crate) fn read_offsets(offs: &View) -> Result<Vec<i64>> {
 }
 
 /// See [`crate::backend::grouped_matmul::grouped_matmul`].
-pub(crate) fn grouped_matmul(g: GroupedMatmul, a: View, b: View, offs: View, dst: View) -> Result<()> {
+pub(crate) fn grouped_matmul(
+    g: GroupedMatmul,
+    a: View,
+    b: View,
+    offs: View,
+    dst: View,
+) -> Result<()> {
     let offsets = read_offsets(&offs)?;
     match g {
         GroupedMatmul::Rows => {

@@ -185,7 +185,6 @@ impl Out<'_> {
     }
 }
 
-
 /// The argument block's sizes, flags and head-dim module; errors for what the kernels do
 /// not run (the frontend checks [`crate::attention_supported`] first).
 fn common(a: &Attention, d: &Dims, t: DType, mask: Option<&View>) -> Result<(Args, usize)> {

@@ -72,7 +72,6 @@ pub(crate) fn all_modules() -> Vec<(String, String)> {
         .collect()
 }
 
-
 fn to_i32(g: GroupedMatmul, what: &str, n: usize) -> Result<i32> {
     // tiles add up to 256 past a length: keep that within i32 too
     match i32::try_from(n) {
@@ -85,7 +84,13 @@ fn to_i32(g: GroupedMatmul, what: &str, n: usize) -> Result<i32> {
 }
 
 /// See [`crate::backend::grouped_matmul::grouped_matmul`].
-pub(crate) fn grouped_matmul(g: GroupedMatmul, a: View, b: View, offs: View, dst: View) -> Result<()> {
+pub(crate) fn grouped_matmul(
+    g: GroupedMatmul,
+    a: View,
+    b: View,
+    offs: View,
+    dst: View,
+) -> Result<()> {
     let t = dst.dtype;
     let (sa, sb, sd) = (a.layout.shape(), b.layout.shape(), dst.layout.shape());
     let rows_mode = g == GroupedMatmul::Rows;
@@ -128,7 +133,15 @@ pub(crate) fn grouped_matmul(g: GroupedMatmul, a: View, b: View, offs: View, dst
         return Ok(());
     }
     let name = format!("grouped_matmul_{}", tag(t));
-    let gate = check(&dev, g, &name, t, &args, r, &[("a", &a), ("b", &b), ("offsets", &offs)])?;
+    let gate = check(
+        &dev,
+        g,
+        &name,
+        t,
+        &args,
+        r,
+        &[("a", &a), ("b", &b), ("offsets", &offs)],
+    )?;
     args.gate = gate.as_ref().map_or(0, |b| b.ptr);
     if dst.layout.numel() == 0 {
         return Ok(());

@@ -142,8 +142,7 @@ fn check(a: &Tensor, b: &Tensor, offs: &Tensor) -> Result<(GroupedMatmul, Vec<us
             Ok((GroupedMatmul::Contraction, vec![groups, sa[0], sb[1]]))
         }
         _ => Err(mismatch(
-            "are not a grouped product's: (rows, k)·(groups, k, n) or (m, rows)·(rows, n)"
-                .into(),
+            "are not a grouped product's: (rows, k)·(groups, k, n) or (m, rows)·(rows, n)".into(),
         )),
     }
 }

@@ -100,9 +100,15 @@ impl MoeConfig {
         if self.expert_ffn_dim == 0 {
             return Err(invalid(op, "expert_ffn_dim must be at least 1"));
         }
-        for (name, v) in [("aux_loss_coef", self.aux_loss_coef), ("z_loss_coef", self.z_loss_coef)] {
+        for (name, v) in [
+            ("aux_loss_coef", self.aux_loss_coef),
+            ("z_loss_coef", self.z_loss_coef),
+        ] {
             if !(v >= 0.0 && v.is_finite()) {
-                return Err(invalid(op, format!("{name} must be finite and ≥ 0, got {v}")));
+                return Err(invalid(
+                    op,
+                    format!("{name} must be finite and ≥ 0, got {v}"),
+                ));
             }
         }
         if let Some(c) = self.capacity_factor {
@@ -128,7 +134,12 @@ impl MoeConfig {
     }
 
     fn from_meta(s: &str) -> Result<MoeConfig> {
-        let bad = || invalid("GptConfig::from_meta", format!("gpt.moe = {s:?} is malformed"));
+        let bad = || {
+            invalid(
+                "GptConfig::from_meta",
+                format!("gpt.moe = {s:?} is malformed"),
+            )
+        };
         let f: Vec<&str> = s.split(',').collect();
         if f.len() != 6 {
             return Err(bad());

@@ -354,7 +354,10 @@ impl Gpt {
         }
         let dev = self.device();
         if t == 0 {
-            return Ok((Tensor::zeros([b, 0, c.vocab_size], self.dtype(), &dev)?, None));
+            return Ok((
+                Tensor::zeros([b, 0, c.vocab_size], self.dtype(), &dev)?,
+                None,
+            ));
         }
         let mut router: Option<RouterLosses> = None;
         let (nh, hd, d) = (c.n_heads as i64, c.head_dim() as i64, c.dim as i64);

@@ -130,7 +130,9 @@ impl MoeLayer {
         let xs = x2.index_select(0, &token)?;
         let gu = xs.grouped_matmul(&self.w_in.tensor(), &offs)?;
         let h = c.expert_ffn_dim as i64;
-        let act = gu.narrow(1, 0, h as usize)?.swiglu(&gu.narrow(1, h, h as usize)?)?;
+        let act = gu
+            .narrow(1, 0, h as usize)?
+            .swiglu(&gu.narrow(1, h, h as usize)?)?;
         let ys = act.grouped_matmul(&self.w_out.tensor(), &offs)?;
         let mut w = weights.reshape(&[-1])?.index_select(0, &order)?;
         if let Some(keep) = &keep {
@@ -142,9 +144,15 @@ impl MoeLayer {
 
         // Switch's balance loss and ST-MoE's z-loss, in f32
         let share = counts.to_dtype(logits.dtype())?.div((n * k) as f64)?;
-        let aux = share.mul(&probs.mean_dims(&[0], false)?)?.sum()?.mul(ne as f64)?;
+        let aux = share
+            .mul(&probs.mean_dims(&[0], false)?)?
+            .sum()?
+            .mul(ne as f64)?;
         let z = logits.logsumexp(&[-1], false)?.square()?.mean()?;
-        Ok((out.reshape(&shape.iter().map(|&s| s as i64).collect::<Vec<_>>())?, RouterLosses { aux, z }))
+        Ok((
+            out.reshape(&shape.iter().map(|&s| s as i64).collect::<Vec<_>>())?,
+            RouterLosses { aux, z },
+        ))
     }
 
     /// Tokens routed to each expert since the last call (a host read), and restarts the
@@ -226,7 +234,9 @@ mod tests {
             }
             let row = &xs[t * dim..(t + 1) * dim];
             let proj = |col: usize| -> f64 {
-                (0..dim).map(|d| row[d] * wi[(j * dim + d) * 2 * h + col]).sum()
+                (0..dim)
+                    .map(|d| row[d] * wi[(j * dim + d) * 2 * h + col])
+                    .sum()
             };
             let act: Vec<f64> = (0..h)
                 .map(|f| {
@@ -255,7 +265,13 @@ mod tests {
 
     #[test]
     fn matches_a_token_by_token_reference() {
-        let x = Tensor::randn([2, 9, 6], DType::F64, &Device::Cpu, Some(&Generator::new(3))).unwrap();
+        let x = Tensor::randn(
+            [2, 9, 6],
+            DType::F64,
+            &Device::Cpu,
+            Some(&Generator::new(3)),
+        )
+        .unwrap();
         for cap in [None, Some(0.5), Some(1.0)] {
             let mut cfg = MoeConfig::new(4, 2, 5);
             cfg.capacity_factor = cap;
@@ -264,7 +280,10 @@ mod tests {
             assert_eq!(y.shape(), &[2, 9, 6]);
             let want = naive(&l, &x.reshape(&[18, 6]).unwrap());
             for (a, b) in y.to_f64_vec().unwrap().iter().zip(&want) {
-                assert!((a - b).abs() <= 1e-12 * (1.0 + b.abs()), "capacity {cap:?}: {a} vs {b}");
+                assert!(
+                    (a - b).abs() <= 1e-12 * (1.0 + b.abs()),
+                    "capacity {cap:?}: {a} vs {b}"
+                );
             }
             // a perfectly even load would give 1; z-loss is a mean of squares
             let aux = losses.aux.item::<f64>().unwrap();
@@ -275,7 +294,12 @@ mod tests {
         let mut cfg = MoeConfig::new(4, 2, 5);
         cfg.capacity_factor = Some(0.25);
         let dropped = layer(cfg).run(&x).unwrap().0.to_f64_vec().unwrap();
-        let full = layer(MoeConfig::new(4, 2, 5)).run(&x).unwrap().0.to_f64_vec().unwrap();
+        let full = layer(MoeConfig::new(4, 2, 5))
+            .run(&x)
+            .unwrap()
+            .0
+            .to_f64_vec()
+            .unwrap();
         assert_ne!(dropped, full);
     }
 
@@ -291,7 +315,11 @@ mod tests {
         l.run(&x).unwrap();
         let load = l.take_load().unwrap();
         assert_eq!(load.iter().sum::<i64>(), 2 * 5 * 2, "{load:?}");
-        assert_eq!(l.take_load().unwrap(), vec![0; 4], "read restarts the count");
+        assert_eq!(
+            l.take_load().unwrap(),
+            vec![0; 4],
+            "read restarts the count"
+        );
         // with a capacity, dropped choices are not counted
         let mut cfg = MoeConfig::new(4, 2, 5);
         cfg.capacity_factor = Some(0.25);
@@ -299,6 +327,9 @@ mod tests {
         l.train(true);
         l.run(&x).unwrap();
         let load = l.take_load().unwrap();
-        assert!(load.iter().all(|&n| n <= 2), "capacity ⌈0.25·10/4⌉ = 1... {load:?}");
+        assert!(
+            load.iter().all(|&n| n <= 2),
+            "capacity ⌈0.25·10/4⌉ = 1... {load:?}"
+        );
     }
 }
