@@ -20,7 +20,7 @@ decay on matrices and embeddings only, nanoGPT's warmup + cosine schedule, clipp
 
 The mixture of experts is stride's (stride-models/src/gpt/moe.rs): softmax router in f32,
 top-k renormalised, (token, choice) pairs sorted by expert (stable), experts as grouped
-products over the cumulative counts, outputs weighted and added back per token; Switch's
+products over the cumulative counts, outputs weighted and added back per token in f32; Switch's
 balance loss E·Σ f·P and ST-MoE's z-loss, each averaged over the blocks.
 """
 import argparse
@@ -103,7 +103,8 @@ class Moe(nn.Module):
         ws = w.reshape(-1)[order]
         if keep is not None:
             ws = ws * keep.float()
-        ys = ys * ws[:, None].to(ys.dtype)
+        # each token's outputs weighted and summed in f32, as stride does
+        ys = ys.float() * ws[:, None]
         out = torch.zeros(n, shape[-1], dtype=ys.dtype, device=x.device).index_add(0, token, ys)
         aux = (counts.float() / (n * k) * probs.mean(0)).sum() * ne
         z = logits.logsumexp(-1).square().mean()

@@ -9,7 +9,7 @@
 //! order = argsort(e, stable)             the N·K (token, choice) pairs sorted by expert
 //! offs = cumsum(counts(e))               each expert's end in that order
 //! h = swiglu(x[token(order)] ·g w_in)    ·g: Tensor::grouped_matmul over offs
-//! y = Σ_choices w · (h ·g w_out)         added back to each token (index_add)
+//! y = Σ_choices w · (h ·g w_out)         added back to each token (index_add, in f32)
 //! ```
 
 use super::config::MoeConfig;
@@ -99,8 +99,8 @@ impl MoeLayer {
                 .eq(&ids.unsqueeze(0)?)?
                 .sum_dims(&[0], false)?;
             let offs = counts.cumsum(0)?;
-            let keep = match c.capacity_factor {
-                None => None,
+            let (keep, routed) = match c.capacity_factor {
+                None => (None, counts.clone()),
                 Some(cf) => {
                     let cap = (cf * (n * k) as f64 / ne as f64).ceil() as i64;
                     // a pair's rank within its expert: its sorted position past the expert's start
@@ -108,19 +108,11 @@ impl MoeLayer {
                     let sorted = experts.index_select(0, &order)?;
                     let rank = Tensor::arange(0i64, n * k, &dev)?
                         .sub(&starts.index_select(0, &sorted)?)?;
-                    Some(rank.lt(cap)?)
+                    // each expert keeps its first `cap` pairs
+                    (Some(rank.lt(cap)?), counts.clamp_max(cap)?)
                 }
             };
             if self.is_training() {
-                let routed = match &keep {
-                    None => counts.clone(),
-                    Some(keep) => experts
-                        .index_select(0, &order)?
-                        .unsqueeze(1)?
-                        .eq(&ids.unsqueeze(0)?)?
-                        .logical_and(&keep.unsqueeze(1)?)?
-                        .sum_dims(&[0], false)?,
-                };
                 self.load.add_(&routed)?;
             }
             (order, token, offs, counts, keep)
@@ -138,7 +130,9 @@ impl MoeLayer {
         if let Some(keep) = &keep {
             w = w.mul(&keep.to_dtype(w.dtype())?)?;
         }
-        let ys = ys.mul(&w.unsqueeze(1)?.to_dtype(ys.dtype())?)?;
+        // each token's K outputs weighted and summed in the router's dtype (f32 at least):
+        // a half-precision sum would round at every addition
+        let ys = ys.to_dtype(w.dtype())?.mul(&w.unsqueeze(1)?)?;
         let out = Tensor::zeros([n as usize, dim as usize], ys.dtype(), &dev)?
             .index_add(0, &token, &ys, 1.0)?;
 
