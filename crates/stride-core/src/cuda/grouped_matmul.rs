@@ -13,7 +13,7 @@ use super::deferred::Failure;
 use super::device::CudaDevice;
 use super::index::{describe, read_words};
 use super::launch::{arg, dptr, element_ptr as plain, launch_cfg};
-use super::source::{float_preamble, tag};
+use super::source::{float_modules, float_preamble, tag};
 use crate::backend::grouped_matmul::{bad_offset, GroupedMatmul};
 use crate::backend::View;
 use crate::{DType, Error, Result};
@@ -66,10 +66,7 @@ pub(crate) fn module(t: DType) -> String {
 
 /// Every grouped-matmul module (for warmup).
 pub(crate) fn all_modules() -> Vec<(String, String)> {
-    [DType::F64, DType::F32, DType::F16, DType::BF16]
-        .iter()
-        .map(|&t| (format!("grouped_matmul_{}", tag(t)), module(t)))
-        .collect()
+    float_modules("grouped_matmul", module)
 }
 
 fn to_i32(g: GroupedMatmul, what: &str, n: usize) -> Result<i32> {
@@ -132,20 +129,6 @@ pub(crate) fn grouped_matmul(
     if dst.layout.numel() == 0 && groups == 0 {
         return Ok(());
     }
-    let name = format!("grouped_matmul_{}", tag(t));
-    let gate = check(
-        &dev,
-        g,
-        &name,
-        t,
-        &args,
-        r,
-        &[("a", &a), ("b", &b), ("offsets", &offs)],
-    )?;
-    args.gate = gate.as_ref().map_or(0, |b| b.ptr);
-    if dst.layout.numel() == 0 {
-        return Ok(());
-    }
     // the tensor-core kernel wants a unit stride in each operand (size-1 dims count as one)
     let unit = |s: i64, len: usize| s == 1 || len <= 1;
     let a_k = unit(args.sa1, k);
@@ -165,7 +148,6 @@ pub(crate) fn grouped_matmul(
         }
         _ => ("gmm_simt", SIMT_TILE),
     };
-    let f = dev.function(&name, kernel, || module(t))?;
     let n_tiles = n.div_ceil(tile);
     let grid = if rows_mode {
         (r.div_ceil(tile) + groups + 1, n_tiles, 1)
@@ -182,6 +164,21 @@ pub(crate) fn grouped_matmul(
             ),
         ));
     }
+    let name = format!("grouped_matmul_{}", tag(t));
+    let gate = check(
+        &dev,
+        g,
+        &name,
+        t,
+        &args,
+        r,
+        &[("a", &a), ("b", &b), ("offsets", &offs)],
+    )?;
+    args.gate = gate.as_ref().map_or(0, |b| b.ptr);
+    if dst.layout.numel() == 0 {
+        return Ok(());
+    }
+    let f = dev.function(&name, kernel, || module(t))?;
     let grid = (grid.0 as u32, grid.1 as u32, grid.2 as u32);
     let mut params = [arg(&args)];
     unsafe { launch_cfg(&dev, &f, g.name(), grid, (256, 1, 1), 0, &mut params)? };
