@@ -143,6 +143,12 @@ fn errors_say_what_is_wrong() -> Result<()> {
     assert!(e.contains("cannot be multiplied"), "{e}");
     let e = err(a.unsqueeze(0)?.grouped_matmul(&b, &ok));
     assert!(e.contains("grouped product"), "{e}");
+    // absurd sizes: a result of 2⁸⁰ elements from broadcast views is an error, not a panic
+    let huge = 1i64 << 40;
+    let one = Tensor::ones([1, 1], DType::F32, &cpu)?;
+    let (wide_a, wide_b) = (one.expand(&[huge, 1])?, one.expand(&[1, huge])?);
+    let one_group = Tensor::from_vec(vec![1i64], [1])?;
+    assert!(wide_a.grouped_matmul(&wide_b, &one_group).is_err());
     Ok(())
 }
 

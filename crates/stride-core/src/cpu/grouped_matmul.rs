@@ -8,7 +8,7 @@ use crate::backend::View;
 use crate::{DType, Error, Layout, Result, Scalar};
 
 /// The offsets of `offs` (1-D i32 or i64) as i64.
-pub(crate) fn read_offsets(offs: &View) -> Result<Vec<i64>> {
+fn read_offsets(offs: &View) -> Result<Vec<i64>> {
     let l = offs.layout;
     let (n, st, off) = (l.shape()[0], l.strides()[0], l.offset());
     let acc = Access::views(None, &[offs]);
