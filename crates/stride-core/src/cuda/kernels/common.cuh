@@ -250,3 +250,9 @@ template <class F> __device__ __forceinline__ F lerp_f(F s, F e, F w) {
     F d = e - s;
     return m_fabs(w) < (F)0.5 ? s + w * d : e - d * ((F)1 - w);
 }
+
+// A writing kernel's gate: the verdict of its op's device-side check (deferred.rs). Closed
+// (write nothing) when the check found a bad value; a null gate is always open.
+__device__ __forceinline__ bool gate_closed(const u64* gate) {
+    return gate != nullptr && *gate != 0;
+}

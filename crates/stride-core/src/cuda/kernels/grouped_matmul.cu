@@ -21,10 +21,6 @@ struct GArgs {
 
 #define FULL 0xffffffffu
 
-__device__ __forceinline__ bool gate_closed(const u64* gate) {
-    return gate != nullptr && *gate != 0;
-}
-
 // Offset g as read (g < G).
 __device__ __forceinline__ i64 raw_off(const GArgs& a, int g) {
     return a.off64 ? ((const i64*)a.offs)[(i64)g * a.os] : (i64)((const int*)a.offs)[(i64)g * a.os];
@@ -88,10 +84,20 @@ __device__ void contraction_job(const GArgs& a, int g, int* job) {
     }
 }
 
-// Finds the block's job: {group, m_lo, m_hi, k_lo, k_hi}; false when the block has none.
-// Every thread calls it (it synchronises the block).
-__device__ __forceinline__ bool find_job(const GArgs& a, int bm, int* job, int& g, int& m_lo, int& m_hi,
-                                         int& k_lo, int& k_hi) {
+// The rows [m_lo, m_hi) × columns [n0, n0 + bn) of the tail group: zeros.
+__device__ __forceinline__ void zero_tile(const GArgs& a, T* D, int m_lo, int m_hi, int n0, int bm, int bn) {
+    for (int i = threadIdx.x; i < bm * bn; i += blockDim.x) {
+        const int r = m_lo + i / bn, c = n0 + i % bn;
+        if (r < m_hi && c < a.N) D[(i64)r * a.sd0 + (i64)c * a.sd1] = S((C)0);
+    }
+}
+
+// Starts the block: finds its job {group, m_lo, m_hi, k_lo, k_hi} (bm × bn tiles); false
+// when there is nothing to multiply — the offsets' check failed, no job, or the job was the
+// tail group's zeros, written here. Every thread calls it (it synchronises the block).
+__device__ __forceinline__ bool start_job(const GArgs& a, int bm, int bn, int* job, int& g, int& m_lo,
+                                          int& m_hi, int& k_lo, int& k_hi) {
+    if (gate_closed((const u64*)a.gate)) return false;
     if (threadIdx.x < 32) {
         if (a.rows_mode) rows_job(a, blockIdx.x, bm, job);
         else contraction_job(a, blockIdx.z, job);
@@ -104,15 +110,11 @@ __device__ __forceinline__ bool find_job(const GArgs& a, int bm, int* job, int& 
     } else {
         m_lo = blockIdx.x * bm; m_hi = min(a.M, m_lo + bm); k_lo = job[1]; k_hi = job[2];
     }
-    return true;
-}
-
-// The rows [m_lo, m_hi) × columns [n0, n0 + bn) of the tail group: zeros.
-__device__ __forceinline__ void zero_tile(const GArgs& a, T* D, int m_lo, int m_hi, int n0, int bm, int bn) {
-    for (int i = threadIdx.x; i < bm * bn; i += blockDim.x) {
-        const int r = m_lo + i / bn, c = n0 + i % bn;
-        if (r < m_hi && c < a.N) D[(i64)r * a.sd0 + (i64)c * a.sd1] = S((C)0);
+    if (g == a.G) {
+        zero_tile(a, (T*)a.d, m_lo, m_hi, blockIdx.y * bn, bm, bn);
+        return false;
     }
+    return true;
 }
 
 // ---- the fallback for every dtype and layout: 64 × 64 tiles, 4 × 4 outputs a thread -------
@@ -123,15 +125,10 @@ extern "C" __global__ void __launch_bounds__(256) k_gmm_simt(const GArgs a) {
     __shared__ C sA[SBK][SBM];
     __shared__ C sB[SBK][SBN];
     __shared__ int job[4];
-    if (gate_closed((const u64*)a.gate)) return;
     int g, m_lo, m_hi, k_lo, k_hi;
-    if (!find_job(a, SBM, job, g, m_lo, m_hi, k_lo, k_hi)) return;
+    if (!start_job(a, SBM, SBN, job, g, m_lo, m_hi, k_lo, k_hi)) return;
     const int n0 = blockIdx.y * SBN;
     T* D = (T*)a.d + (i64)g * a.sdg;
-    if (g == a.G) {
-        zero_tile(a, D, m_lo, m_hi, n0, SBM, SBN);
-        return;
-    }
     const T* A = (const T*)a.a;
     const T* B = (const T*)a.b + (i64)g * a.sbg;
     const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
@@ -230,15 +227,10 @@ __device__ __forceinline__ void gmm_mma(const GArgs& a) {
     __shared__ __align__(16) h16 sA[2 * SA];
     __shared__ __align__(16) h16 sB[2 * SB];
     __shared__ int job[4];
-    if (gate_closed((const u64*)a.gate)) return;
     int g, m_lo, m_hi, k_lo, k_hi;
-    if (!find_job(a, BM, job, g, m_lo, m_hi, k_lo, k_hi)) return;
+    if (!start_job(a, BM, BN, job, g, m_lo, m_hi, k_lo, k_hi)) return;
     const int n0 = blockIdx.y * BN;
     T* D = (T*)a.d + (i64)g * a.sdg;
-    if (g == a.G) {
-        zero_tile(a, D, m_lo, m_hi, n0, BM, BN);
-        return;
-    }
     const T* A = (const T*)a.a;
     const T* B = (const T*)a.b + (i64)g * a.sbg;
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, mi = lane >> 3;

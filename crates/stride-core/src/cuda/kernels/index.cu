@@ -4,12 +4,7 @@
 // of the element's width), I (the index type), and for scatter COMBINE(d, s).
 //
 // Every operand, outputs included, is addressed through its (Geo, Str); offsets are 64-bit.
-
-// A writing kernel's gate: the verdict of its op's device-side check (deferred.rs). Closed
-// (write nothing) when the check found a bad value; a null gate is always open.
-__device__ __forceinline__ bool gate_closed(const u64* gate) {
-    return gate != nullptr && *gate != 0;
-}
+// A writing kernel takes its op's check verdict (`gate_closed`, common.cuh).
 
 #ifdef WANT_CHECK
 // Index validation, before anything is written. g/sx walk the index in logical (row-major)
