@@ -283,6 +283,13 @@ pub(crate) trait Backend: Sync {
         })
     }
 
+    /// Fused attention, backward (see [`super::attention`]).
+    fn attention_backward(&self, a: Attention, inputs: &[View], outputs: &[View]) -> Result<()> {
+        via_cpu(self, "attention_backward", inputs, outputs, |i, o| {
+            crate::cpu::attention::attention_backward(a, i, o)
+        })
+    }
+
     /// A grouped matrix product (see [`super::grouped_matmul`]): a CPU round trip unless the
     /// backend has a kernel.
     fn grouped_matmul(
@@ -295,13 +302,6 @@ pub(crate) trait Backend: Sync {
     ) -> Result<()> {
         via_cpu(self, g.name(), &[a, b, offs], &[dst], |i, o| {
             crate::cpu::grouped_matmul::grouped_matmul(g, i[0], i[1], i[2], o[0])
-        })
-    }
-
-    /// Fused attention, backward (see [`super::attention`]).
-    fn attention_backward(&self, a: Attention, inputs: &[View], outputs: &[View]) -> Result<()> {
-        via_cpu(self, "attention_backward", inputs, outputs, |i, o| {
-            crate::cpu::attention::attention_backward(a, i, o)
         })
     }
 
