@@ -7,6 +7,10 @@
 //!
 //! - modes: [`no_grad`], [`enable_grad`], [`inference_mode`] (RAII guards);
 //! - functional API: [`grad`], [`value_and_grad`] (with `create_graph` for higher order);
+//! - hooks: [`Tensor::register_hook`] (on the gradient flowing into a tensor),
+//!   [`Tensor::register_post_accumulate_grad_hook`] (on a leaf once its `.grad` is final for a
+//!   backward) and [`queue_callback`] (code run when the backward in progress has finished),
+//!   the pieces a DistributedDataParallel overlaps its gradient all-reduces with;
 //! - safety: a tensor saved for backward and then modified in place makes backward fail with
 //!   the op's name and both versions, as PyTorch does;
 //! - in-place ops on non-leaf tensors are differentiable (`record::in_place`), and so are
@@ -42,6 +46,7 @@
 //! # Ok::<(), stride_core::Error>(())
 //! ```
 
+mod callbacks;
 mod copy_slices;
 mod engine;
 pub(crate) mod formulas;
@@ -53,6 +58,7 @@ pub(crate) mod record;
 mod tensor_api;
 pub(crate) mod view_meta;
 
+pub use callbacks::queue_callback;
 pub use engine::BackwardOptions;
 pub use functional::{grad, value_and_grad, GradOptions};
 pub use gradcheck::{gradcheck, gradgradcheck, GradcheckOptions};
@@ -70,6 +76,10 @@ use std::sync::Arc;
 /// `Some(new)`) or keep it (`None`).
 pub type GradHook = Arc<dyn Fn(&Tensor) -> Result<Option<Tensor>> + Send + Sync>;
 
+/// A post-accumulate-grad hook: sees the leaf tensor itself once its `.grad` holds every
+/// contribution of the backward pass (see [`Tensor::register_post_accumulate_grad_hook`]).
+pub type PostAccumulateGradHook = Arc<dyn Fn(&Tensor) -> Result<()> + Send + Sync>;
+
 /// Autograd state of one tensor.
 #[derive(Default)]
 pub(crate) struct AutogradMeta {
@@ -79,6 +89,9 @@ pub(crate) struct AutogradMeta {
     pub output_nr: usize,
     pub retains_grad: bool,
     pub hooks: Vec<(u64, GradHook)>,
+    /// Leaves only: run once per backward after the last gradient was accumulated into `grad`.
+    /// Ids come from the same counter as `hooks`, so `remove_hook` removes either kind.
+    pub post_accumulate_hooks: Vec<(u64, PostAccumulateGradHook)>,
     /// Created inside `inference_mode`: may never be saved for backward.
     pub inference: bool,
     /// Set on float tensors made by a view op: the base they share storage with, and whether

@@ -2,14 +2,15 @@
 
 use super::engine::{run_backward, BackwardOptions};
 use super::node::GradFn;
-use super::GradHook;
+use super::{GradHook, PostAccumulateGradHook};
 use crate::{Error, Result, Tensor};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 static HOOK_ID: AtomicU64 = AtomicU64::new(1);
 
-/// Returned by [`Tensor::register_hook`]; pass it to [`Tensor::remove_hook`] to remove it.
+/// Returned by [`Tensor::register_hook`] and [`Tensor::register_post_accumulate_grad_hook`];
+/// pass it to [`Tensor::remove_hook`] to remove the hook.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct HookHandle(u64);
 
@@ -171,10 +172,76 @@ impl Tensor {
         }
         Ok(HookHandle(id))
     }
-    /// Removes a hook registered on a leaf. (Hooks of non-leaf tensors live until their graph
-    /// is freed.)
+    /// Registers a hook run on this leaf once per backward pass, after every gradient
+    /// contribution of that pass has been accumulated into its `.grad()` (PyTorch's
+    /// `register_post_accumulate_grad_hook`). The hook gets the leaf itself, so
+    /// `p.grad()` is final for this backward: a parameter used twice (tied weights) fires once,
+    /// with the sum, and a `.grad()` left from an earlier backward is included, as
+    /// accumulation does. It runs in the backward's grad mode (no grad unless `create_graph`).
+    ///
+    /// Not run by [`autograd::grad`](super::grad), which accumulates nothing, nor for a
+    /// leaf that got no gradient in this backward. An error from the hook is what `backward()`
+    /// returns. The hook may call [`autograd::queue_callback`](super::queue_callback) to run
+    /// code once the whole backward has finished. Remove it with [`Tensor::remove_hook`].
+    ///
+    /// Only leaves that require grad can have one (an error otherwise): a non-leaf's gradient
+    /// is never accumulated; use [`Tensor::register_hook`] for the gradient flowing into it.
+    ///
+    /// ```
+    /// use std::sync::{Arc, Mutex};
+    /// use stride_core::Tensor;
+    /// let w = Tensor::from_vec(vec![1.0f64, 2.0], [2])?.requires_grad_(true)?;
+    /// let seen = Arc::new(Mutex::new(vec![]));
+    /// let s = seen.clone();
+    /// let h = w.register_post_accumulate_grad_hook(move |p| {
+    ///     s.lock().unwrap().push(p.grad().unwrap().to_vec::<f64>()?);
+    ///     Ok(())
+    /// })?;
+    /// // w is used twice: one call, with the summed gradient 2·w + 1
+    /// w.mul(&w)?.add(&w)?.sum()?.backward()?;
+    /// assert_eq!(*seen.lock().unwrap(), vec![vec![3.0, 5.0]]);
+    /// w.remove_hook(h);
+    /// w.sum()?.backward()?;
+    /// assert_eq!(seen.lock().unwrap().len(), 1);
+    /// assert!(w.mul(2.0)?.register_post_accumulate_grad_hook(|_| Ok(())).is_err()); // not a leaf
+    /// # Ok::<(), stride_core::Error>(())
+    /// ```
+    pub fn register_post_accumulate_grad_hook(
+        &self,
+        hook: impl Fn(&Tensor) -> Result<()> + Send + Sync + 'static,
+    ) -> Result<HookHandle> {
+        if !self.requires_grad() {
+            return Err(Error::invalid(
+                "register_post_accumulate_grad_hook",
+                "cannot register a hook on a tensor that doesn't require gradient; call requires_grad_(true) on the leaf first",
+            ));
+        }
+        super::view_meta::refresh(self)?;
+        let mut m = self.meta();
+        if m.grad_fn.is_some() || !m.requires_grad {
+            let what = match &m.grad_fn {
+                Some(node) => format!("this one was computed by {}", node.name),
+                None => "this one is a view of one".into(),
+            };
+            return Err(Error::invalid(
+                "register_post_accumulate_grad_hook",
+                format!(
+                    "post accumulate grad hooks cannot be registered on non-leaf tensors ({what}); register it on the leaf tensors it was computed from, or use register_hook for the gradient flowing into this tensor"
+                ),
+            ));
+        }
+        let id = HOOK_ID.fetch_add(1, Ordering::Relaxed);
+        let hook: PostAccumulateGradHook = Arc::new(hook);
+        m.post_accumulate_hooks.push((id, hook));
+        Ok(HookHandle(id))
+    }
+    /// Removes a hook registered on a leaf with [`Tensor::register_hook`] or
+    /// [`Tensor::register_post_accumulate_grad_hook`]. (Hooks of non-leaf tensors live until
+    /// their graph is freed.)
     pub fn remove_hook(&self, handle: HookHandle) {
-        self.meta().hooks.retain(|(id, _)| *id != handle.0);
+        let mut m = self.meta();
+        m.hooks.retain(|(id, _)| *id != handle.0);
+        m.post_accumulate_hooks.retain(|(id, _)| *id != handle.0);
     }
     /// A tensor sharing storage with this one, outside the graph (no grad_fn, no grad).
     pub fn detach(&self) -> Tensor {
