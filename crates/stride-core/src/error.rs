@@ -153,6 +153,15 @@ pub enum Error {
     /// Any other invalid argument; the message says what and what to do.
     #[error("{op}: {msg}")]
     Invalid { op: &'static str, msg: String },
+
+    /// A distributed run failed: a collective, the rendezvous, NCCL, or another rank (named
+    /// where known). `op` says what this process was doing.
+    #[error("{op}{}: {msg}", match rank { Some(r) => format!(" (rank {r})"), None => String::new() })]
+    Distributed {
+        op: &'static str,
+        rank: Option<usize>,
+        msg: String,
+    },
 }
 
 /// `Result` with stride's [`Error`].

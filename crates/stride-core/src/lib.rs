@@ -21,6 +21,7 @@ pub mod cuda;
 pub mod debug;
 pub mod device;
 mod display;
+pub mod distributed;
 pub mod dtype;
 pub mod error;
 pub mod half_round;

@@ -198,8 +198,10 @@ impl CudaDevice {
     pub fn synchronize(&self, why: &'static str) -> Result<()> {
         self.syncs.fetch_add(1, Ordering::Relaxed);
         crate::cuda::note_sync(self.device(), why)?;
-        self.stream
-            .synchronize()
+        // with NCCL communicators alive, the wait ends with the error of one the watchdog
+        // aborted (its stuck collective would keep the stream from finishing); their
+        // results, and everything after them, are not to be trusted
+        crate::distributed::wait_for_stream(&self.stream)?
             .map_err(|e| self.err(&format!("{why}: waiting for the GPU"), e))?;
         self.deferred.after_wait(self)
     }

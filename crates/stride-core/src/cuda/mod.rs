@@ -127,6 +127,28 @@ pub fn require_or_skip_with(test: &str, required: bool, available: bool) -> Opti
     None
 }
 
+/// For tests that need `n` GPUs: `cuda:0..n`, or `None` after printing that the test is
+/// skipped (with fewer) — a panic instead under `STRIDE_REQUIRE_MULTI_GPU=1`, so a run on a
+/// multi-GPU machine can make them mandatory.
+///
+/// ```
+/// # fn main() {
+/// let Some(gpus) = stride_core::cuda::require_gpus_or_skip("my_two_gpu_test", 2) else { return };
+/// assert_eq!(gpus.len(), 2);
+/// # }
+/// ```
+pub fn require_gpus_or_skip(test: &str, n: usize) -> Option<Vec<Device>> {
+    let have = device_count();
+    if have >= n {
+        return Some((0..n).map(Device::Cuda).collect());
+    }
+    if std::env::var("STRIDE_REQUIRE_MULTI_GPU").is_ok_and(|v| v == "1") {
+        panic!("{test}: STRIDE_REQUIRE_MULTI_GPU=1 but this machine has {have} CUDA device(s) and the test needs {n}");
+    }
+    eprintln!("{test}: skipped (needs {n} CUDA devices, this machine has {have}; STRIDE_REQUIRE_MULTI_GPU=1 makes this a failure)");
+    None
+}
+
 /// How many CUDA devices this machine has (0 without a driver or a GPU).
 pub fn device_count() -> usize {
     device::device_count()
