@@ -38,6 +38,7 @@
 // `!(x >= 0.0)` is deliberate throughout: it also refuses NaN.
 #![allow(clippy::neg_cmp_op_on_partial_ord)]
 
+mod ddp;
 pub mod functional;
 pub mod init;
 mod layers;
@@ -46,6 +47,7 @@ mod module;
 pub mod optim;
 pub mod safetensors;
 
+pub use ddp::{DdpConfig, DistributedDataParallel, NoSync};
 pub use layers::{
     finfo_eps, mlp, Activation, Dropout, Embedding, Factory, Gelu, GeluTanh, Identity, LayerNorm,
     LeakyRelu, Linear, Relu, RmsNorm, Sequential, Sigmoid, Silu, Softplus, Tanh,
