@@ -14,6 +14,7 @@
 //! - [`gpt`]: `stride bench gpt`, a GPT's training steps beside PyTorch (`scripts/gpt_torch.py`).
 
 mod cuda;
+mod ddp;
 mod gpt;
 mod measure;
 mod peer;
@@ -38,6 +39,9 @@ enum What {
     /// GPT training steps (GPT-2-small sized by default): tokens/s, MFU and peak memory
     /// beside PyTorch eager and torch.compile.
     Gpt(gpt::GptArgs),
+    /// Data-parallel training over the GPUs of this machine: all-reduce bandwidth and a GPT's
+    /// scaling from one GPU to `--gpus`, beside PyTorch DDP under torchrun.
+    Ddp(ddp::DdpArgs),
 }
 
 #[derive(clap::Args)]
@@ -70,6 +74,7 @@ pub fn run(a: BenchArgs) -> Result<(), String> {
         What::Cpu(c) => cpu(c),
         What::Cuda(c) => cuda::run(c),
         What::Gpt(g) => gpt::run(g),
+        What::Ddp(d) => ddp::run(d),
     }
 }
 

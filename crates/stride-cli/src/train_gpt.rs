@@ -8,7 +8,7 @@
 //!                  [--tokenizer bytes|smollm2] [--batch 12] [--accum 1] [--steps 1500] [--stop-at N]
 //!                  [--lr 1e-3] [--min-lr 1e-4] [--warmup 100] [--weight-decay 0.1]
 //!                  [--beta2 0.99] [--grad-clip 1] [--dropout 0] [--eval-every 250]
-//!                  [--eval-batches 20] [--seed 0] [--device cpu] [--dtype f32]
+//!                  [--eval-batches 20] [--seed 0] [--device cpu | --devices cuda:0,cuda:1 | --gpus N] [--dtype f32]
 //!                  [--autocast bf16|f16|none] [--save PATH] [--save-every N] [--resume PATH]
 //!                  [--sample-tokens 500] [--prompt TEXT] [--json] [--plot gpt_loss.png | --no-plot]
 //! stride sample --checkpoint PATH [--prompt TEXT] [--tokens 500] [--temperature 0.8] [--seed 0]
@@ -21,6 +21,7 @@ use plotters::style::{BLUE, RED};
 use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::time::Instant;
+use stride::distributed::Launched;
 use stride::models::gpt::{
     sample_window, Corpus, GptConfig, GptTrainConfig, GptTrainer, MoeConfig, TokenizerKind,
 };
@@ -109,6 +110,14 @@ pub struct GptArgs {
     /// `cpu`, `cuda` or `cuda:N`.
     #[arg(long, default_value = "cpu")]
     device: String,
+    /// Train data-parallel on these devices, one process each, as torchrun would start them
+    /// (`cuda:0,cuda:1`; `cpu,cpu` runs CPU processes over TCP): every rank takes its share
+    /// of the --batch sequences and the gradients are averaged over NCCL (or TCP).
+    #[arg(long, value_name = "LIST", conflicts_with_all = ["device", "gpus"])]
+    devices: Option<String>,
+    /// Data-parallel on the first N GPUs: `--devices cuda:0,…,cuda:N-1`.
+    #[arg(long, value_name = "N", conflicts_with = "device")]
+    gpus: Option<usize>,
     /// The parameters' dtype [default: f32].
     #[arg(long)]
     dtype: Option<String>,
@@ -254,11 +263,76 @@ fn check_resume_flags(a: &GptArgs) -> Result<(), String> {
     }
 }
 
+/// The devices of a data-parallel run (`--devices`, `--gpus`), if one is asked for.
+fn parallel_devices(a: &GptArgs) -> Result<Option<Vec<Device>>, String> {
+    if let Some(n) = a.gpus {
+        if n == 0 {
+            return Err("--gpus needs at least 1".into());
+        }
+        return Ok(Some((0..n).map(Device::Cuda).collect()));
+    }
+    let Some(list) = &a.devices else {
+        return Ok(None);
+    };
+    let devices = list
+        .split(',')
+        .map(|d| parse_device(d.trim()))
+        .collect::<Result<Vec<_>, _>>()?;
+    if devices.is_empty() {
+        return Err("--devices is empty; give e.g. cuda:0,cuda:1".into());
+    }
+    Ok(Some(devices))
+}
+
+/// The tokenizer and the text, fetched into the cache (once, by the launcher, rather than by
+/// every rank at the same time).
+fn fetch_data(a: &GptArgs) -> Result<(), String> {
+    let kind = match &a.resume {
+        Some(p) => {
+            GptTrainer::checkpoint_config(p, Device::Cpu)
+                .map_err(|e| format!("can't resume from {}: {e}", p.display()))?
+                .tokenizer
+        }
+        None => TokenizerKind::parse(&a.tokenizer).ok_or_else(|| {
+            format!(
+                "unknown --tokenizer {:?}; use bytes or smollm2",
+                a.tokenizer
+            )
+        })?,
+    };
+    let tok = kind.load().map_err(|e| e.to_string())?;
+    Corpus::shakespeare(kind, &tok).map_err(|e| e.to_string())?;
+    Ok(())
+}
+
 pub fn gpt(a: GptArgs) -> Result<(), String> {
-    let device = parse_device(&a.device)?;
     if !a.no_plot {
         plot::check_path(&a.plot)?;
     }
+    // data-parallel: this process starts one process per device (which come back here as
+    // ranks) and waits for them
+    let group = match parallel_devices(&a)? {
+        None => None,
+        Some(devices) => {
+            let is_rank = stride::distributed::RankEnv::from_env()
+                .map_err(|e| e.to_string())?
+                .is_some();
+            if !is_rank {
+                fetch_data(&a)?;
+            }
+            match stride::distributed::launch(&devices).map_err(|e| e.to_string())? {
+                Launched::Parent => return Ok(()),
+                Launched::Rank(g) => Some(g),
+            }
+        }
+    };
+    let device = match &group {
+        Some(g) => g.device(),
+        None => parse_device(&a.device)?,
+    };
+    // rank 0 reports, saves and samples; the other ranks train in silence
+    let lead = group.as_ref().is_none_or(|g| g.rank() == 0);
+    let ranks = group.as_ref().map_or(1, |g| g.world_size());
     // the tokenizer is loaded once: the corpus, the vocabulary and the sample use it
     let (mut t, tok) = match &a.resume {
         Some(path) => {
@@ -284,6 +358,9 @@ pub fn gpt(a: GptArgs) -> Result<(), String> {
             (GptTrainer::new(c, corpus).map_err(|e| e.to_string())?, tok)
         }
     };
+    if let Some(g) = group {
+        t.distribute(g).map_err(|e| e.to_string())?;
+    }
     let c = t.config().clone();
     let start = t.steps_done();
     let end = a.stop_at.unwrap_or(c.steps).min(c.steps);
@@ -298,7 +375,7 @@ pub fn gpt(a: GptArgs) -> Result<(), String> {
     let tokens_per_step = (c.batch * c.accum * c.model.context_len) as u64;
     let (ntrain, nval) = t.corpus_sizes();
     let params = stride::nn::Module::num_parameters(t.model());
-    if !a.json {
+    if !a.json && lead {
         println!(
             "stride train gpt: {} style, {} layers × {} heads × width {}, context {}, {} parameters | {} tokenizer ({} training, {} validation tokens: {})",
             a.style, c.model.n_layers, c.model.n_heads, c.model.dim, c.model.context_len, params,
@@ -318,11 +395,23 @@ pub fn gpt(a: GptArgs) -> Result<(), String> {
                 m.aux_loss_coef, m.z_loss_coef
             );
         }
+        if ranks > 1 {
+            println!(
+                "data-parallel over {ranks} ranks ({}): {} sequences per rank per micro-batch",
+                parallel_devices(&a)?
+                    .unwrap_or_default()
+                    .iter()
+                    .map(|d| d.to_string())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                c.batch / ranks
+            );
+        }
         if start > 0 {
             println!("resumed at step {start}");
         }
     }
-    let bar = if a.json || !std::io::stderr().is_terminal() {
+    let bar = if a.json || !lead || !std::io::stderr().is_terminal() {
         ProgressBar::hidden()
     } else {
         let b = ProgressBar::new(c.steps);
@@ -336,7 +425,8 @@ pub fn gpt(a: GptArgs) -> Result<(), String> {
     };
     // a hidden bar (no terminal) drops what it is asked to print
     let say = |s: String| {
-        if a.json {
+        if !lead {
+        } else if a.json {
             eprintln!("{s}")
         } else if bar.is_hidden() {
             println!("{s}")
@@ -390,7 +480,7 @@ pub fn gpt(a: GptArgs) -> Result<(), String> {
                 load = vec![];
             }
         }
-        if let (Some(p), Some(n)) = (&a.save, a.save_every) {
+        if let (Some(p), Some(n), true) = (&a.save, a.save_every, lead) {
             if n > 0 && done % n == 0 && done < end {
                 t.save(p)
                     .map_err(|e| format!("can't save to {}: {e}", p.display()))?;
@@ -398,6 +488,9 @@ pub fn gpt(a: GptArgs) -> Result<(), String> {
         }
     }
     bar.finish_and_clear();
+    if !lead {
+        return Ok(());
+    }
     let elapsed = started.elapsed().as_secs_f64();
     let ran = end - start;
     if let Some(p) = &a.save {
@@ -467,7 +560,7 @@ pub fn gpt(a: GptArgs) -> Result<(), String> {
                 "min_lr": c.min_lr, "warmup": c.warmup, "weight_decay": c.weight_decay,
                 "betas": [c.betas.0, c.betas.1], "grad_clip": c.grad_clip,
                 "dropout": c.model.dropout, "seed": c.seed, "dtype": c.dtype.name(),
-                "autocast": c.autocast.map(|d| d.name()), "device": c.device.to_string(),
+                "autocast": c.autocast.map(|d| d.name()), "device": c.device.to_string(), "ranks": ranks,
                 "moe": c.model.moe.as_ref().map(|m| serde_json::json!({
                     "experts": m.experts, "top_k": m.top_k, "expert_ffn_dim": m.expert_ffn_dim,
                     "aux_loss_coef": m.aux_loss_coef, "z_loss_coef": m.z_loss_coef,

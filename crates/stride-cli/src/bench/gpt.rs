@@ -80,42 +80,7 @@ pub fn run(a: GptArgs) -> Result<(), String> {
         }
         None => model,
     };
-    let c = GptTrainConfig {
-        model: model.clone(),
-        batch: a.batch,
-        steps: 1_000_000_000,
-        warmup: 0,
-        lr: 1e-4,
-        min_lr: 1e-5,
-        betas: (0.9, 0.95),
-        autocast: matches!(device, Device::Cuda(_)).then_some(DType::BF16),
-        device,
-        ..GptTrainConfig::default()
-    };
-    // random tokens: the speed does not depend on the text
-    let n = a
-        .batch
-        .checked_mul(a.context.saturating_add(1))
-        .and_then(|n| n.checked_mul(4))
-        .ok_or_else(|| format!("--batch {} × --context {} is too large", a.batch, a.context))?;
-    let ids = Tensor::randint(
-        0,
-        a.vocab as i64,
-        [n],
-        DType::I64,
-        &Device::Cpu,
-        Some(&Generator::new(0)),
-    )
-    .and_then(|t| t.to_vec::<i64>())
-    .map_err(|e| e.to_string())?;
-    let mut t = GptTrainer::new(
-        c,
-        Corpus {
-            train: ids.clone(),
-            val: ids,
-        },
-    )
-    .map_err(|e| e.to_string())?;
+    let mut t = bench_trainer(model.clone(), a.batch, a.vocab, device)?;
     t.set_loss_every(0);
     let say = |s: &str| {
         if !a.json {
@@ -289,6 +254,51 @@ pub fn run(a: GptArgs) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// A trainer of `model` for timing: `batch` sequences a step of random tokens (the speed does
+/// not depend on the text), AdamW, bf16 autocast on CUDA.
+pub(super) fn bench_trainer(
+    model: GptConfig,
+    batch: usize,
+    vocab: usize,
+    device: Device,
+) -> Result<GptTrainer, String> {
+    let context = model.context_len;
+    let c = GptTrainConfig {
+        model,
+        batch,
+        steps: 1_000_000_000,
+        warmup: 0,
+        lr: 1e-4,
+        min_lr: 1e-5,
+        betas: (0.9, 0.95),
+        autocast: matches!(device, Device::Cuda(_)).then_some(DType::BF16),
+        device,
+        ..GptTrainConfig::default()
+    };
+    let n = batch
+        .checked_mul(context.saturating_add(1))
+        .and_then(|n| n.checked_mul(4))
+        .ok_or_else(|| format!("--batch {batch} × --context {context} is too large"))?;
+    let ids = Tensor::randint(
+        0,
+        vocab as i64,
+        [n],
+        DType::I64,
+        &Device::Cpu,
+        Some(&Generator::new(0)),
+    )
+    .and_then(|t| t.to_vec::<i64>())
+    .map_err(|e| e.to_string())?;
+    GptTrainer::new(
+        c,
+        Corpus {
+            train: ids.clone(),
+            val: ids,
+        },
+    )
+    .map_err(|e| e.to_string())
 }
 
 /// The MoE layer's grouped products timed alone — `(rows, dim)·(E, dim, 2F)`, `(rows, F)·(E,

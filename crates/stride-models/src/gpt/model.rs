@@ -279,6 +279,19 @@ impl Gpt {
             .collect()
     }
 
+    /// Data-parallel training over `group` (`None`: back to this process alone): a mixture
+    /// of experts then balances its experts over the ranks' whole batch — the routing counts
+    /// are summed over the ranks (on the device) — so the balance loss, averaged over the
+    /// ranks, is the one a single process computes on the whole batch. The load counts
+    /// ([`Gpt::take_expert_load`]) are then every rank's. A dense model is unaffected.
+    pub fn set_process_group(&self, group: Option<stride_core::distributed::ProcessGroup>) {
+        for b in &self.blocks {
+            if let FeedForward::Moe(m) = &b.mlp {
+                m.set_group(group.clone());
+            }
+        }
+    }
+
     /// The cross-entropy and the router losses summed over the blocks (a mixture of experts).
     fn losses(&self, tokens: &Tensor, targets: &Tensor) -> Result<(Tensor, Option<RouterLosses>)> {
         if targets.shape() != tokens.shape() {

@@ -13,7 +13,9 @@
 //! ```
 
 use super::config::MoeConfig;
+use std::sync::Mutex;
 use stride_core::autograd::no_grad;
+use stride_core::distributed::{ProcessGroup, ReduceOp};
 use stride_core::{DType, Generator, Result, Tensor};
 use stride_nn::{init, Factory, Linear, Mode, Module, Parameter, Visitor};
 
@@ -36,6 +38,10 @@ pub(crate) struct MoeLayer {
     /// [`MoeLayer::take_load`] (i64, on the device; choices dropped by the capacity are not
     /// counted).
     load: Tensor,
+    /// Data-parallel training: the ranks whose routing counts are summed, so the balance
+    /// loss sees the whole global batch (as one process would) and the load counts every
+    /// rank's tokens.
+    group: Mutex<Option<ProcessGroup>>,
     mode: Mode,
 }
 
@@ -63,6 +69,7 @@ impl MoeLayer {
             w_in: Parameter::new(w_in)?,
             w_out: Parameter::new(w_out)?,
             load: Tensor::zeros([e], DType::I64, &f.device)?,
+            group: Mutex::new(None),
             mode: Mode::default(),
         })
     }
@@ -88,7 +95,7 @@ impl MoeLayer {
         let weights = top_p.div(&top_p.sum_dims(&[-1], true)?)?;
 
         // the (token, choice) pairs sorted by expert, and each expert's share of them
-        let (order, token, offs, counts, keep) = {
+        let (order, token, offs, counts, keep, ranks) = {
             let _ng = no_grad();
             let experts = top_e.reshape(&[-1])?;
             let order = experts.argsort(0, false, true)?;
@@ -99,7 +106,7 @@ impl MoeLayer {
                 .eq(&ids.unsqueeze(0)?)?
                 .sum_dims(&[0], false)?;
             let offs = counts.cumsum(0)?;
-            let (keep, routed) = match c.capacity_factor {
+            let (keep, mut routed) = match c.capacity_factor {
                 None => (None, counts.clone()),
                 Some(cf) => {
                     let cap = (cf * (n * k) as f64 / ne as f64).ceil() as i64;
@@ -112,10 +119,34 @@ impl MoeLayer {
                     (Some(rank.lt(cap)?), counts.clamp_max(cap)?)
                 }
             };
+            // training with data parallelism: the counts over every rank's tokens (one
+            // collective, queued on the device); the routing itself stays local, and so does
+            // everything in eval mode (a rank may evaluate or sample alone)
+            let group = match self.is_training() {
+                true => self.group.lock().unwrap_or_else(|e| e.into_inner()).clone(),
+                false => None,
+            };
+            let global = match &group {
+                Some(g) if g.world_size() > 1 => {
+                    let both = Tensor::stack(&[&counts, &routed], 0)?;
+                    g.all_reduce_(&both, ReduceOp::Sum)?.wait()?;
+                    routed = both.select(0, 1)?;
+                    Some(both.select(0, 0)?)
+                }
+                _ => None,
+            };
             if self.is_training() {
                 self.load.add_(&routed)?;
             }
-            (order, token, offs, counts, keep)
+            let ranks = group.map_or(1, |g| g.world_size()) as i64;
+            (
+                order,
+                token,
+                offs,
+                global.unwrap_or_else(|| counts.clone()),
+                keep,
+                ranks,
+            )
         };
 
         // every expert's SwiGLU over its tokens, in two grouped products
@@ -137,7 +168,9 @@ impl MoeLayer {
             .index_add(0, &token, &ys, 1.0)?;
 
         // Switch's balance loss and ST-MoE's z-loss, in f32
-        let share = counts.to_dtype(logits.dtype())?.div((n * k) as f64)?;
+        let share = counts
+            .to_dtype(logits.dtype())?
+            .div((ranks * n * k) as f64)?;
         let aux = share
             .mul(&probs.mean_dims(&[0], false)?)?
             .sum()?
@@ -147,6 +180,11 @@ impl MoeLayer {
             out.reshape(&shape.iter().map(|&s| s as i64).collect::<Vec<_>>())?,
             RouterLosses { aux, z },
         ))
+    }
+
+    /// Sums the routing counts over `group`'s ranks from now on (`None`: this process's own).
+    pub fn set_group(&self, group: Option<ProcessGroup>) {
+        *self.group.lock().unwrap_or_else(|e| e.into_inner()) = group;
     }
 
     /// Tokens routed to each expert since the last call (a host read), and restarts the

@@ -11,9 +11,10 @@ use crate::sampling::{Sampler, SamplingConfig};
 use crate::synthetic::{derive_seed, streams};
 use std::path::Path;
 use stride_core::autograd::no_grad;
+use stride_core::distributed::{ProcessGroup, ReduceOp};
 use stride_core::{default_generator, DType, Device, Generator, Result, Tensor};
 use stride_nn::optim::{clip_grad_norm_, Adam, AdamConfig, Optimizer, ParamGroup};
-use stride_nn::Module;
+use stride_nn::{DdpConfig, DistributedDataParallel, Module};
 use stride_tokenizer::Tokenizer;
 
 /// Everything that defines a training run (and is saved in its checkpoints). The default is
@@ -284,6 +285,8 @@ pub struct GptTrainer {
     step: u64,
     losses: LossLog,
     evals: Vec<(u64, f64)>,
+    /// Data-parallel training ([`GptTrainer::distribute`]).
+    ddp: Option<DistributedDataParallel>,
 }
 
 impl GptTrainer {
@@ -343,7 +346,48 @@ impl GptTrainer {
             step: 0,
             losses: LossLog::new(vec![]),
             evals: vec![],
+            ddp: None,
         })
+    }
+
+    /// Trains data-parallel over `group` from now on: every rank draws the same global batch
+    /// (the configured `batch`, which the world size must divide) and computes on its share
+    /// of the rows; [`DistributedDataParallel`] averages the gradients during backward, so
+    /// each step is the step one process takes on the whole batch — the curve does not
+    /// depend on the number of ranks, and a checkpoint resumes on any number. Each rank's
+    /// dropout draws from its own stream. Rank 0's parameters are broadcast to all.
+    pub fn distribute(&mut self, group: ProcessGroup) -> Result<()> {
+        let op = "GptTrainer::distribute";
+        let w = group.world_size();
+        if self.config.batch % w != 0 {
+            return Err(invalid(
+                op,
+                format!(
+                    "the batch of {} sequences does not split evenly over {w} ranks: make it a multiple of {w}",
+                    self.config.batch
+                ),
+            ));
+        }
+        if group.device() != self.config.device {
+            return Err(invalid(
+                op,
+                format!(
+                    "the group is on {} but the model on {}",
+                    group.device(),
+                    self.config.device
+                ),
+            ));
+        }
+        let ddp = DistributedDataParallel::for_module(&self.model, &group, DdpConfig::default())?;
+        self.model.set_process_group(Some(group.clone()));
+        // rank 0 keeps the single-process stream; the others get streams of their own
+        let dropout = derive_seed(self.config.seed, streams::DROPOUT);
+        default_generator().manual_seed(match group.rank() {
+            0 => dropout,
+            r => derive_seed(dropout, r as u64),
+        });
+        self.ddp = Some(ddp);
+        Ok(())
     }
 
     pub fn config(&self) -> &GptTrainConfig {
@@ -406,13 +450,37 @@ impl GptTrainer {
         }
         let n = batches.len();
         let mut total: Option<Tensor> = None;
-        for (x, y) in batches {
+        for (i, (x, y)) in batches.iter().enumerate() {
+            // data-parallel: this rank's rows of the global batch; the gradients are
+            // averaged over the ranks on the last micro-batch only
+            let (x, y) = match &self.ddp {
+                Some(d) => {
+                    let (w, r) = (d.group().world_size(), d.group().rank());
+                    let rows = x.shape().first().copied().unwrap_or(0);
+                    if rows % w != 0 {
+                        return Err(invalid(
+                            "GptTrainer::step_on",
+                            format!("a micro-batch of {rows} rows does not split over {w} ranks"),
+                        ));
+                    }
+                    let per = rows / w;
+                    (
+                        x.narrow(0, (r * per) as i64, per)?,
+                        y.narrow(0, (r * per) as i64, per)?,
+                    )
+                }
+                None => (x.clone(), y.clone()),
+            };
+            let _no_sync = match &self.ddp {
+                Some(d) if i + 1 < n => Some(d.no_sync()),
+                _ => None,
+            };
             let loss = {
                 let _ac = c
                     .autocast
                     .map(stride_core::autocast::autocast)
                     .transpose()?;
-                self.model.loss(x, y)?
+                self.model.loss(&x, &y)?
             };
             let loss = if n > 1 { loss.div(n as f64)? } else { loss };
             loss.backward()?;
@@ -422,14 +490,17 @@ impl GptTrainer {
                 Some(s) => s.add(&l)?,
             });
         }
+        let total = total.expect("at least one micro-batch");
+        if let Some(d) = &self.ddp {
+            // the logged loss is the global batch's: the mean of the ranks' (equal shares)
+            d.group().all_reduce_(&total, ReduceOp::Avg)?.wait()?;
+        }
         if c.grad_clip > 0.0 {
             clip_grad_norm_(&self.model.parameters(), c.grad_clip, 2.0, false)?;
         }
         self.opt.step()?;
         self.opt.zero_grad()?;
-        let loss = self
-            .losses
-            .push(step, total.expect("at least one micro-batch"))?;
+        let loss = self.losses.push(step, total)?;
         self.step += 1;
         let expert_load = match (loss, &c.model.moe) {
             (Some(_), Some(_)) => Some(self.model.take_expert_load()?),
