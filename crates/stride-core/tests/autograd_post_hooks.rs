@@ -27,8 +27,11 @@ fn entries(l: &Log) -> Vec<String> {
     l.lock().unwrap().clone()
 }
 
+/// The gradients a hook saw, call by call.
+type Seen = Arc<Mutex<Vec<Vec<f64>>>>;
+
 /// Records every call of the hook with the leaf's `.grad()` at that moment.
-fn record_grads(w: &Tensor) -> Result<(Arc<Mutex<Vec<Vec<f64>>>>, autograd::HookHandle)> {
+fn record_grads(w: &Tensor) -> Result<(Seen, autograd::HookHandle)> {
     let seen = Arc::new(Mutex::new(vec![]));
     let s = seen.clone();
     let h = w.register_post_accumulate_grad_hook(move |p| {

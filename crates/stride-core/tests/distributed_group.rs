@@ -310,8 +310,7 @@ fn a_rank_on_another_kind_of_device_is_an_error() {
     let out = world(&[Device::Cpu, Device::Cuda(1)], |_g| Ok(()));
     let e = out[1]
         .as_ref()
-        .err()
-        .expect("a CUDA rank with a CPU rank 0 is an error");
+        .expect_err("a CUDA rank with a CPU rank 0 is an error");
     assert!(
         e.to_string()
             .contains("every rank must be on a CUDA device"),

@@ -78,9 +78,14 @@ unsafe impl Sync for NcclGroup {}
 /// Aborts a communicator whose collective has not finished within the timeout, or that NCCL
 /// reports failed, so a dead or diverged rank ends in an error instead of a hang.
 struct Watchdog {
-    pending: Mutex<Vec<(u64, &'static str, Arc<CudaEvent>, Instant)>>,
+    pending: Mutex<Vec<Pending>>,
     stop: AtomicBool,
 }
+
+/// A collective the watchdog keeps an eye on: its number, name, the event recorded after it
+/// (`None` while the host is still inside NCCL's call, which can block too) and when it
+/// was queued.
+type Pending = (u64, &'static str, Option<Arc<CudaEvent>>, Instant);
 
 /// The first failure of any process group in this process: every later collective and every
 /// read of a CUDA device returns it (after an abort the data is not to be trusted).
@@ -617,6 +622,7 @@ impl NcclGroup {
         let op = "ProcessGroup::new";
         let rank = env.rank;
         let lib = nccl::nccl().map_err(|e| dist_err(op, Some(rank), e.to_string()))?;
+        nccl::connect_eagerly();
         let dev = crate::cuda::device::get(ordinal)?;
         dev.bind()?;
         let id = if rank == 0 {
@@ -690,20 +696,42 @@ impl NcclGroup {
         self.stream
             .wait(&ready)
             .map_err(|x| e("ordering the streams", x))?;
-        call(self.stream.cu_stream() as nccl::Stream)?;
-        let done = Arc::new(
-            self.dev
-                .ctx
-                .new_event(None)
-                .map_err(|x| e("creating an event", x))?,
-        );
-        done.record(&self.stream)
-            .map_err(|x| e("recording an event", x))?;
+        // watched from before the call: NCCL's host side can block too (a peer that never
+        // joins a connection being set up)
         self.watch
             .pending
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .push((seq, name, done.clone(), Instant::now()));
+            .push((seq, name, None, Instant::now()));
+        let forget = || {
+            let mut p = self.watch.pending.lock().unwrap_or_else(|p| p.into_inner());
+            p.retain(|w| w.0 != seq);
+        };
+        if let Err(err) = call(self.stream.cu_stream() as nccl::Stream) {
+            forget();
+            return Err(err);
+        }
+        let done = match self.dev.ctx.new_event(None) {
+            Ok(ev) => Arc::new(ev),
+            Err(x) => {
+                forget();
+                return Err(e("creating an event", x));
+            }
+        };
+        if let Err(x) = done.record(&self.stream) {
+            forget();
+            return Err(e("recording an event", x));
+        }
+        if let Some(w) = self
+            .watch
+            .pending
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter_mut()
+            .find(|w| w.0 == seq)
+        {
+            w.2 = Some(done.clone());
+        }
         Ok(Work {
             state: Some(WorkState::Cuda {
                 event: done,
@@ -732,8 +760,11 @@ impl Watchdog {
             let mut why = unsafe { lib.async_error(comm) };
             {
                 let mut p = self.pending.lock().unwrap_or_else(|e| e.into_inner());
-                p.retain(|(_, _, ev, _)| {
-                    unsafe { cudarc::driver::result::event::query(ev.cu_event()) }.is_err()
+                p.retain(|(_, _, ev, _)| match ev {
+                    None => true,
+                    Some(ev) => {
+                        unsafe { cudarc::driver::result::event::query(ev.cu_event()) }.is_err()
+                    }
                 });
                 if why.is_none() {
                     if let Some((seq, name, _, t0)) = p.iter().find(|w| w.3.elapsed() > timeout) {

@@ -408,6 +408,7 @@ mod imp {
             None => std::env::args_os().skip(1).collect(),
         };
         let set_nvls = std::env::var_os("NCCL_NVLS_ENABLE").is_none();
+        let set_connect = std::env::var_os(crate::distributed::nccl::RUNTIME_CONNECT).is_none();
 
         // Handlers first, so that a signal arriving while the ranks start is forwarded too.
         let _signals = SignalGuard::install();
@@ -427,6 +428,10 @@ mod imp {
                 .stderr(Stdio::inherit());
             if set_nvls {
                 cmd.env("NCCL_NVLS_ENABLE", "0");
+            }
+            if set_connect {
+                // connections made at init, where every rank is present (see nccl.rs)
+                cmd.env(crate::distributed::nccl::RUNTIME_CONNECT, "0");
             }
             if i > 0 {
                 cmd.stdin(Stdio::null());

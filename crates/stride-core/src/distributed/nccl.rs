@@ -159,6 +159,25 @@ pub fn nccl_version() -> Result<(u32, u32, u32)> {
     })
 }
 
+/// NCCL 2.22 and later connect to the peers lazily, at the first collective that needs them,
+/// and the calling thread blocks inside that call until the peer takes part: a rank that
+/// never comes (dead, or in another branch) would hang its caller where no watchdog can see a
+/// queued collective. With `NCCL_RUNTIME_CONNECT=0` the connections are made in
+/// `ncclCommInitRank`, where every rank is present.
+pub(crate) const RUNTIME_CONNECT: &str = "NCCL_RUNTIME_CONNECT";
+
+/// Sets `NCCL_RUNTIME_CONNECT=0` for this process unless the user chose a value. Called before
+/// the first communicator (and before `run_threads` starts its threads): the environment is
+/// process-wide, so it is set once.
+pub(crate) fn connect_eagerly() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        if std::env::var_os(RUNTIME_CONNECT).is_none() {
+            std::env::set_var(RUNTIME_CONNECT, "0");
+        }
+    });
+}
+
 /// `ncclRedOp_t`.
 pub(crate) const SUM: c_int = 0;
 pub(crate) const PROD: c_int = 1;

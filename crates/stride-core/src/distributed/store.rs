@@ -178,12 +178,11 @@ fn serve(s: &Shared, mut c: TcpStream) {
                     let r = s.wait_for(timeout, |st| {
                         let (v, left) = st.values.get_mut(&key)?;
                         *left -= 1;
-                        let out = if *left == 0 {
+                        if *left == 0 {
                             st.values.remove(&key).map(|(v, _)| v)
                         } else {
                             Some(v.clone())
-                        };
-                        out
+                        }
                     });
                     match r {
                         Ok(v) => write_frame(&mut c, OK, &v)?,

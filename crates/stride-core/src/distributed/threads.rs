@@ -37,6 +37,10 @@ pub fn run_threads<T: Send + 'static>(
                 .collect();
         }
     };
+    if devices.iter().any(|d| !d.is_cpu()) {
+        // before the threads exist: the environment is process-wide
+        super::nccl::connect_eagerly();
+    }
     let f = Arc::new(f);
     let n = devices.len();
     let handles: Vec<_> = devices

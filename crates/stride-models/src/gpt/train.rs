@@ -359,7 +359,7 @@ impl GptTrainer {
     pub fn distribute(&mut self, group: ProcessGroup) -> Result<()> {
         let op = "GptTrainer::distribute";
         let w = group.world_size();
-        if self.config.batch % w != 0 {
+        if !self.config.batch.is_multiple_of(w) {
             return Err(invalid(
                 op,
                 format!(
