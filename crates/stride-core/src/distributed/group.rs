@@ -417,22 +417,10 @@ impl ProcessGroup {
                 Ok(Work::done())
             }
             Some(g) => {
-                let src = Staged::input(input)?;
-                let dst = Staged::output(output)?;
-                let dt = nccl::data_type(input.dtype());
-                let (ps, pd, n) = (src.ptr()?, dst.ptr()?, input.numel());
-                g.run(
-                    name,
-                    seq,
-                    vec![
-                        input.clone(),
-                        output.clone(),
-                        src.tensor.clone(),
-                        dst.tensor.clone(),
-                    ],
-                    |s| unsafe { g.lib.all_gather(ps, pd, n, dt, g.comm, s) },
-                    dst.finish(output),
-                )
+                let (dt, n) = (nccl::data_type(input.dtype()), input.numel());
+                g.run_out_of_place(name, seq, input, output, |ps, pd, s| unsafe {
+                    g.lib.all_gather(ps, pd, n, dt, g.comm, s)
+                })
             }
         }
     }
@@ -476,22 +464,10 @@ impl ProcessGroup {
                 Ok(Work::done())
             }
             Some(g) => {
-                let src = Staged::input(input)?;
-                let dst = Staged::output(output)?;
-                let dt = nccl::data_type(input.dtype());
-                let (ps, pd, n) = (src.ptr()?, dst.ptr()?, output.numel());
-                g.run(
-                    name,
-                    seq,
-                    vec![
-                        input.clone(),
-                        output.clone(),
-                        src.tensor.clone(),
-                        dst.tensor.clone(),
-                    ],
-                    |s| unsafe { g.lib.reduce_scatter(ps, pd, n, dt, op.nccl(), g.comm, s) },
-                    dst.finish(output),
-                )
+                let (dt, n) = (nccl::data_type(input.dtype()), output.numel());
+                g.run_out_of_place(name, seq, input, output, |ps, pd, s| unsafe {
+                    g.lib.reduce_scatter(ps, pd, n, dt, op.nccl(), g.comm, s)
+                })
             }
         }
     }
@@ -669,6 +645,28 @@ impl NcclGroup {
             watch,
             watcher: Some(watcher),
         })
+    }
+
+    /// A collective from `input` into another tensor `output`: both staged as dense memory,
+    /// `call` given their pointers.
+    fn run_out_of_place(
+        &self,
+        name: &'static str,
+        seq: u64,
+        input: &Tensor,
+        output: &Tensor,
+        call: impl FnOnce(u64, u64, nccl::Stream) -> Result<()>,
+    ) -> Result<Work> {
+        let src = Staged::input(input)?;
+        let dst = Staged::output(output)?;
+        let (ps, pd) = (src.ptr()?, dst.ptr()?);
+        let keep = vec![
+            input.clone(),
+            output.clone(),
+            src.tensor.clone(),
+            dst.tensor.clone(),
+        ];
+        self.run(name, seq, keep, |s| call(ps, pd, s), dst.finish(output))
     }
 
     /// Queues `call` on the communication stream after stride's queued work; the [`Work`]

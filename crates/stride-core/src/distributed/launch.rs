@@ -169,6 +169,8 @@ mod imp {
     use crate::{Device, Result};
 
     const POLL: Duration = Duration::from_millis(20);
+    /// After a rank fails, how long the launcher watches for others before naming the cause.
+    const SETTLE: Duration = Duration::from_millis(300);
 
     /// The last signal (SIGINT or SIGTERM) the launcher received.
     static LAST_SIGNAL: AtomicUsize = AtomicUsize::new(0);
@@ -268,8 +270,9 @@ mod imp {
                 }
             }
         }
-        /// Polls once; `Some(description)` when it has just ended with failure.
-        fn poll(&mut self) -> Option<String> {
+        /// Polls once; `Some((description, killed by a signal))` when it has just ended with
+        /// failure.
+        fn poll(&mut self) -> Option<(String, bool)> {
             if !self.running() {
                 return None;
             }
@@ -277,14 +280,14 @@ mod imp {
                 Ok(None) => None,
                 Ok(Some(st)) => {
                     self.state = State::Exited(st);
-                    (!st.success()).then(|| describe(st))
+                    (!st.success()).then(|| (describe(st), st.signal().is_some()))
                 }
                 Err(e) => {
                     let _ = self.child.kill();
                     let _ = self.child.wait();
                     let what = format!("could not be waited on ({e})");
                     self.state = State::Lost(what.clone());
-                    Some(what)
+                    Some((what, false))
                 }
             }
         }
@@ -467,8 +470,14 @@ mod imp {
             }
         }
 
-        // (rank, how it ended)
+        // (rank, how it ended): the cause reported
         let mut failure: Option<(usize, String)> = None;
+        // every rank that failed on its own, in the order seen: (rank, how, by a signal)
+        let mut failed: Vec<(usize, String, bool)> = vec![];
+        // after the first failure, how long to watch for others before stopping the rest:
+        // a rank killed from outside takes its peers down with errors of their own (a lost
+        // connection) within moments, and the killed one is the cause to name
+        let mut settle_until: Option<Instant> = None;
         let mut forwarded: Option<i32> = None;
         // when the ranks still running get SIGKILL
         let mut kill_at: Option<Instant> = None;
@@ -489,10 +498,31 @@ mod imp {
                 }
             }
             for (i, r) in ranks.0.iter_mut().enumerate() {
-                if let Some(how) = r.poll() {
-                    if failure.is_none() {
+                if let Some((how, by_signal)) = r.poll() {
+                    if terminated == 0 && forwarded.is_none() {
+                        failed.push((i, how, by_signal));
+                        settle_until.get_or_insert(Instant::now() + SETTLE);
+                    } else if failure.is_none() {
                         failure = Some((i, how));
                     }
+                }
+            }
+            // the cause: the first rank killed by a signal, else the first to fail
+            if failure.is_none() && !failed.is_empty() {
+                let settled = settle_until.is_some_and(|t| Instant::now() >= t)
+                    || ranks.0.iter().all(|r| !r.running());
+                if settled {
+                    let pick = failed.iter().find(|f| f.2).unwrap_or(&failed[0]);
+                    let mut how = pick.1.clone();
+                    let others: Vec<String> = failed
+                        .iter()
+                        .filter(|f| f.0 != pick.0)
+                        .map(|f| format!("rank {} also failed ({})", f.0, f.1))
+                        .collect();
+                    if !others.is_empty() {
+                        how = format!("{how}; {}", others.join(", "));
+                    }
+                    failure = Some((pick.0, how));
                 }
             }
             if ranks.0.iter().all(|r| !r.running()) {
