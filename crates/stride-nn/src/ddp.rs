@@ -52,7 +52,7 @@ fn invalid(msg: impl Into<String>) -> Error {
 /// let group = ProcessGroup::from_env()?;
 /// let f = Factory { device: group.device(), ..Factory::default() };
 /// let net = Linear::new_with(4, 2, true, &f)?;
-/// let ddp = DistributedDataParallel::new(net.parameters(), &group, DdpConfig::default())?;
+/// let ddp = DistributedDataParallel::for_module(&net, &group, DdpConfig::default())?;
 /// // each rank: loss on its own batch, backward; .grad is then the mean over the ranks
 /// # Ok::<(), stride_core::Error>(())
 /// ```
