@@ -136,8 +136,17 @@ fn read_bytes(c: &mut TcpStream) -> std::io::Result<Vec<u8>> {
     if n > MAX_VALUE {
         return Err(std::io::Error::other(format!("a value of {n} bytes")));
     }
-    let mut v = vec![0u8; n as usize];
+    let mut v = zeroed(n)?;
     c.read_exact(&mut v)?;
+    Ok(v)
+}
+
+/// `n` zero bytes, or an error where the memory can't be had (never an abort).
+fn zeroed(n: u64) -> std::io::Result<Vec<u8>> {
+    let mut v = Vec::new();
+    v.try_reserve_exact(n as usize)
+        .map_err(|_| std::io::Error::other(format!("no memory for a value of {n} bytes")))?;
+    v.resize(n as usize, 0);
     Ok(v)
 }
 
@@ -308,7 +317,7 @@ impl StoreClient {
         if n > MAX_VALUE {
             return Err(io(std::io::Error::other("a malformed reply")));
         }
-        let mut payload = vec![0u8; n as usize];
+        let mut payload = zeroed(n).map_err(io)?;
         c.read_exact(&mut payload).map_err(io)?;
         Ok((status[0], payload))
     }
