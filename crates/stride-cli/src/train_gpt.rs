@@ -426,6 +426,7 @@ pub fn gpt(a: GptArgs) -> Result<(), String> {
     // a hidden bar (no terminal) drops what it is asked to print
     let say = |s: String| {
         if !lead {
+            // the other ranks train in silence
         } else if a.json {
             eprintln!("{s}")
         } else if bar.is_hidden() {

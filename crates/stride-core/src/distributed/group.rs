@@ -298,6 +298,27 @@ impl ProcessGroup {
         Ok(())
     }
 
+    /// `big` must hold world size × `small`'s elements, in `small`'s dtype (the two operands
+    /// of all-gather and reduce-scatter).
+    fn check_world_multiple(
+        &self,
+        op: &'static str,
+        (big_name, big): (&str, &Tensor),
+        (small_name, small): (&str, &Tensor),
+    ) -> Result<()> {
+        let w = self.world_size();
+        if big.dtype() != small.dtype() || Some(big.numel()) != small.numel().checked_mul(w) {
+            return Err(self.err(
+                op,
+                format!(
+                    "the {big_name} ({:?} {:?}) must hold world size {w} × the {small_name} ({:?} {:?}) in the same dtype",
+                    big.dtype(), big.shape(), small.dtype(), small.shape()
+                ),
+            ));
+        }
+        Ok(())
+    }
+
     /// Reduces `t` over all ranks, in place on every rank.
     ///
     /// ```no_run
@@ -329,7 +350,7 @@ impl ProcessGroup {
                 Ok(Work::done())
             }
             Some(g) => {
-                let buf = Staged::input_output(t)?;
+                let buf = Staged::input(t)?;
                 let dt = nccl::data_type(t.dtype());
                 let (p, n) = (buf.ptr()?, t.numel());
                 g.run(
@@ -374,7 +395,7 @@ impl ProcessGroup {
                 Ok(Work::done())
             }
             Some(g) => {
-                let buf = Staged::input_output(t)?;
+                let buf = Staged::input(t)?;
                 let dt = nccl::data_type(t.dtype());
                 let (p, n) = (buf.ptr()?, t.numel());
                 g.run(
@@ -395,15 +416,7 @@ impl ProcessGroup {
         self.check(name, input, None)?;
         self.check(name, output, None)?;
         let w = self.world_size();
-        if output.dtype() != input.dtype() || Some(output.numel()) != input.numel().checked_mul(w) {
-            return Err(self.err(
-                name,
-                format!(
-                    "the output ({:?} {:?}) must hold world size {w} × the input ({:?} {:?}) in the same dtype",
-                    output.dtype(), output.shape(), input.dtype(), input.shape()
-                ),
-            ));
-        }
+        self.check_world_multiple(name, ("output", output), ("input", input))?;
         if input.numel() == 0 {
             return Ok(Work::done());
         }
@@ -411,9 +424,7 @@ impl ProcessGroup {
         match &self.inner.nccl {
             None => {
                 let all = tcp::all_gather(&self.inner.store, name, seq, self.rank(), w, input)?;
-                output.copy_(
-                    &all.reshape(&output.shape().iter().map(|&d| d as i64).collect::<Vec<_>>())?,
-                )?;
+                output.copy_(&all.reshape(&dims(output))?)?;
                 Ok(Work::done())
             }
             Some(g) => {
@@ -437,15 +448,7 @@ impl ProcessGroup {
         self.check(name, input, Some(op))?;
         self.check(name, output, Some(op))?;
         let w = self.world_size();
-        if output.dtype() != input.dtype() || Some(input.numel()) != output.numel().checked_mul(w) {
-            return Err(self.err(
-                name,
-                format!(
-                    "the input ({:?} {:?}) must hold world size {w} × the output ({:?} {:?}) in the same dtype",
-                    input.dtype(), input.shape(), output.dtype(), output.shape()
-                ),
-            ));
-        }
+        self.check_world_multiple(name, ("input", input), ("output", output))?;
         if output.numel() == 0 {
             return Ok(Work::done());
         }
@@ -458,9 +461,7 @@ impl ProcessGroup {
                     (self.rank() * output.numel()) as i64,
                     output.numel(),
                 )?;
-                output.copy_(
-                    &mine.reshape(&output.shape().iter().map(|&d| d as i64).collect::<Vec<_>>())?,
-                )?;
+                output.copy_(&mine.reshape(&dims(output))?)?;
                 Ok(Work::done())
             }
             Some(g) => {
@@ -527,6 +528,11 @@ impl ProcessGroup {
     }
 }
 
+/// `t`'s shape as `reshape` takes it.
+fn dims(t: &Tensor) -> Vec<i64> {
+    t.shape().iter().map(|&d| d as i64).collect()
+}
+
 /// A collective's operand as NCCL sees it: dense memory. A non-contiguous tensor is copied
 /// into a contiguous one on stride's stream first and, for outputs, copied back after.
 struct Staged {
@@ -563,9 +569,6 @@ impl Staged {
                 copied: true,
             }
         })
-    }
-    fn input_output(t: &Tensor) -> Result<Staged> {
-        Self::input(t)
     }
     fn ptr(&self) -> Result<u64> {
         let v = self.tensor.view_ref();

@@ -6,7 +6,7 @@
 use super::group::ReduceOp;
 use super::store::StoreClient;
 use crate::storage::{CpuBuffer, StorageData};
-use crate::{Layout, Result, Storage, Tensor};
+use crate::{DType, Layout, Result, Storage, Tensor};
 
 /// The bytes of a CPU tensor's elements in row-major order.
 fn bytes_of(t: &Tensor) -> Result<Vec<u8>> {
@@ -75,8 +75,18 @@ pub(crate) fn all_reduce(
     how: ReduceOp,
 ) -> Result<Tensor> {
     let all = exchange(store, op, seq, rank, world, t)?;
-    let mut acc = all[0].clone();
+    // half precision is reduced in f32 and rounded once at the end
+    let half = matches!(t.dtype(), DType::F16 | DType::BF16);
+    let widen = |x: &Tensor| {
+        if half {
+            x.to_dtype(DType::F32)
+        } else {
+            Ok(x.clone())
+        }
+    };
+    let mut acc = widen(&all[0])?;
     for x in &all[1..] {
+        let x = &widen(x)?;
         acc = match how {
             ReduceOp::Sum | ReduceOp::Avg => acc.add(x)?,
             ReduceOp::Product => acc.mul(x)?,
@@ -86,6 +96,9 @@ pub(crate) fn all_reduce(
     }
     if how == ReduceOp::Avg {
         acc = acc.div(world as f64)?;
+    }
+    if half {
+        acc = acc.to_dtype(t.dtype())?;
     }
     Ok(acc)
 }
