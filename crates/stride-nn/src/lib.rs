@@ -38,6 +38,7 @@
 // `!(x >= 0.0)` is deliberate throughout: it also refuses NaN.
 #![allow(clippy::neg_cmp_op_on_partial_ord)]
 
+pub mod data;
 mod ddp;
 pub mod functional;
 pub mod init;
@@ -47,6 +48,7 @@ mod module;
 pub mod optim;
 pub mod safetensors;
 
+pub use data::DistributedSampler;
 pub use ddp::{DdpConfig, DistributedDataParallel, NoSync};
 pub use layers::{
     finfo_eps, mlp, Activation, Dropout, Embedding, Factory, Gelu, GeluTanh, Identity, LayerNorm,

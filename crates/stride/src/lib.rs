@@ -39,10 +39,10 @@ pub use stride_core::*;
 /// Neural-network modules, layers, losses and initialisers (`torch.nn`): see [`stride_nn`].
 pub mod nn {
     pub use stride_nn::{
-        finfo_eps, functional, init, loss, mlp, Activation, Buffer, DdpConfig,
-        DistributedDataParallel, Dropout, Embedding, Factory, Gelu, GeluTanh, Identity, LayerNorm,
-        LeakyRelu, Linear, LoadReport, Mode, Module, NoSync, Parameter, Relu, RmsNorm, Sequential,
-        ShapeMismatch, Sigmoid, Silu, Softplus, StateDict, Tanh, Visitor,
+        data, finfo_eps, functional, init, loss, mlp, Activation, Buffer, DdpConfig,
+        DistributedDataParallel, DistributedSampler, Dropout, Embedding, Factory, Gelu, GeluTanh,
+        Identity, LayerNorm, LeakyRelu, Linear, LoadReport, Mode, Module, NoSync, Parameter, Relu,
+        RmsNorm, Sequential, ShapeMismatch, Sigmoid, Silu, Softplus, StateDict, Tanh, Visitor,
     };
 }
 
