@@ -196,6 +196,52 @@ fn cuda_ddp_backward_waits_for_nothing() {
     }
 }
 
+/// The profiler times each bucket's all-reduce on the communication stream, so a trace shows
+/// the overlap with backward's kernels.
+#[test]
+fn cuda_ddp_profile_shows_each_bucket_on_the_communication_stream() {
+    let Some(d) = cuda::require_gpus_or_skip(
+        "cuda_ddp_profile_shows_each_bucket_on_the_communication_stream",
+        2,
+    ) else {
+        return;
+    };
+    let out = run_threads(&d, |g| {
+        let dev = g.device();
+        let m = model(dev, 1)?;
+        let ddp = DistributedDataParallel::new(
+            params(&m),
+            &g,
+            DdpConfig {
+                bucket_cap_bytes: 64,
+            },
+        )?;
+        let (x, y) = batch(dev)?;
+        let prof = stride_core::debug::Profiler::start();
+        loss(&m, &x, &y)?.backward()?;
+        let report = prof.stop()?;
+        Ok((report, ddp.num_buckets(), dev))
+    });
+    for r in out {
+        let (report, buckets, dev) = r.expect("a profiled DDP backward");
+        let comm: Vec<_> = report.events.iter().filter(|e| e.kind == "comm").collect();
+        assert!(buckets > 1);
+        assert_eq!(comm.len(), buckets, "one all-reduce per bucket");
+        for e in &comm {
+            assert_eq!(e.name, "nccl:all_reduce_");
+            assert_eq!(e.device, dev);
+            assert!(e.device_s.unwrap() > 0.0 && e.device_start_s.is_some());
+        }
+        assert_eq!(report.op("nccl:all_reduce_").unwrap().calls, buckets);
+        let o = report.comm_overlap();
+        assert_eq!(o.len(), 1);
+        assert!(o[0].comm_s > 0.0 && o[0].overlapped_s <= o[0].comm_s + 1e-12);
+        assert!(report
+            .chrome_trace()
+            .contains(&format!("{dev} communication")));
+    }
+}
+
 #[test]
 fn unused_parameters_count_as_zero() {
     // rank 0 never uses the second layer's bias; rank 1 does: both end with half of rank 1's

@@ -58,6 +58,10 @@ pub struct DdpArgs {
     /// Print one JSON object instead of the table.
     #[arg(long)]
     json: bool,
+    /// Write the Chrome trace of one profiled step on the GPUs (rank 0's: its compute and
+    /// communication streams) here; open it at ui.perfetto.dev.
+    #[arg(long, value_name = "PATH")]
+    trace: Option<PathBuf>,
     /// (For the ranks) what to measure: `allreduce` or `gpt`.
     #[arg(long, hide = true)]
     phase: Option<String>,
@@ -158,6 +162,20 @@ pub fn run(a: DdpArgs) -> Result<(), String> {
         )
     };
     grow("stride", &one, &many);
+    let o = &many["overlap"];
+    if let Some(f) = o["fraction"].as_f64() {
+        println!(
+            "stride, one profiled step on cuda:0: {} all-reduces busy {:.2} ms on the communication stream, {:.1}% of it beside compute ({:.2} ms busy){}",
+            o["collectives"],
+            o["comm_ms"].as_f64().unwrap_or(f64::NAN),
+            100.0 * f,
+            o["compute_ms"].as_f64().unwrap_or(f64::NAN),
+            match &a.trace {
+                Some(p) => format!("; trace in {}", p.display()),
+                None => String::new(),
+            }
+        );
+    }
     if !a.no_peer {
         grow(
             "pytorch DDP",
@@ -296,9 +314,31 @@ fn gpt(a: &DdpArgs, g: ProcessGroup) -> Result<Value, String> {
     t.read_losses().map_err(e)?;
     let secs = t0.elapsed().as_secs_f64();
     let tokens = a.steps as f64 * (a.batch * world * a.context) as f64;
+    let peak_bytes = stride::memory_stats(g.device()).peak_bytes;
+    // one more step, profiled (untimed): how much of the gradients' all-reduce ran beside
+    // backward's kernels
+    let mut overlap = json!(null);
+    if world > 1 {
+        let prof = stride::debug::Profiler::start();
+        t.step().map_err(e)?;
+        t.read_losses().map_err(e)?;
+        let report = prof.stop().map_err(e)?;
+        if let Some(o) = report
+            .comm_overlap()
+            .into_iter()
+            .find(|o| o.device == g.device())
+        {
+            overlap = json!({"comm_ms": o.comm_s * 1e3, "compute_ms": o.compute_s * 1e3,
+                             "overlapped_ms": o.overlapped_s * 1e3, "fraction": o.fraction(),
+                             "collectives": report.events.iter().filter(|e| e.kind == "comm").count()});
+        }
+        if let (Some(path), 0) = (&a.trace, g.rank()) {
+            report.write_chrome_trace(path).map_err(e)?;
+        }
+    }
     Ok(
         json!({"world": world, "tokens_per_s": tokens / secs, "ms_per_step": secs * 1e3 / a.steps as f64,
-              "peak_bytes": stride::memory_stats(g.device()).peak_bytes}),
+              "peak_bytes": peak_bytes, "overlap": overlap}),
     )
 }
 

@@ -78,6 +78,21 @@ impl DeviceEvent {
             .ok()?;
         Some(DeviceEvent(std::sync::Arc::new(e)))
     }
+    /// An event recorded now on another `stream` of a device (a communication stream).
+    pub(crate) fn record_on(stream: &cudarc::driver::CudaStream) -> Option<DeviceEvent> {
+        let e = stream
+            .record_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
+            .ok()?;
+        Some(DeviceEvent(std::sync::Arc::new(e)))
+    }
+    /// Waits for the event (for events on streams that a device synchronisation does not
+    /// cover).
+    pub(crate) fn synchronize(&self) -> Result<()> {
+        self.0.synchronize().map_err(|e| crate::Error::Cuda {
+            device: crate::Device::Cpu,
+            msg: format!("profiler: waiting for an event: {e}"),
+        })
+    }
     /// Seconds from this event to `later` (both complete: the caller synchronised).
     pub(crate) fn elapsed_s(&self, later: &DeviceEvent) -> Result<f64> {
         let ms = self

@@ -36,7 +36,7 @@ mod cross_check;
 mod fault;
 mod hook;
 mod memory;
-mod profiler;
+pub(crate) mod profiler;
 mod site;
 mod state;
 mod sync_guard;
@@ -47,7 +47,9 @@ pub use cross_check::{
 };
 pub use fault::{inject_fault, FaultGuard};
 pub use memory::{check_leaks, memory_report};
-pub use profiler::{range, OpEvent, OpSummary, ProfileReport, Profiler, RangeGuard, SyncEvent};
+pub use profiler::{
+    range, CommOverlap, OpEvent, OpSummary, ProfileReport, Profiler, RangeGuard, SyncEvent,
+};
 pub use site::{CallSite, Frame};
 pub use sync_guard::{forbid_sync, SyncGuard};
 

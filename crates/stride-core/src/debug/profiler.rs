@@ -120,6 +120,10 @@ impl Profiler {
         for (k, e) in rec.events.iter().enumerate() {
             let (device_s, device_start_s) = match &e.events {
                 Some((a, b)) => {
+                    if e.kind == "comm" {
+                        // a communication stream: a device synchronisation need not cover it
+                        b.synchronize()?;
+                    }
                     if !waited.contains(&e.device) {
                         if let Device::Cuda(i) = e.device {
                             crate::cuda::synchronize(i)?;
@@ -183,7 +187,8 @@ pub struct OpEvent {
     /// The backend primitive (`matmul`, `add`, `sum`, `copy`, …) or the range's name
     /// (backward nodes appear as ranges named after them, e.g. `MulBackward`).
     pub name: String,
-    /// `"op"` or `"range"`.
+    /// `"op"`, `"range"`, or `"comm"` (a collective, timed on its communication stream:
+    /// its device times show when it ran beside the compute stream's ops).
     pub kind: &'static str,
     pub device: Device,
     /// Host time from the profiler's start to the call, and the call's host time (on a GPU:
@@ -244,7 +249,7 @@ pub struct SyncEvent {
 pub struct ProfileReport {
     /// Every op call and range in the order they started.
     pub events: Vec<OpEvent>,
-    /// Per op name (ranges excluded), slowest first.
+    /// Per op name (ranges excluded; collectives included, named `nccl:…`), slowest first.
     pub ops: Vec<OpSummary>,
     pub syncs: Vec<SyncEvent>,
     /// Host time from start to stop.
@@ -253,7 +258,7 @@ pub struct ProfileReport {
 
 fn summarize(events: &[OpEvent]) -> Vec<OpSummary> {
     let mut by: BTreeMap<&str, OpSummary> = BTreeMap::new();
-    for e in events.iter().filter(|e| e.kind == "op") {
+    for e in events.iter().filter(|e| e.kind != "range") {
         let s = by.entry(&e.name).or_insert_with(|| OpSummary {
             name: e.name.clone(),
             calls: 0,
@@ -337,7 +342,8 @@ impl ProfileReport {
             json!({"name": "process_name", "ph": "M", "pid": 0, "args": {"name": "stride"}}),
             json!({"name": "thread_name", "ph": "M", "pid": 0, "tid": 0, "args": {"name": "host"}}),
         ];
-        let mut gpu_tracks: Vec<Device> = vec![];
+        // one track per (GPU, compute or communication stream)
+        let mut gpu_tracks: Vec<(Device, bool)> = vec![];
         for e in &self.events {
             ev.push(json!({
                 "name": e.name, "cat": e.kind, "ph": "X", "pid": 0, "tid": 0,
@@ -347,12 +353,14 @@ impl ProfileReport {
                          "peak_bytes": e.peak_bytes}
             }));
             if let (Some(ds), Some(d0)) = (e.device_s, e.device_start_s) {
-                let tid = match gpu_tracks.iter().position(|d| *d == e.device) {
+                let key = (e.device, e.kind == "comm");
+                let tid = match gpu_tracks.iter().position(|k| *k == key) {
                     Some(i) => i + 1,
                     None => {
-                        gpu_tracks.push(e.device);
+                        gpu_tracks.push(key);
+                        let stream = if key.1 { "communication" } else { "stream" };
                         ev.push(json!({"name": "thread_name", "ph": "M", "pid": 0, "tid": gpu_tracks.len(),
-                                       "args": {"name": format!("{} stream", e.device)}}));
+                                       "args": {"name": format!("{} {stream}", e.device)}}));
                         gpu_tracks.len()
                     }
                 };
@@ -378,6 +386,38 @@ impl ProfileReport {
         json!({"traceEvents": ev, "displayTimeUnit": "ms"}).to_string()
     }
 
+    /// How much of each GPU's collective time ran beside its compute stream's ops: for every
+    /// device with timed collectives (`kind == "comm"`), the time the communication stream
+    /// was busy, the time the compute stream was busy, and the time both were. DDP overlaps
+    /// well when `overlapped_s` is most of `comm_s`.
+    pub fn comm_overlap(&self) -> Vec<CommOverlap> {
+        let mut out: Vec<CommOverlap> = vec![];
+        let spans = |d: Device, comm: bool| {
+            let v: Vec<(f64, f64)> = self
+                .events
+                .iter()
+                .filter(|e| e.device == d && (e.kind == "comm") == comm && e.kind != "range")
+                .filter_map(|e| Some((e.device_start_s?, e.device_start_s? + e.device_s?)))
+                .collect();
+            union(v)
+        };
+        for e in &self.events {
+            if e.kind != "comm" || e.device_s.is_none() || out.iter().any(|o| o.device == e.device)
+            {
+                continue;
+            }
+            let comm = spans(e.device, true);
+            let compute = spans(e.device, false);
+            out.push(CommOverlap {
+                device: e.device,
+                comm_s: total(&comm),
+                compute_s: total(&compute),
+                overlapped_s: intersection(&comm, &compute),
+            });
+        }
+        out
+    }
+
     /// Writes [`chrome_trace`](Self::chrome_trace) to `path`.
     pub fn write_chrome_trace(&self, path: impl AsRef<std::path::Path>) -> Result<()> {
         let path = path.as_ref();
@@ -388,6 +428,64 @@ impl ProfileReport {
             )
         })
     }
+}
+
+/// One GPU's collectives against its compute, from [`ProfileReport::comm_overlap`].
+#[derive(Clone, Debug, PartialEq)]
+pub struct CommOverlap {
+    pub device: Device,
+    /// Time the communication stream was busy (the union of its collectives' spans).
+    pub comm_s: f64,
+    /// Time the compute stream was busy with profiled ops.
+    pub compute_s: f64,
+    /// Time both were busy at once.
+    pub overlapped_s: f64,
+}
+
+impl CommOverlap {
+    /// The share of the collectives' time hidden behind compute (1 when there was none).
+    pub fn fraction(&self) -> f64 {
+        if self.comm_s > 0.0 {
+            self.overlapped_s / self.comm_s
+        } else {
+            1.0
+        }
+    }
+}
+
+/// Sorted, disjoint intervals covering the same time as `v`.
+fn union(mut v: Vec<(f64, f64)>) -> Vec<(f64, f64)> {
+    v.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let mut out: Vec<(f64, f64)> = vec![];
+    for (a, b) in v {
+        match out.last_mut() {
+            Some(last) if a <= last.1 => last.1 = last.1.max(b),
+            _ => out.push((a, b)),
+        }
+    }
+    out
+}
+
+fn total(v: &[(f64, f64)]) -> f64 {
+    v.iter().map(|(a, b)| b - a).sum()
+}
+
+/// The time two sorted, disjoint interval lists have in common.
+fn intersection(x: &[(f64, f64)], y: &[(f64, f64)]) -> f64 {
+    let (mut i, mut j, mut sum) = (0, 0, 0.0);
+    while i < x.len() && j < y.len() {
+        let lo = x[i].0.max(y[j].0);
+        let hi = x[i].1.min(y[j].1);
+        if hi > lo {
+            sum += hi - lo;
+        }
+        if x[i].1 < y[j].1 {
+            i += 1;
+        } else {
+            j += 1;
+        }
+    }
+    sum
 }
 
 impl std::fmt::Display for ProfileReport {
@@ -526,5 +624,117 @@ pub(crate) fn range_end(open: Option<Vec<(Rc<RefCell<Recorder>>, usize)>>) {
         let now = r.t0.elapsed();
         let e = &mut r.events[idx];
         e.host = now.saturating_sub(e.start);
+    }
+}
+
+/// A collective being timed on a communication stream, for every profiler alive on this
+/// thread (see [`comm_start`]).
+pub(crate) struct CommTimer {
+    recs: Vec<Rc<RefCell<Recorder>>>,
+    device: Device,
+    start: Instant,
+    event: Option<DeviceEvent>,
+}
+
+/// Starts timing a collective about to be queued on `stream` of `device` (`None` for a
+/// collective the host runs itself); `None` when no profiler records on this thread.
+pub(crate) fn comm_start(
+    device: Device,
+    stream: Option<&cudarc::driver::CudaStream>,
+) -> Option<CommTimer> {
+    if !state::any_active() {
+        return None;
+    }
+    let recs = state::active_here().profilers;
+    if recs.is_empty() {
+        return None;
+    }
+    Some(CommTimer {
+        recs,
+        device,
+        event: stream.and_then(DeviceEvent::record_on),
+        start: Instant::now(),
+    })
+}
+
+/// Ends a collective's span: an event of kind `"comm"` named `name`, with the device time
+/// between events on the communication stream around it.
+pub(crate) fn comm_finish(
+    timer: Option<CommTimer>,
+    name: String,
+    operands: String,
+    stream: Option<&cudarc::driver::CudaStream>,
+) {
+    let Some(t) = timer else { return };
+    let host = t.start.elapsed();
+    let end = match (&t.event, stream) {
+        (Some(_), Some(s)) => DeviceEvent::record_on(s),
+        _ => None,
+    };
+    let events = t.event.zip(end);
+    for rec in &t.recs {
+        let mut r = rec.borrow_mut();
+        let start = t.start.duration_since(r.t0);
+        r.events.push(RawEvent {
+            name: name.clone(),
+            kind: "comm",
+            device: t.device,
+            start,
+            host,
+            events: events.clone(),
+            launches: 0,
+            bytes_allocated: 0,
+            peak_bytes: 0,
+            operands: operands.clone(),
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ev(kind: &'static str, start: f64, len: f64) -> OpEvent {
+        OpEvent {
+            name: kind.into(),
+            kind,
+            device: Device::Cuda(0),
+            start_s: 0.0,
+            host_s: 0.0,
+            device_s: Some(len),
+            device_start_s: Some(start),
+            launches: 0,
+            bytes_allocated: 0,
+            peak_bytes: 0,
+            operands: String::new(),
+        }
+    }
+
+    #[test]
+    fn comm_overlap_counts_only_time_both_streams_were_busy() {
+        // compute busy [0,4) and [6,10) (two ops touching at 2); comm busy [3,7) and [9,12)
+        let events = vec![
+            ev("op", 0.0, 2.0),
+            ev("op", 2.0, 2.0),
+            ev("comm", 3.0, 4.0),
+            ev("op", 6.0, 4.0),
+            ev("comm", 9.0, 3.0),
+            ev("range", 0.0, 100.0),
+        ];
+        let r = ProfileReport {
+            ops: summarize(&events),
+            events,
+            syncs: vec![],
+            wall_s: 12.0,
+        };
+        let o = r.comm_overlap();
+        assert_eq!(o.len(), 1);
+        assert_eq!(o[0].comm_s, 7.0);
+        assert_eq!(o[0].compute_s, 8.0);
+        // [3,4) + [6,7) + [9,10)
+        assert_eq!(o[0].overlapped_s, 3.0);
+        assert!((o[0].fraction() - 3.0 / 7.0).abs() < 1e-12);
+        // the collective appears in the summary under its name
+        assert_eq!(r.op("comm").unwrap().calls, 2);
     }
 }

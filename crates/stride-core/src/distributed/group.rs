@@ -697,6 +697,8 @@ impl NcclGroup {
         self.stream
             .wait(&ready)
             .map_err(|x| e("ordering the streams", x))?;
+        let device = Device::Cuda(self.dev.ordinal);
+        let timed = crate::debug::profiler::comm_start(device, Some(&self.stream));
         // watched from before the call: NCCL's host side can block too (a peer that never
         // joins a connection being set up)
         self.watch
@@ -711,6 +713,22 @@ impl NcclGroup {
         if let Err(err) = call(self.stream.cu_stream() as nccl::Stream) {
             forget();
             return Err(err);
+        }
+        if timed.is_some() {
+            let what = keep.first().map_or(String::new(), |t| {
+                format!(
+                    "{}{:?} ({} bytes)",
+                    t.dtype(),
+                    t.shape(),
+                    t.numel() * t.dtype().size_in_bytes()
+                )
+            });
+            crate::debug::profiler::comm_finish(
+                timed,
+                format!("nccl:{name}"),
+                what,
+                Some(&self.stream),
+            );
         }
         let done = match self.dev.ctx.new_event(None) {
             Ok(ev) => Arc::new(ev),
