@@ -79,3 +79,97 @@ fn a_collective_without_its_peer_is_an_error_not_a_hang() {
         t0.elapsed()
     );
 }
+
+/// Runs `peer_death_child` of this test binary as rank `rank` of 2 on `device`.
+fn spawn_rank(rank: usize, device: &str, port: u16) -> std::process::Child {
+    std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["peer_death_child", "--exact", "--ignored", "--nocapture"])
+        .env("STRIDE_RANK", rank.to_string())
+        .env("STRIDE_WORLD_SIZE", "2")
+        .env("STRIDE_LOCAL_RANK", rank.to_string())
+        .env("STRIDE_MASTER_ADDR", "127.0.0.1")
+        .env("STRIDE_MASTER_PORT", port.to_string())
+        .env("STRIDE_DEVICE", device)
+        // far beyond the test's limit: only hearing of the dead rank can end it in time
+        .env("STRIDE_DIST_TIMEOUT", "300")
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// A rank process that dies (exits without leaving its group) while the other waits in a
+/// collective: the survivor's wait ends within seconds in an error naming the dead rank, long
+/// before the timeout — on the CPU through the rendezvous store's waits, on GPUs through the
+/// NCCL watchdog, which hears of the lost connection from the store.
+fn a_dead_rank_case(devices: [&str; 2]) {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let t0 = Instant::now();
+    let r0 = spawn_rank(0, devices[0], port);
+    let r1 = spawn_rank(1, devices[1], port);
+    let o1 = r1.wait_with_output().unwrap();
+    assert_eq!(
+        o1.status.code(),
+        Some(3),
+        "rank 1 exits as the test made it"
+    );
+    let o0 = r0.wait_with_output().unwrap();
+    let out = String::from_utf8_lossy(&o0.stdout);
+    assert!(o0.status.success(), "rank 0: {out}");
+    assert!(out.contains("SURVIVOR-OK"), "rank 0 did not report: {out}");
+    assert!(
+        t0.elapsed() < Duration::from_secs(60),
+        "took {:?}",
+        t0.elapsed()
+    );
+}
+
+#[test]
+fn a_dead_rank_ends_the_others_wait_on_the_cpu() {
+    a_dead_rank_case(["cpu", "cpu"]);
+}
+
+#[test]
+fn a_dead_rank_ends_the_others_wait_on_gpus() {
+    if cuda::require_gpus_or_skip("a_dead_rank_ends_the_others_wait_on_gpus", 2).is_none() {
+        return;
+    }
+    a_dead_rank_case(["cuda:0", "cuda:1"]);
+}
+
+/// One rank of [`a_dead_rank_case`] (run only as its child process).
+#[test]
+#[ignore = "a child process of a_dead_rank_ends_the_others_wait_*"]
+fn peer_death_child() {
+    if std::env::var_os("STRIDE_RANK").is_none() {
+        return;
+    }
+    let g = stride_core::distributed::ProcessGroup::from_env().expect("joining the group");
+    if g.rank() == 1 {
+        // rank 0 is in its all-reduce by now; die without a goodbye
+        std::thread::sleep(Duration::from_millis(500));
+        std::process::exit(3);
+    }
+    let t0 = Instant::now();
+    let t = Tensor::ones([1 << 20], DType::F32, &g.device()).unwrap();
+    // on the CPU the collective itself fails; on CUDA it is queued and the read fails
+    let e = match g.all_reduce_(&t, ReduceOp::Sum) {
+        Err(e) => e.to_string(),
+        Ok(w) => {
+            w.wait().unwrap();
+            t.to_vec::<f32>()
+                .expect_err("a read after a collective with a dead peer")
+                .to_string()
+        }
+    };
+    assert!(e.contains("rank 1 disconnected"), "{e}");
+    assert!(
+        t0.elapsed() < Duration::from_secs(30),
+        "took {:?}",
+        t0.elapsed()
+    );
+    println!("SURVIVOR-OK ({:?}): {e}", t0.elapsed());
+}

@@ -5,7 +5,7 @@
 
 use super::env::RankEnv;
 use super::nccl::{self, Comm, Nccl};
-use super::store::{StoreClient, StoreServer};
+use super::store::{PeerWatch, StoreClient, StoreServer};
 use super::{dist_err, tcp};
 use crate::cuda::device::CudaDevice;
 use crate::{DType, Device, Error, Result, Tensor};
@@ -75,11 +75,14 @@ struct NcclGroup {
 unsafe impl Send for NcclGroup {}
 unsafe impl Sync for NcclGroup {}
 
-/// Aborts a communicator whose collective has not finished within the timeout, or that NCCL
-/// reports failed, so a dead or diverged rank ends in an error instead of a hang.
+/// Aborts a communicator whose collective has not finished within the timeout, that NCCL
+/// reports failed, or that waits while a rank of the run is gone, so a dead or diverged rank
+/// ends in an error instead of a hang.
 struct Watchdog {
     pending: Mutex<Vec<Pending>>,
     stop: AtomicBool,
+    /// Hears from the rendezvous when a rank disconnects without a goodbye.
+    peers: PeerWatch,
 }
 
 /// A collective the watchdog keeps an eye on: its number, name, the event recorded after it
@@ -628,9 +631,11 @@ impl NcclGroup {
             .ctx
             .new_stream()
             .map_err(|e| dev.err("creating the communication stream", e))?;
+        let peers = PeerWatch::start(&env.master_addr, env.master_port, rank)?;
         let watch = Arc::new(Watchdog {
             pending: Mutex::new(vec![]),
             stop: AtomicBool::new(false),
+            peers,
         });
         let w = watch.clone();
         let d = dev.clone();
@@ -785,6 +790,14 @@ impl Watchdog {
                         unsafe { cudarc::driver::result::event::query(ev.cu_event()) }.is_err()
                     }
                 });
+                // a collective in flight while a rank is gone can only end in the timeout
+                if let (None, Some((seq, name, _, _)), Some(gone)) =
+                    (&why, p.first(), self.peers.gone())
+                {
+                    why = Some(format!(
+                        "{gone} while the collective {name} (#{seq}) was in flight"
+                    ));
+                }
                 if why.is_none() {
                     if let Some((seq, name, _, t0)) = p.iter().find(|w| w.3.elapsed() > timeout) {
                         why = Some(format!(

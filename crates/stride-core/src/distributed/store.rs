@@ -17,10 +17,13 @@ const ADD: u8 = 3;
 const WAIT_AT_LEAST: u8 = 4;
 const HELLO: u8 = 5;
 const BYE: u8 = 6;
+const WATCH: u8 = 7;
 
 const OK: u8 = 0;
 const TIMEOUT: u8 = 1;
 const PEER_GONE: u8 = 2;
+/// The answer to `WATCH` when the run ended cleanly.
+const SHUTDOWN: u8 = 3;
 
 /// Largest value the store accepts (a CPU collective's buffer travels through it).
 const MAX_VALUE: u64 = 1 << 34;
@@ -173,6 +176,19 @@ fn serve(s: &Shared, mut c: TcpStream) {
                     write_frame(&mut c, OK, &[])?;
                     return Ok(true);
                 }
+                WATCH => {
+                    // answered once a rank is gone or the run is over; this connection
+                    // closing says nothing about its rank (its own connection does)
+                    let _ = read_u64(&mut c)?;
+                    while let Err(TIMEOUT) = s.wait_for(Duration::from_secs(3600), |_| None::<()>) {
+                    }
+                    let code = match s.lock().gone {
+                        Some(_) => PEER_GONE,
+                        None => SHUTDOWN,
+                    };
+                    write_frame(&mut c, code, &gone_payload(s))?;
+                    return Ok(true);
+                }
                 SET => {
                     let key = String::from_utf8_lossy(&read_bytes(&mut c)?).into_owned();
                     let reads = read_u64(&mut c)? as usize;
@@ -246,6 +262,81 @@ fn gone_payload(s: &Shared) -> Vec<u8> {
     (s.lock().gone.unwrap_or(usize::MAX) as u64)
         .to_le_bytes()
         .to_vec()
+}
+
+/// A second connection to the store that learns at once when any rank of the run disconnects
+/// without a goodbye (or rank 0's store goes away): what the NCCL watchdog checks, since a
+/// collective whose peer died would otherwise wait out the whole timeout.
+pub(crate) struct PeerWatch {
+    state: Arc<WatchState>,
+    conn: TcpStream,
+}
+
+struct WatchState {
+    gone: Mutex<Option<String>>,
+    leaving: std::sync::atomic::AtomicBool,
+}
+
+impl PeerWatch {
+    /// Connects to `addr:port` and starts listening on a thread of its own.
+    pub fn start(addr: &str, port: u16, rank: usize) -> Result<PeerWatch> {
+        let op = "rendezvous";
+        let io =
+            |e: std::io::Error| dist_err(op, Some(rank), format!("watching the other ranks: {e}"));
+        let mut conn = TcpStream::connect((addr, port)).map_err(io)?;
+        let mut m = vec![WATCH];
+        m.extend_from_slice(&(rank as u64).to_le_bytes());
+        conn.write_all(&m).map_err(io)?;
+        let mut reader = conn.try_clone().map_err(io)?;
+        let state = Arc::new(WatchState {
+            gone: Mutex::new(None),
+            leaving: std::sync::atomic::AtomicBool::new(false),
+        });
+        let st = state.clone();
+        std::thread::Builder::new()
+            .name("stride-peer-watch".into())
+            .spawn(move || {
+                let mut status = [0u8; 1];
+                let why = match reader.read_exact(&mut status).and_then(|_| read_bytes(&mut reader)) {
+                    Ok(p) if status[0] == PEER_GONE => {
+                        let who = p
+                            .get(..8)
+                            .map(|b| u64::from_le_bytes(b.try_into().unwrap_or([0xff; 8])) as usize)
+                            .filter(|&r| r != usize::MAX)
+                            .map_or("a rank".to_string(), |r| format!("rank {r}"));
+                        Some(format!("{who} disconnected from the rendezvous (it failed or was killed)"))
+                    }
+                    Ok(_) => None,
+                    Err(_) => Some(
+                        "the connection to rank 0's rendezvous was lost: rank 0 has probably failed"
+                            .to_string(),
+                    ),
+                };
+                if !st.leaving.load(std::sync::atomic::Ordering::SeqCst) {
+                    *st.gone.lock().unwrap_or_else(|e| e.into_inner()) = why;
+                }
+            })
+            .map_err(|e| dist_err(op, Some(rank), format!("starting the peer watch: {e}")))?;
+        Ok(PeerWatch { state, conn })
+    }
+
+    /// Why the run lost a rank, once it has.
+    pub fn gone(&self) -> Option<String> {
+        self.state
+            .gone
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+}
+
+impl Drop for PeerWatch {
+    fn drop(&mut self) {
+        self.state
+            .leaving
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+        let _ = self.conn.shutdown(Shutdown::Both);
+    }
 }
 
 /// A rank's connection to the store.
