@@ -8,7 +8,7 @@
 //!                  [--tokenizer bytes|smollm2] [--batch 12] [--accum 1] [--steps 1500] [--stop-at N]
 //!                  [--lr 1e-3] [--min-lr 1e-4] [--warmup 100] [--weight-decay 0.1]
 //!                  [--beta2 0.99] [--grad-clip 1] [--dropout 0] [--eval-every 250]
-//!                  [--eval-batches 20] [--seed 0] [--device cpu | --devices cuda:0,cuda:1 | --gpus N] [--dtype f32]
+//!                  [--eval-batches 20] [--seed 0] [--device cpu | --devices cuda:0,cuda:1 | --gpus N] [--zero] [--dtype f32]
 //!                  [--autocast bf16|f16|none] [--save PATH] [--save-every N] [--resume PATH]
 //!                  [--sample-tokens 500] [--prompt TEXT] [--json] [--plot gpt_loss.png | --no-plot]
 //! stride sample --checkpoint PATH [--prompt TEXT] [--tokens 500] [--temperature 0.8] [--seed 0]
@@ -118,6 +118,12 @@ pub struct GptArgs {
     /// Data-parallel on the first N GPUs: `--devices cuda:0,…,cuda:N-1`.
     #[arg(long, value_name = "N", conflicts_with = "device")]
     gpus: Option<usize>,
+    /// With --devices or --gpus: shard AdamW's state over the ranks (ZeRO stage 1). Each
+    /// rank keeps the moments of about 1/N of the parameters, updates those and broadcasts
+    /// them; the curve is the same. Checkpoints hold the whole state (every rank gathers it,
+    /// rank 0 writes) and resume with or without --zero, on any number of ranks.
+    #[arg(long)]
+    zero: bool,
     /// The parameters' dtype [default: f32].
     #[arg(long)]
     dtype: Option<String>,
@@ -309,6 +315,9 @@ pub fn gpt(a: GptArgs) -> Result<(), String> {
     if !a.no_plot {
         plot::check_path(&a.plot)?;
     }
+    if a.zero && a.devices.is_none() && a.gpus.is_none() {
+        return Err("--zero shards the optimizer state over the ranks of a data-parallel run: give --devices (e.g. cuda:0,cuda:1 or cpu,cpu) or --gpus N too".into());
+    }
     // data-parallel: this process starts one process per device (which come back here as
     // ranks) and waits for them
     let group = match parallel_devices(&a)? {
@@ -330,7 +339,8 @@ pub fn gpt(a: GptArgs) -> Result<(), String> {
         Some(g) => g.device(),
         None => parse_device(&a.device)?,
     };
-    // rank 0 reports, saves and samples; the other ranks train in silence
+    // rank 0 reports, saves and samples; the other ranks train in silence — except that with
+    // --zero saving is a collective (every rank gathers the optimizer state, rank 0 writes)
     let lead = group.as_ref().is_none_or(|g| g.rank() == 0);
     let ranks = group.as_ref().map_or(1, |g| g.world_size());
     // the tokenizer is loaded once: the corpus, the vocabulary and the sample use it
@@ -359,7 +369,7 @@ pub fn gpt(a: GptArgs) -> Result<(), String> {
         }
     };
     if let Some(g) = group {
-        t.distribute(g).map_err(|e| e.to_string())?;
+        t.distribute_with(g, a.zero).map_err(|e| e.to_string())?;
     }
     let c = t.config().clone();
     let start = t.steps_done();
@@ -397,14 +407,19 @@ pub fn gpt(a: GptArgs) -> Result<(), String> {
         }
         if ranks > 1 {
             println!(
-                "data-parallel over {ranks} ranks ({}): {} sequences per rank per micro-batch",
+                "data-parallel over {ranks} ranks ({}): {} sequences per rank per micro-batch{}",
                 parallel_devices(&a)?
                     .unwrap_or_default()
                     .iter()
                     .map(|d| d.to_string())
                     .collect::<Vec<_>>()
                     .join(", "),
-                c.batch / ranks
+                c.batch / ranks,
+                if a.zero {
+                    "; AdamW's state sharded over the ranks (ZeRO)"
+                } else {
+                    ""
+                }
             );
         }
         if start > 0 {
@@ -435,6 +450,7 @@ pub fn gpt(a: GptArgs) -> Result<(), String> {
             bar.println(s)
         }
     };
+    let saves = lead || t.shards_optimizer_state();
     let started = Instant::now();
     let mut last_val = None;
     // a mixture of experts' load since the last report: tokens per expert, over all blocks
@@ -481,7 +497,7 @@ pub fn gpt(a: GptArgs) -> Result<(), String> {
                 load = vec![];
             }
         }
-        if let (Some(p), Some(n), true) = (&a.save, a.save_every, lead) {
+        if let (Some(p), Some(n), true) = (&a.save, a.save_every, saves) {
             if n > 0 && done % n == 0 && done < end {
                 t.save(p)
                     .map_err(|e| format!("can't save to {}: {e}", p.display()))?;
@@ -489,15 +505,15 @@ pub fn gpt(a: GptArgs) -> Result<(), String> {
         }
     }
     bar.finish_and_clear();
-    if !lead {
-        return Ok(());
-    }
     let elapsed = started.elapsed().as_secs_f64();
-    let ran = end - start;
-    if let Some(p) = &a.save {
+    if let (Some(p), true) = (&a.save, saves) {
         t.save(p)
             .map_err(|e| format!("can't save to {}: {e}", p.display()))?;
     }
+    if !lead {
+        return Ok(());
+    }
+    let ran = end - start;
     let losses = t.read_losses().map_err(|e| e.to_string())?.to_vec();
     let evals = t.evals().to_vec();
     let sample = if a.sample_tokens > 0 {
@@ -562,6 +578,7 @@ pub fn gpt(a: GptArgs) -> Result<(), String> {
                 "betas": [c.betas.0, c.betas.1], "grad_clip": c.grad_clip,
                 "dropout": c.model.dropout, "seed": c.seed, "dtype": c.dtype.name(),
                 "autocast": c.autocast.map(|d| d.name()), "device": c.device.to_string(), "ranks": ranks,
+                "zero": a.zero,
                 "moe": c.model.moe.as_ref().map(|m| serde_json::json!({
                     "experts": m.experts, "top_k": m.top_k, "expert_ffn_dim": m.expert_ffn_dim,
                     "aux_loss_coef": m.aux_loss_coef, "z_loss_coef": m.z_loss_coef,
@@ -570,6 +587,7 @@ pub fn gpt(a: GptArgs) -> Result<(), String> {
             },
             "expert_load": loads,
             "parameters": params,
+            "optimizer_state_bytes": t.optimizer_state_bytes(),
             "train_tokens": ntrain, "val_tokens": nval,
             "steps": t.steps_done(), "resumed_from_step": start,
             "final_train_loss": final_train, "final_train_loss_steps": tail,

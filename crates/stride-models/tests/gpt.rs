@@ -9,7 +9,6 @@ use stride_models::gpt::{
 };
 use stride_models::hub::{SHAKESPEARE_BYTES, SHAKESPEARE_WORKS};
 use stride_models::{CausalLm, KvCache};
-use stride_nn::optim::Optimizer;
 use stride_nn::Module;
 
 fn tiny(style: &str) -> GptConfig {

@@ -9,11 +9,22 @@
 //! two f32 computations that sum in different orders): a rank's gradient sums half the
 //! batch's terms and the average adds the halves. A wrong split (the same rows on both ranks)
 //! or a local balance loss moves the losses by far more within a few steps.
+//!
+//! With the optimizer state sharded (ZeRO), the run is the plain data-parallel run exactly:
+//! the same gradients, and AdamW's elementwise update made by each parameter's owner and
+//! broadcast.
 
 use stride_core::distributed::run_threads;
 use stride_core::{cuda, Device, Result};
 use stride_models::gpt::{Corpus, GptConfig, GptTrainConfig, GptTrainer, MoeConfig};
 use stride_nn::Module;
+
+/// The two-GPU tests take turns: NCCL communicators of tests running at once on the same
+/// GPUs can wait on each other for ever.
+fn gpu_turn() -> std::sync::MutexGuard<'static, ()> {
+    static TURN: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    TURN.lock().unwrap_or_else(|e| e.into_inner())
+}
 
 fn config(moe: bool, device: Device) -> GptTrainConfig {
     let mut model = GptConfig::modern(259, 16, 2, 2, 32);
@@ -69,10 +80,14 @@ fn single(moe: bool, device: Device) -> Run {
 }
 
 fn parallel(moe: bool, devices: &[Device], forbid_sync: bool) -> Vec<Run> {
+    parallel_with(moe, devices, forbid_sync, false)
+}
+
+fn parallel_with(moe: bool, devices: &[Device], forbid_sync: bool, zero: bool) -> Vec<Run> {
     run_threads(devices, move |g| {
         let mut t = GptTrainer::new(config(moe, g.device()), corpus())?;
         t.set_loss_every(0);
-        t.distribute(g)?;
+        t.distribute_with(g, zero)?;
         {
             let _guard = forbid_sync.then(stride_core::debug::forbid_sync);
             for _ in 0..8 {
@@ -141,6 +156,7 @@ fn cpu_moe_two_ranks_equal_one_process() {
 #[test]
 fn cuda_dense_two_gpus_equal_one_gpu() {
     if let Some(d) = cuda::require_gpus_or_skip("cuda_dense_two_gpus_equal_one_gpu", 2) {
+        let _turn = gpu_turn();
         check(false, &d, true);
     }
 }
@@ -148,8 +164,65 @@ fn cuda_dense_two_gpus_equal_one_gpu() {
 #[test]
 fn cuda_moe_two_gpus_equal_one_gpu() {
     if let Some(d) = cuda::require_gpus_or_skip("cuda_moe_two_gpus_equal_one_gpu", 2) {
+        let _turn = gpu_turn();
         check(true, &d, true);
     }
+}
+
+/// ZeRO against the plain data-parallel run: the same bits, losses and parameters.
+fn check_zero(moe: bool, devices: &[Device], forbid_sync: bool) {
+    let plain = parallel_with(moe, devices, forbid_sync, false);
+    let zero = parallel_with(moe, devices, forbid_sync, true);
+    for (r, (z, p)) in zero.iter().zip(&plain).enumerate() {
+        assert_eq!(z.0, p.0, "rank {r}: ZeRO's losses differ from plain DDP's");
+        assert!(
+            z.1 == p.1,
+            "rank {r}: ZeRO's parameters differ from plain DDP's"
+        );
+    }
+}
+
+#[test]
+fn cpu_zero_trainer_equals_the_plain_ddp_trainer() {
+    check_zero(true, &[Device::Cpu, Device::Cpu], false);
+}
+
+#[test]
+fn cuda_zero_trainer_equals_the_plain_ddp_trainer() {
+    if let Some(d) = cuda::require_gpus_or_skip("cuda_zero_trainer_equals_the_plain_ddp_trainer", 2)
+    {
+        let _turn = gpu_turn();
+        check_zero(false, &d, true);
+    }
+}
+
+/// A ZeRO run's checkpoint (every rank saves, rank 0 writes) resumes in one process on the
+/// one-process curve.
+#[test]
+fn cpu_zero_checkpoint_resumes_in_one_process() {
+    let path = std::env::temp_dir().join(format!(
+        "stride-gpt-zero-{}.safetensors",
+        std::process::id()
+    ));
+    let p = path.clone();
+    let out = run_threads(&[Device::Cpu, Device::Cpu], move |g| {
+        let mut t = GptTrainer::new(config(false, Device::Cpu), corpus())?;
+        t.distribute_with(g, true)?;
+        for _ in 0..4 {
+            t.step()?;
+        }
+        t.save(&p)
+    });
+    for r in out {
+        r.expect("rank failed");
+    }
+    let mut t = GptTrainer::resume(&path, Device::Cpu, corpus()).unwrap();
+    for _ in 0..4 {
+        t.step().unwrap();
+    }
+    let want = single(false, Device::Cpu);
+    compare("resumed from ZeRO's checkpoint", &finish(t).unwrap(), &want);
+    std::fs::remove_file(&path).unwrap();
 }
 
 #[test]

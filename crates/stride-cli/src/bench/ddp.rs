@@ -6,7 +6,9 @@
 //!   NVLink 4's 450 GB/s per direction;
 //! - a GPT (GPT-2-small sized by default) trained with `--batch` sequences per GPU on one GPU
 //!   and on `--gpus`: tokens/s and the scaling efficiency (tokens/s on N ÷ N × one GPU's),
-//!   stride with DistributedDataParallel beside PyTorch DDP.
+//!   stride with DistributedDataParallel beside PyTorch DDP, and with AdamW's state sharded
+//!   over the GPUs (ZeRO-1): its memory saving;
+//! - one profiled step on the GPUs: how much of the all-reduce ran beside backward.
 //!
 //! Each stride measurement is its own launch: this process starts the ranks (`--phase`, a
 //! hidden flag, tells them what to measure) and reads rank 0's result from a file.
@@ -88,6 +90,11 @@ pub fn run(a: DdpArgs) -> Result<(), String> {
     let one = stride_phase("gpt", 1)?;
     say(&format!("stride: GPT on {} GPUs ...", a.gpus));
     let many = stride_phase("gpt", a.gpus)?;
+    say(&format!(
+        "stride: GPT on {} GPUs, optimizer state sharded (ZeRO-1) ...",
+        a.gpus
+    ));
+    let zero = stride_phase("gpt-zero", a.gpus)?;
     let mut peer = json!(null);
     if !a.no_peer {
         say("PyTorch: all-reduce, GPT on 1 GPU and DDP ...");
@@ -112,7 +119,7 @@ pub fn run(a: DdpArgs) -> Result<(), String> {
         "gpus": a.gpus,
         "model": {"layers": a.layers, "dim": a.dim, "heads": a.heads, "context": a.context,
                   "batch_per_gpu": a.batch, "vocab": a.vocab},
-        "stride": {"allreduce": allreduce, "gpt_one": one, "gpt_many": many,
+        "stride": {"allreduce": allreduce, "gpt_one": one, "gpt_many": many, "gpt_zero": zero,
                    "scaling_efficiency": eff(&one, &many)},
         "peer": peer,
     });
@@ -162,6 +169,15 @@ pub fn run(a: DdpArgs) -> Result<(), String> {
         )
     };
     grow("stride", &one, &many);
+    grow("stride ZeRO-1", &one, &zero);
+    let mib = |v: &Value, k: &str| v[k].as_f64().unwrap_or(f64::NAN) / 1048576.0;
+    println!(
+        "ZeRO-1 on cuda:0: AdamW state {:.1} → {:.1} MiB, peak memory {:.1} → {:.1} MiB",
+        mib(&many, "optimizer_state_bytes"),
+        mib(&zero, "optimizer_state_bytes"),
+        mib(&many, "peak_bytes"),
+        mib(&zero, "peak_bytes"),
+    );
     let o = &many["overlap"];
     if let Some(f) = o["fraction"].as_f64() {
         println!(
@@ -244,7 +260,8 @@ fn rank(a: DdpArgs, phase: &str) -> Result<(), String> {
     };
     let out = match phase {
         "allreduce" => allreduce(&a, &g),
-        "gpt" => gpt(&a, g.clone()),
+        "gpt" => gpt(&a, g.clone(), false),
+        "gpt-zero" => gpt(&a, g.clone(), true),
         p => Err(format!("unknown --phase {p:?}")),
     }?;
     if g.rank() == 0 {
@@ -292,7 +309,7 @@ fn allreduce(a: &DdpArgs, g: &ProcessGroup) -> Result<Value, String> {
     )
 }
 
-fn gpt(a: &DdpArgs, g: ProcessGroup) -> Result<Value, String> {
+fn gpt(a: &DdpArgs, g: ProcessGroup, zero: bool) -> Result<Value, String> {
     let e = |e: stride::Error| e.to_string();
     let world = g.world_size();
     let model = GptConfig::modern(a.vocab, a.context, a.layers, a.heads, a.dim);
@@ -300,7 +317,7 @@ fn gpt(a: &DdpArgs, g: ProcessGroup) -> Result<Value, String> {
     let mut t = super::gpt::bench_trainer(model, a.batch * world, a.vocab, g.device())?;
     t.set_loss_every(0);
     if world > 1 {
-        t.distribute(g.clone()).map_err(e)?;
+        t.distribute_with(g.clone(), zero).map_err(e)?;
     }
     for _ in 0..5 {
         t.step().map_err(e)?;
@@ -318,7 +335,7 @@ fn gpt(a: &DdpArgs, g: ProcessGroup) -> Result<Value, String> {
     // one more step, profiled (untimed): how much of the gradients' all-reduce ran beside
     // backward's kernels
     let mut overlap = json!(null);
-    if world > 1 {
+    if world > 1 && !zero {
         let prof = stride::debug::Profiler::start();
         t.step().map_err(e)?;
         t.read_losses().map_err(e)?;
@@ -338,7 +355,8 @@ fn gpt(a: &DdpArgs, g: ProcessGroup) -> Result<Value, String> {
     }
     Ok(
         json!({"world": world, "tokens_per_s": tokens / secs, "ms_per_step": secs * 1e3 / a.steps as f64,
-              "peak_bytes": peak_bytes, "overlap": overlap}),
+              "peak_bytes": peak_bytes, "overlap": overlap,
+              "optimizer_state_bytes": t.optimizer_state_bytes()}),
     )
 }
 

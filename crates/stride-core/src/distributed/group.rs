@@ -46,6 +46,12 @@ impl ReduceOp {
 /// with a [`Work`]: stride's later work waits for the collective only once [`Work::wait`]
 /// (or dropping the `Work`) orders it so — on the device, never the host. Between CPU
 /// processes they complete before returning.
+///
+/// Several groups over the same GPUs in one process (tests running side by side, say) must
+/// issue their collectives in the same order on every rank, as NCCL requires of any two
+/// communicators sharing devices: each collective is ordered after stride's one stream of its
+/// device, so a rank that queues group A's collective before group B's while its peer queues
+/// B's before A's waits for ever (ended by the watchdog's timeout).
 #[derive(Clone)]
 pub struct ProcessGroup {
     inner: Arc<Inner>,

@@ -13,7 +13,10 @@ use std::path::Path;
 use stride_core::autograd::no_grad;
 use stride_core::distributed::{ProcessGroup, ReduceOp};
 use stride_core::{default_generator, DType, Device, Generator, Result, Tensor};
-use stride_nn::optim::{clip_grad_norm_, Adam, AdamConfig, Optimizer, ParamGroup};
+use stride_nn::optim::{
+    clip_grad_norm_, Adam, AdamAlgorithm, AdamConfig, Optimizer, ParamGroup,
+    ZeroRedundancyOptimizer,
+};
 use stride_nn::{DdpConfig, DistributedDataParallel, Module};
 use stride_tokenizer::Tokenizer;
 
@@ -259,7 +262,8 @@ pub struct GptStep {
     pub expert_load: Option<Vec<Vec<i64>>>,
 }
 
-/// A training run: model, AdamW, data streams and history.
+/// A training run: model, AdamW (plain, or sharded over the ranks with ZeRO: see
+/// [`GptTrainer::distribute_with`]), data streams and history.
 ///
 /// ```
 /// use stride_models::gpt::{Corpus, GptConfig, GptTrainConfig, GptTrainer};
@@ -278,7 +282,7 @@ pub struct GptStep {
 pub struct GptTrainer {
     config: GptTrainConfig,
     model: Gpt,
-    opt: Adam,
+    opt: TrainerOpt,
     train: TokenStream,
     val: TokenStream,
     data_gen: Generator,
@@ -342,7 +346,7 @@ impl GptTrainer {
             data_gen: Generator::new(derive_seed(config.seed, streams::TRAIN)),
             config,
             model,
-            opt,
+            opt: TrainerOpt::Plain(opt),
             step: 0,
             losses: LossLog::new(vec![]),
             evals: vec![],
@@ -357,6 +361,16 @@ impl GptTrainer {
     /// depend on the number of ranks, and a checkpoint resumes on any number. Each rank's
     /// dropout draws from its own stream. Rank 0's parameters are broadcast to all.
     pub fn distribute(&mut self, group: ProcessGroup) -> Result<()> {
+        self.distribute_with(group, false)
+    }
+
+    /// [`GptTrainer::distribute`], and with `zero` AdamW's state sharded over the ranks
+    /// (ZeRO stage 1, [`ZeroRedundancyOptimizer`]): each rank keeps the moments of about
+    /// `1/world` of the parameters, updates those and broadcasts them after each step. The
+    /// steps are the plain optimizer's, bit for bit. The state the trainer has (a resumed
+    /// run's) is sharded from the full one. Saving is then a collective: see
+    /// [`GptTrainer::save`].
+    pub fn distribute_with(&mut self, group: ProcessGroup, zero: bool) -> Result<()> {
         let op = "GptTrainer::distribute";
         let w = group.world_size();
         if !self.config.batch.is_multiple_of(w) {
@@ -378,7 +392,19 @@ impl GptTrainer {
                 ),
             ));
         }
+        if zero && !matches!(self.opt, TrainerOpt::Plain(_)) {
+            return Err(invalid(
+                op,
+                "the optimizer state is already sharded: distribute once",
+            ));
+        }
         let ddp = DistributedDataParallel::for_module(&self.model, &group, DdpConfig::default())?;
+        if let (true, TrainerOpt::Plain(plain)) = (zero, &self.opt) {
+            let mut z =
+                ZeroRedundancyOptimizer::with_groups(plain.param_groups().to_vec(), &group)?;
+            z.load_state_dict(&plain.state_dict()?)?;
+            self.opt = TrainerOpt::Zero(z);
+        }
         self.model.set_process_group(Some(group.clone()));
         // rank 0 keeps the single-process stream; the others get streams of their own
         let dropout = derive_seed(self.config.seed, streams::DROPOUT);
@@ -396,8 +422,21 @@ impl GptTrainer {
     pub fn model(&self) -> &Gpt {
         &self.model
     }
-    pub fn optimizer(&self) -> &Adam {
-        &self.opt
+    /// AdamW: the plain optimizer, or ZeRO's after [`GptTrainer::distribute_with`] (whose
+    /// `state_dict` is a collective).
+    pub fn optimizer(&self) -> &dyn Optimizer {
+        self.opt.get()
+    }
+    /// Whether AdamW's state is sharded over the ranks (ZeRO): saving is then a collective.
+    pub fn shards_optimizer_state(&self) -> bool {
+        matches!(self.opt, TrainerOpt::Zero(_))
+    }
+    /// Bytes of AdamW state this rank holds (with ZeRO its share; 0 before the first step).
+    pub fn optimizer_state_bytes(&self) -> usize {
+        match &self.opt {
+            TrainerOpt::Plain(o) => o.state_bytes(),
+            TrainerOpt::Zero(o) => o.state_bytes(),
+        }
     }
     pub fn steps_done(&self) -> u64 {
         self.step
@@ -445,8 +484,9 @@ impl GptTrainer {
         let c = &self.config;
         let step = self.step;
         let lr = c.lr_at(step);
-        for g in 0..self.opt.num_groups() {
-            self.opt.set_lr(g, lr)?;
+        let opt = self.opt.get_mut();
+        for g in 0..opt.num_groups() {
+            opt.set_lr(g, lr)?;
         }
         let n = batches.len();
         let mut total: Option<Tensor> = None;
@@ -498,8 +538,9 @@ impl GptTrainer {
         if c.grad_clip > 0.0 {
             clip_grad_norm_(&self.model.parameters(), c.grad_clip, 2.0, false)?;
         }
-        self.opt.step()?;
-        self.opt.zero_grad()?;
+        let opt = self.opt.get_mut();
+        opt.step()?;
+        opt.zero_grad()?;
         let loss = self.losses.push(step, total)?;
         self.step += 1;
         let expert_load = match (loss, &c.model.moe) {
@@ -578,14 +619,26 @@ impl GptTrainer {
 
     /// Saves the model, AdamW's state, the step, the loss and validation history, the
     /// generators' states and the configuration in one safetensors file.
+    ///
+    /// With the optimizer state sharded ([`GptTrainer::distribute_with`]) this is a
+    /// collective: **every rank must call it at the same step** — the ranks consolidate the
+    /// whole state (the plain optimizer's, so the checkpoint resumes on any number of
+    /// ranks, sharded or not) — and only rank 0 writes `path`; the others return once the
+    /// state has been gathered.
     pub fn save(&self, path: impl AsRef<Path>) -> Result<()> {
         let _ng = no_grad();
+        let osd = self.opt.get().state_dict()?;
+        if let TrainerOpt::Zero(z) = &self.opt {
+            if z.group().rank() != 0 {
+                return Ok(());
+            }
+        }
         let mut tensors: Vec<(String, Tensor)> = vec![];
         for (name, t) in self.model.state_dict().iter() {
             tensors.push((format!("model.{name}"), t.clone()));
         }
         let mut meta = self.config.to_meta();
-        checkpoint::put_optimizer(&self.opt.state_dict()?, &mut tensors, &mut meta);
+        checkpoint::put_optimizer(&osd, &mut tensors, &mut meta);
         let losses = self.losses.values()?;
         let n = losses.len();
         tensors.push(("train.losses".into(), Tensor::from_vec(losses, [n])?));
@@ -675,13 +728,34 @@ impl GptTrainer {
         let data_state = checkpoint::parse_state(op, meta, "rng.data")?;
         let default_state = checkpoint::parse_state(op, meta, "rng.default")?;
         t.model.load_state_dict(&sd, true).map_err(ctx)?;
-        t.opt.load_state_dict(&osd).map_err(ctx)?;
+        t.opt.get_mut().load_state_dict(&osd).map_err(ctx)?;
         t.data_gen.set_state(data_state);
         default_generator().set_state(default_state);
         t.step = step;
         t.losses = LossLog::new(losses);
         t.evals = es.into_iter().map(|s| s as u64).zip(ev).collect();
         Ok(t)
+    }
+}
+
+/// The trainer's AdamW: one optimizer on every rank, or its state sharded over the ranks.
+enum TrainerOpt {
+    Plain(Adam),
+    Zero(ZeroRedundancyOptimizer<AdamAlgorithm>),
+}
+
+impl TrainerOpt {
+    fn get(&self) -> &dyn Optimizer {
+        match self {
+            TrainerOpt::Plain(o) => o,
+            TrainerOpt::Zero(o) => o,
+        }
+    }
+    fn get_mut(&mut self) -> &mut dyn Optimizer {
+        match self {
+            TrainerOpt::Plain(o) => o,
+            TrainerOpt::Zero(o) => o,
+        }
     }
 }
 

@@ -1,4 +1,5 @@
-//! Optimizers ([`Sgd`], [`Adam`]/AdamW), LR schedulers, gradient clipping, the gradient
+//! Optimizers ([`Sgd`], [`Adam`]/AdamW, and [`ZeroRedundancyOptimizer`], which shards any of
+//! them over the ranks of a data-parallel run), LR schedulers, gradient clipping, the gradient
 //! scaler of f16 training ([`GradScaler`]) and the update-health check.
 //!
 //! The update math is PyTorch's single-tensor (`foreach=False`) implementation, operation for
@@ -39,6 +40,7 @@ mod grad_scaler;
 mod health;
 mod scheduler;
 mod sgd;
+mod zero;
 
 pub use adam::{Adam, AdamAlgorithm, AdamConfig, AdamState, AdamW};
 pub use clip::{clip_grad_norm_, clip_grad_value_};
@@ -48,6 +50,7 @@ pub use scheduler::{
     Anneal, CosineWithWarmup, ExponentialLr, LinearLr, LrScheduler, OneCycleLr, StepLr,
 };
 pub use sgd::{Sgd, SgdAlgorithm, SgdConfig, SgdState};
+pub use zero::ZeroRedundancyOptimizer;
 
 use crate::invalid;
 use crate::module::{Parameter, StateDict};
@@ -187,6 +190,14 @@ pub trait Algorithm {
     }
     /// Tensors to check for finiteness after a step.
     fn moments(s: &Self::State) -> Vec<(&'static str, Tensor)>;
+    /// Bytes of device memory one parameter's state holds. The default counts the
+    /// [`Algorithm::moments`] (for Adam the moments, not its 16-byte device step counter).
+    fn state_bytes(s: &Self::State) -> usize {
+        Self::moments(s)
+            .iter()
+            .map(|(_, t)| t.numel() * t.element_size())
+            .sum()
+    }
     fn state_to_dict(s: &Self::State) -> Result<BTreeMap<String, Tensor>>;
     fn state_from_dict(
         d: &BTreeMap<String, Tensor>,
@@ -358,6 +369,29 @@ impl<A: Algorithm> Optim<A> {
             .get_mut(group)
             .ok_or_else(|| no_group(group, n))?
             .config)
+    }
+    /// Bytes of optimizer state this optimizer holds: every parameter's
+    /// [`Algorithm::state_bytes`] (Adam's two moments, SGD's momentum buffer) and the f32
+    /// master copies (see [`Optim::set_master_weights`]). State is made at a parameter's first
+    /// step, so this is 0 before the first step. [`ZeroRedundancyOptimizer::state_bytes`]
+    /// is this rank's share of it.
+    pub fn state_bytes(&self) -> usize {
+        let states: usize = self
+            .state
+            .iter()
+            .flatten()
+            .flatten()
+            .map(|s| A::state_bytes(s))
+            .sum();
+        let masters: usize = self
+            .masters
+            .iter()
+            .flatten()
+            .flatten()
+            .flatten()
+            .map(|(m, _)| m.numel() * m.element_size())
+            .sum();
+        states + masters
     }
     /// The state of the parameter named `name` (after its first step).
     pub fn state_of(&self, name: &str) -> Option<&A::State> {
