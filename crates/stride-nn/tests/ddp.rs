@@ -13,6 +13,14 @@ use stride_core::distributed::{run_threads, ProcessGroup};
 use stride_core::{cuda, manual_seed, DType, Device, Generator, Result, Tensor};
 use stride_nn::{DdpConfig, DistributedDataParallel, Factory, Linear, Module};
 
+/// The two-GPU tests take turns: groups over the same GPUs running side by side must issue
+/// their collectives in the same order on every rank (see `ProcessGroup`), which tests
+/// running at once do not.
+fn gpu_turn() -> std::sync::MutexGuard<'static, ()> {
+    static TURN: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    TURN.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 fn model(dev: Device, seed: u64) -> Result<(Linear, Linear)> {
     let g = Generator::new(seed);
     let f = Factory {
@@ -158,6 +166,7 @@ fn cuda_ddp_gradients_are_the_whole_batch_gradients() {
     else {
         return;
     };
+    let _turn = gpu_turn();
     let want = reference();
     for accum in [1, 2] {
         for (r, g) in ranks_grads(&d, accum, 64).iter().enumerate() {
@@ -171,6 +180,7 @@ fn cuda_ddp_backward_waits_for_nothing() {
     let Some(d) = cuda::require_gpus_or_skip("cuda_ddp_backward_waits_for_nothing", 2) else {
         return;
     };
+    let _turn = gpu_turn();
     let out = run_threads(&d, |g| {
         let dev = g.device();
         let m = model(dev, 1)?;
@@ -206,6 +216,7 @@ fn cuda_ddp_profile_shows_each_bucket_on_the_communication_stream() {
     ) else {
         return;
     };
+    let _turn = gpu_turn();
     let out = run_threads(&d, |g| {
         let dev = g.device();
         let m = model(dev, 1)?;
