@@ -64,6 +64,24 @@ const TINY: &[&str] = &[
     "--json",
 ];
 
+/// Continues the run saved in `ck` (with `extra` flags, e.g. the devices) to its end.
+fn resume(models: &Path, ck: &str, extra: &[&str]) -> serde_json::Value {
+    let mut args = vec![
+        "train",
+        "gpt",
+        "--resume",
+        ck,
+        "--eval-every",
+        "8",
+        "--sample-tokens",
+        "0",
+        "--no-plot",
+        "--json",
+    ];
+    args.extend(extra);
+    json(&command(models, &args).output().unwrap())
+}
+
 fn losses(doc: &serde_json::Value) -> Vec<f64> {
     serde_json::from_value(doc["losses"].clone()).unwrap()
 }
@@ -104,25 +122,7 @@ fn two_ranks_train_the_one_process_curve_and_resume_in_one() {
         "two ranks against one process",
     );
     // the checkpoint (written once, by rank 0) resumes in one process on the same curve
-    let rest = json(
-        &command(
-            &d,
-            &[
-                "train",
-                "gpt",
-                "--resume",
-                ck,
-                "--eval-every",
-                "8",
-                "--sample-tokens",
-                "0",
-                "--no-plot",
-                "--json",
-            ],
-        )
-        .output()
-        .unwrap(),
-    );
+    let rest = resume(&d, ck, &[]);
     assert_eq!(rest["resumed_from_step"], 8);
     same_curve(&losses(&rest), &losses(&one), "resumed in one process");
     std::fs::remove_dir_all(&d).unwrap();
@@ -173,25 +173,7 @@ fn two_ranks_with_zero_train_the_one_process_curve_and_resume_in_one() {
         sharded > 0 && sharded < whole,
         "rank 0 holds {sharded} of {whole} bytes"
     );
-    let rest = json(
-        &command(
-            &d,
-            &[
-                "train",
-                "gpt",
-                "--resume",
-                ck,
-                "--eval-every",
-                "8",
-                "--sample-tokens",
-                "0",
-                "--no-plot",
-                "--json",
-            ],
-        )
-        .output()
-        .unwrap(),
-    );
+    let rest = resume(&d, ck, &[]);
     assert_eq!(rest["resumed_from_step"], 8);
     assert_eq!(rest["config"]["zero"], false);
     same_curve(&losses(&rest), &losses(&one), "resumed in one process");
@@ -286,22 +268,6 @@ fn two_gpus_train_the_one_gpu_curve_and_resume_on_one_or_two() {
     let base = [TINY, &["--autocast", "none"]].concat();
     let run = |extra: &[&str]| json(&command(&d, &[&base[..], extra].concat()).output().unwrap());
     let one = run(&["--device", "cuda"]);
-    let resume = |ck: &str, extra: &[&str]| {
-        let mut args = vec![
-            "train",
-            "gpt",
-            "--resume",
-            ck,
-            "--eval-every",
-            "8",
-            "--sample-tokens",
-            "0",
-            "--no-plot",
-            "--json",
-        ];
-        args.extend(extra);
-        json(&command(&d, &args).output().unwrap())
-    };
     for zero in [false, true] {
         let ckpt = d.join(format!("half-{zero}.safetensors"));
         let ck = ckpt.to_str().unwrap();
@@ -314,7 +280,7 @@ fn two_gpus_train_the_one_gpu_curve_and_resume_on_one_or_two() {
         let what = format!("two GPUs (zero: {zero}) against one");
         same_curve(&losses(&two), &losses(&one)[..8], &what);
         for on in [&["--device", "cuda"][..], &["--gpus", "2"][..]] {
-            let rest = resume(ck, on);
+            let rest = resume(&d, ck, on);
             assert_eq!(rest["resumed_from_step"], 8);
             let what = format!("a two-GPU checkpoint (zero: {zero}) resumed with {on:?}");
             same_curve(&losses(&rest), &losses(&one), &what);

@@ -233,8 +233,10 @@ fn q3_k(b: &[u8], y: &mut [f32]) {
     }
 }
 
-/// The eight 6-bit (scale, min) pairs of Q4_K/Q5_K (ggml's `get_scale_min_k4`).
-fn scale_min_k4(s: &[u8]) -> ([u8; 8], [u8; 8]) {
+/// The eight 6-bit (scale, min) pairs of a Q4_K/Q5_K block's 12 packed scale bytes (ggml's
+/// `get_scale_min_k4`).
+#[inline]
+pub fn scale_min_k4(s: &[u8]) -> ([u8; 8], [u8; 8]) {
     let (mut sc, mut mn) = ([0u8; 8], [0u8; 8]);
     for j in 0..4 {
         sc[j] = s[j] & 63;

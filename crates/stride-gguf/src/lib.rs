@@ -34,7 +34,7 @@ mod types;
 mod value;
 mod writer;
 
-pub use dequant::{can_dequantize, dequantize, dequantize_to_vec};
+pub use dequant::{can_dequantize, dequantize, dequantize_to_vec, scale_min_k4};
 pub use error::{GgufError, Result};
 pub use quant::{can_quantize, quantize};
 pub use reader::{Gguf, TensorInfo, DEFAULT_ALIGNMENT, GGUF_MAGIC, MAX_ARRAY_NESTING, MAX_DIMS};

@@ -20,20 +20,7 @@
 use crate::accum::Acc8;
 use crate::dot::f16_at;
 use crate::q8::Q8Row;
-use stride_gguf::QK_K;
-
-/// The eight 6-bit scales and mins of Q4_K/Q5_K.
-#[inline(always)]
-fn scale_min_k4(s: &[u8]) -> ([u8; 8], [u8; 8]) {
-    let (mut sc, mut mn) = ([0u8; 8], [0u8; 8]);
-    for j in 0..4 {
-        sc[j] = s[j] & 63;
-        mn[j] = s[j + 4] & 63;
-        sc[j + 4] = (s[j + 8] & 0xF) | ((s[j] >> 6) << 4);
-        mn[j + 4] = (s[j + 8] >> 4) | ((s[j + 4] >> 6) << 4);
-    }
-    (sc, mn)
-}
+use stride_gguf::{scale_min_k4, QK_K};
 
 /// `Σ_j m_j · (bsums[2j] + bsums[2j+1])`.
 #[inline(always)]
