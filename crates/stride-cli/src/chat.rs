@@ -7,7 +7,7 @@
 //!
 //! ```text
 //! stride chat [--system "You are …"] [--max-tokens 512] [sampling flags as `generate`]
-//!     [--stop STRING]... [--device …] [--dtype …] [--model FILE.gguf] [--json]
+//!     [--stop STRING]... [--device …] [--weights …] [--dtype …] [--model FILE.gguf] [--json]
 //! ```
 
 use crate::generate::{sampling_json, stats_json, write_stats, ModelArgs, SamplingArgs};
@@ -44,7 +44,7 @@ pub struct ChatArgs {
 /// interactive when stdin is a terminal.
 pub fn chat_cmd<M: CausalLm>(
     a: ChatArgs,
-    loader: impl FnOnce(&std::path::Path, stride::Device, stride::DType) -> Result<M, String>,
+    loader: impl FnOnce(&std::path::Path, crate::generate::WeightsRequest) -> Result<M, String>,
 ) -> Result<(), String> {
     use std::io::IsTerminal;
     crate::generate::with_model(&a.model, loader, |m, tok, load| {
@@ -136,6 +136,7 @@ pub fn run_chat<M: CausalLm>(
                 "reply": reply.completion.text,
                 "tokens": reply.completion.tokens,
                 "finish": reply.completion.finish.to_string(),
+                "weights": crate::generate::weights_json(model),
                 "sampling": sampling_json(&cfg.sampling, stats.seed),
                 "stats": stats_json(stats, if turns == 1 { load_time } else { Duration::ZERO }),
             });

@@ -5,9 +5,15 @@
 //! ```text
 //! stride generate "Once upon a time" [--max-tokens 256] [--temperature 0.8] [--top-k 40]
 //!     [--top-p 0.95] [--min-p 0.05] [--repeat-penalty 1.0] [--repeat-last-n 64] [--seed N]
-//!     [--stop STRING]... [--device cpu|cuda[:N]] [--dtype f32|f16|bf16] [--model FILE.gguf]
-//!     [--json]
+//!     [--stop STRING]... [--device cpu|cuda[:N]] [--weights quantized|dequantized]
+//!     [--dtype f32|f16|bf16] [--model FILE.gguf] [--json]
 //! ```
+//!
+//! `--weights quantized` keeps a GGUF file's block-quantized matrices quantized in memory and
+//! multiplies them the way llama.cpp does (CPU only); `--weights dequantized` expands every
+//! weight to `--dtype` at load (any device). The default is quantized on the CPU when the
+//! file has matrices of a type with a quantized kernel, dequantized otherwise (and on CUDA,
+//! and whenever `--dtype` is given). The JSON reports which was used (`"weights"`).
 //!
 //! The model is loaded by the caller (`main.rs`); everything here is generic over
 //! [`CausalLm`], so it runs with any model that implements it.
@@ -19,7 +25,7 @@ use stride::models::generate::{
     encode_prompt, generate, GenerateConfig, Generation, GenerationStats,
 };
 use stride::models::sampling::SamplingConfig;
-use stride::models::{hub, CausalLm};
+use stride::models::{hub, CausalLm, WeightFormat};
 use stride::{DType, Device};
 use stride_tokenizer::Tokenizer;
 
@@ -75,9 +81,46 @@ pub struct ModelArgs {
     /// `cpu`, `cuda` or `cuda:N`.
     #[arg(long, default_value = "cpu")]
     pub device: String,
+    /// `quantized`: keep the GGUF file's quantized matrices as blocks and multiply them the
+    /// way llama.cpp does (CPU only); `dequantized`: expand every weight to `--dtype` at
+    /// load [default for generate and chat: quantized on the CPU when the file has
+    /// quantized matrices with a kernel (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K) and
+    /// no --dtype is given, dequantized otherwise; for perplexity, which is all prefill:
+    /// dequantized].
+    #[arg(long, value_name = "quantized|dequantized")]
+    pub weights: Option<String>,
     /// The dtype of the dequantized weights and activations: f32, f16 or bf16 [default: f32].
+    /// Dequantized weights only (it selects them when --weights is absent).
     #[arg(long)]
     pub dtype: Option<String>,
+}
+
+/// What `--weights`, `--dtype` and `--device` ask for, checked against one another; the
+/// loader turns it into a [`WeightFormat`] once it has seen the file
+/// ([`WeightsRequest::format`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WeightsRequest {
+    pub device: Device,
+    /// `Some(true)`: `--weights quantized`, `Some(false)`: `--weights dequantized`.
+    pub quantized: Option<bool>,
+    /// `--dtype`, if given.
+    pub dtype: Option<DType>,
+}
+
+impl WeightsRequest {
+    /// The format to load with, `file_has_quantized` telling whether the file has matrices
+    /// that can stay quantized (asked only when the default is being decided).
+    pub fn format(&self, file_has_quantized: impl FnOnce() -> bool) -> WeightFormat {
+        let dense = WeightFormat::Dequantized(self.dtype.unwrap_or(DType::F32));
+        match self.quantized {
+            Some(true) => WeightFormat::Quantized,
+            Some(false) => dense,
+            None if self.device.is_cpu() && self.dtype.is_none() && file_has_quantized() => {
+                WeightFormat::Quantized
+            }
+            None => dense,
+        }
+    }
 }
 
 impl ModelArgs {
@@ -96,6 +139,40 @@ impl ModelArgs {
             Device::Cuda(n) => Device::cuda(n).map_err(|e| e.to_string()),
         }
     }
+    /// `--weights`, `--dtype` and `--device` together; errors for the combinations that
+    /// can't run (quantized on CUDA, a dtype with quantized weights).
+    pub fn weights(&self) -> Result<WeightsRequest, String> {
+        let device = self.device()?;
+        let dtype = self.dtype.as_ref().map(|_| self.dtype()).transpose()?;
+        let quantized = match self.weights.as_deref() {
+            None => None,
+            Some("quantized") => Some(true),
+            Some("dequantized") => Some(false),
+            Some(s) => {
+                return Err(format!(
+                    "unknown --weights {s:?}; use quantized or dequantized"
+                ))
+            }
+        };
+        if quantized == Some(true) {
+            if !device.is_cpu() {
+                return Err(format!(
+                    "--weights quantized runs on the CPU only (there are no CUDA kernels for quantized products yet); use --weights dequantized with --device {}, or --device cpu",
+                    self.device
+                ));
+            }
+            if let (Some(_), Some(d)) = (dtype, self.dtype.as_deref()) {
+                return Err(format!(
+                    "--dtype {d} applies to dequantized weights only (quantized weights compute in f32); drop --dtype, or use --weights dequantized --dtype {d}"
+                ));
+            }
+        }
+        Ok(WeightsRequest {
+            device,
+            quantized,
+            dtype,
+        })
+    }
     pub fn dtype(&self) -> Result<DType, String> {
         match self.dtype.as_deref() {
             None => Ok(DType::F32),
@@ -108,26 +185,40 @@ impl ModelArgs {
 }
 
 /// Loads the tokenizer and the model named by `args` (timing both: the "load" figure), then
-/// runs `run`. `loader(path, device, dtype)` builds the model, e.g.
-/// `|p, d, t| Llama::from_gguf_file(p, d, t).map_err(|e| e.to_string())`.
+/// runs `run`. `loader(path, request)` builds the model, e.g. `main.rs`'s `load_llama`,
+/// which picks the [`WeightFormat`] with [`WeightsRequest::format`].
 pub fn with_model<M: CausalLm, T>(
     args: &ModelArgs,
-    loader: impl FnOnce(&std::path::Path, Device, DType) -> Result<M, String>,
+    loader: impl FnOnce(&std::path::Path, WeightsRequest) -> Result<M, String>,
     run: impl FnOnce(&M, &Tokenizer, Duration) -> Result<T, String>,
 ) -> Result<T, String> {
-    let (device, dtype) = (args.device()?, args.dtype()?);
+    let request = args.weights()?;
     let path = args.path()?;
     let t0 = std::time::Instant::now();
     let tok = Tokenizer::from_gguf_file(&path)
         .map_err(|e| format!("the tokenizer of {}: {e}", path.display()))?;
-    let model = loader(&path, device, dtype)?;
+    let model = loader(&path, request)?;
     run(&model, &tok, t0.elapsed())
+}
+
+/// The `"weights"` entry of the JSON documents: how the model holds its weights.
+pub fn weights_json<M: CausalLm>(model: &M) -> serde_json::Value {
+    let (format, dtype) = match model.weight_format() {
+        Some(WeightFormat::Quantized) => (Some("quantized"), Some(DType::F32.to_string())),
+        Some(WeightFormat::Dequantized(d)) => (Some("dequantized"), Some(d.to_string())),
+        None => (None, None),
+    };
+    serde_json::json!({
+        "format": format,
+        "activation_dtype": dtype,
+        "bytes": model.weight_bytes(),
+    })
 }
 
 /// `stride generate` with the model `loader` builds (see [`with_model`]).
 pub fn generate_cmd<M: CausalLm>(
     a: GenerateArgs,
-    loader: impl FnOnce(&std::path::Path, Device, DType) -> Result<M, String>,
+    loader: impl FnOnce(&std::path::Path, WeightsRequest) -> Result<M, String>,
 ) -> Result<(), String> {
     with_model(&a.model, loader, |m, tok, load| {
         run_generate(
@@ -203,6 +294,7 @@ pub fn run_generate<M: CausalLm>(
             "finish": c.finish.to_string(),
             "prompt_tokens": c.prompt_tokens,
             "device": model.device().to_string(),
+            "weights": weights_json(model),
             "sampling": sampling_json(&cfg.sampling, g.stats.seed),
             "stats": stats_json(&g.stats, load_time),
         });
@@ -217,6 +309,9 @@ pub fn run_generate<M: CausalLm>(
             Some(&c.finish.to_string()),
         )
         .map_err(|e| e.to_string())?;
+        if let Some(f) = model.weight_format() {
+            writeln!(err, "weights              {f}").map_err(|e| e.to_string())?;
+        }
     }
     Ok(g)
 }
@@ -379,5 +474,48 @@ mod tests {
         let a = Cli::parse_from(["x", "p", "--dtype", "i64", "--device", "tpu"]).g;
         assert!(a.model.dtype().is_err());
         assert!(a.model.device().unwrap_err().contains("tpu"));
+    }
+
+    #[test]
+    fn weights_flag() {
+        let req = |args: &[&str]| {
+            let mut v = vec!["x", "p"];
+            v.extend_from_slice(args);
+            Cli::parse_from(v).g.model.weights()
+        };
+        // default: quantized on the CPU when the file has quantized matrices
+        let r = req(&[]).unwrap();
+        assert_eq!(r.format(|| true), WeightFormat::Quantized);
+        assert_eq!(r.format(|| false), WeightFormat::Dequantized(DType::F32));
+        // --dtype selects dequantized
+        let r = req(&["--dtype", "bf16"]).unwrap();
+        assert_eq!(r.format(|| true), WeightFormat::Dequantized(DType::BF16));
+        let r = req(&["--weights", "dequantized"]).unwrap();
+        assert_eq!(r.format(|| true), WeightFormat::Dequantized(DType::F32));
+        let r = req(&["--weights", "quantized"]).unwrap();
+        assert_eq!(r.format(|| false), WeightFormat::Quantized);
+        // errors that say what to do
+        let e = req(&["--weights", "quantized", "--dtype", "f16"]).unwrap_err();
+        assert!(
+            e.contains("--dtype") && e.contains("--weights dequantized"),
+            "{e}"
+        );
+        let e = req(&["--weights", "q4"]).unwrap_err();
+        assert!(e.contains("quantized or dequantized"), "{e}");
+    }
+
+    #[test]
+    fn quantized_on_cuda_is_an_error() {
+        // the device check comes first where there is no GPU; with one, the weights check
+        let a = Cli::parse_from(["x", "p", "--weights", "quantized", "--device", "cuda"]).g;
+        let e = a.model.weights().unwrap_err();
+        if Device::cuda(0).is_ok() {
+            assert!(
+                e.contains("CPU only") && e.contains("--weights dequantized"),
+                "{e}"
+            );
+        } else {
+            assert!(e.to_lowercase().contains("cuda"), "{e}");
+        }
     }
 }

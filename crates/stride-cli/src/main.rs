@@ -54,13 +54,17 @@ enum Command {
     Perplexity(perplexity::PerplexityArgs),
 }
 
-/// Loads a Llama-family GGUF file, its weights dequantized to `dtype`, on `device`.
+/// Loads a Llama-family GGUF file on the requested device, its weights quantized or
+/// dequantized as `--weights`/`--dtype` ask (the default decided by the file's tensor types:
+/// `generate::WeightsRequest::format`).
 fn load_llama(
     path: &std::path::Path,
-    device: stride::Device,
-    dtype: stride::DType,
+    request: generate::WeightsRequest,
 ) -> Result<stride::models::llama::Llama, String> {
-    stride::models::llama::Llama::from_gguf_file(path, dtype, &device).map_err(|e| e.to_string())
+    use stride::models::llama::Llama;
+    let g = stride_gguf::Gguf::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let format = request.format(|| Llama::gguf_has_quantized_matrices(&g));
+    Llama::from_gguf_with(&g, format, &request.device).map_err(|e| e.to_string())
 }
 
 fn main() {

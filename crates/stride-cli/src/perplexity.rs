@@ -3,7 +3,7 @@
 //!
 //! ```text
 //! stride perplexity [--file F] [--ctx 512] [--stride 256] [--max-tokens N]
-//!     [--device …] [--dtype …] [--model FILE.gguf] [--json]
+//!     [--device …] [--weights …] [--dtype …] [--model FILE.gguf] [--json]
 //! ```
 //!
 //! The text is encoded whole with the model's tokenizer (special-token strings in it are
@@ -43,9 +43,15 @@ pub struct PerplexityArgs {
 /// `stride perplexity` with the model `loader` builds (see [`crate::generate::with_model`]).
 pub fn perplexity_cmd<M: CausalLm>(
     a: PerplexityArgs,
-    loader: impl FnOnce(&std::path::Path, stride::Device, stride::DType) -> Result<M, String>,
+    loader: impl FnOnce(&std::path::Path, crate::generate::WeightsRequest) -> Result<M, String>,
 ) -> Result<(), String> {
-    crate::generate::with_model(&a.model, loader, |m, tok, load| {
+    // scoring is all prefill, where the f32 product is faster than the quantized one (it has
+    // no multi-row kernel yet: docs/PERFORMANCE.md): dequantized unless asked otherwise
+    let mut model = a.model.clone();
+    if model.weights.is_none() {
+        model.weights = Some("dequantized".into());
+    }
+    crate::generate::with_model(&model, loader, |m, tok, load| {
         run_perplexity(
             m,
             tok,
@@ -116,6 +122,7 @@ pub fn run_perplexity<M: CausalLm>(
             "scored_tokens_per_s": scored_per_s,
             "peak_memory_bytes": peak,
             "device": model.device().to_string(),
+            "weights": crate::generate::weights_json(model),
         });
         writeln!(out, "{doc}").map_err(e)?;
     } else {

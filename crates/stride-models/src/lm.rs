@@ -2,7 +2,7 @@
 //! appends to a key/value cache and returns logits. [`crate::llama::Llama`] implements it; the
 //! sampling loop, the perplexity sweep and the CLI are written against this trait only.
 
-use stride_core::{Device, Result, Tensor};
+use stride_core::{DType, Device, Result, Tensor};
 
 /// A key/value cache for one batch of sequences, preallocated for `capacity()` positions.
 pub trait KvCache {
@@ -39,4 +39,42 @@ pub trait CausalLm {
     /// positions, `[batch, t, vocab]` in f32 (whatever the weights' dtype). The logits at a
     /// position do not depend on how the sequence was split into calls.
     fn forward(&self, tokens: &Tensor, cache: &mut Self::Cache) -> Result<Tensor>;
+    /// How the model holds its weights, for reports (`None`: the model doesn't say).
+    fn weight_format(&self) -> Option<WeightFormat> {
+        None
+    }
+    /// The bytes of the model's weights (quantized blocks counted as stored), for reports.
+    /// `memory_stats` counts tensors only, so this is where quantized weights show.
+    fn weight_bytes(&self) -> Option<usize> {
+        None
+    }
+}
+
+/// How a model's weight matrices are held in memory (a load option, e.g. of
+/// [`crate::llama::Llama::from_gguf_with`]).
+///
+/// - `Dequantized(dtype)`: every tensor is dequantized at load to `dtype` (f32, f16, bf16 or
+///   f64) on the chosen device, and the products are stride-core matmuls in that dtype. Any
+///   GGUF type stride-gguf reads works, on every device.
+/// - `Quantized`: the weight matrices whose GGUF type has a CPU kernel in `stride_quant`
+///   (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K) stay as GGUF blocks in host memory
+///   and are multiplied the way llama.cpp does (activations quantized to 8 bits per row,
+///   exact integer block products); everything else (norms, F16/F32 matrices, types
+///   without a kernel) is dequantized to f32. Activations and the KV cache are f32. CPU
+///   only: there are no GPU kernels for quantized products yet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WeightFormat {
+    /// Dequantized at load to this dtype.
+    Dequantized(DType),
+    /// Kept as GGUF blocks (CPU).
+    Quantized,
+}
+
+impl std::fmt::Display for WeightFormat {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            WeightFormat::Dequantized(d) => write!(f, "dequantized ({d})"),
+            WeightFormat::Quantized => f.write_str("quantized"),
+        }
+    }
 }

@@ -300,7 +300,7 @@ fn logit_bounds(m: &Llama, max_s: usize) -> Vec<f64> {
     let h = (c.dim as f64).sqrt() * norm_max;
     let head = w
         .lm_head
-        .to_dtype(DType::F64)
+        .dequantized(DType::F64)
         .unwrap()
         .to_device(&Device::Cpu)
         .unwrap();

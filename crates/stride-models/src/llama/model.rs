@@ -1,8 +1,8 @@
 //! [`Llama`]: the forward pass.
 
-use super::{LlamaCache, LlamaConfig, LlamaWeights};
+use super::{LinearWeight, LlamaCache, LlamaConfig, LlamaWeights};
 use crate::invalid;
-use crate::lm::{CausalLm, KvCache};
+use crate::lm::{CausalLm, KvCache, WeightFormat};
 use std::collections::BTreeMap;
 use std::path::Path;
 use stride_core::{DType, Device, Error, Generator, Result, Tensor};
@@ -19,7 +19,8 @@ use stride_nn::functional::{rms_norm, scaled_dot_product_attention, Rotary, Rota
 /// ```
 ///
 /// Attention is causal in absolute positions (a query at position `p` sees keys `≤ p`) and
-/// reads the [`LlamaCache`]; linear layers are matmuls with the transposed weight view. The
+/// reads the [`LlamaCache`]; linear layers are [`LinearWeight::forward`]: matmuls with the
+/// transposed weight view, or quantized products (see "Quantized weights" below). The
 /// forward pass adds no host wait of its own: masks, positions and cache offsets come from
 /// host-side counters, never from reading a tensor. (The token-id bounds check inside
 /// `embedding` is stride-core's; on CUDA it still reads one flag back — the gap DESIGN.md
@@ -47,27 +48,83 @@ use stride_nn::functional::{rms_norm, scaled_dot_product_attention, Rotary, Rota
 ///
 /// ```no_run
 /// use stride_core::{DType, Device};
-/// use stride_models::{llama::Llama, CausalLm};
-/// let model = Llama::from_gguf_file("SmolLM2-135M-Instruct.Q4_1.gguf", DType::F32, &Device::Cpu)?;
+/// use stride_models::{llama::{Llama, WeightFormat}, CausalLm};
+/// let path = "SmolLM2-135M-Instruct.Q4_1.gguf";
+/// // every weight dequantized to f32 (any device)
+/// let model = Llama::from_gguf_file(path, DType::F32, &Device::Cpu)?;
 /// assert_eq!(model.config().n_layers, 30);
+/// // the matrices kept as Q4_1/Q8_0 blocks, multiplied the llama.cpp way (CPU)
+/// let q = Llama::from_gguf_file_with(path, WeightFormat::Quantized, &Device::Cpu)?;
+/// assert_eq!(q.weight_format(), WeightFormat::Quantized);
 /// # Ok::<(), stride_core::Error>(())
 /// ```
+///
+/// # Quantized weights
+///
+/// With [`WeightFormat::Quantized`] ([`Llama::from_gguf_quantized`]) each matrix whose GGUF
+/// type has a CPU kernel stays as GGUF blocks ([`LinearWeight::Quantized`]): about 4.5–8.5
+/// bits a weight instead of 32, and each product reads that many bytes, which is what bounds
+/// decoding speed on a CPU. A product quantizes each activation row to 8 bits and sums exact
+/// integer block products, as llama.cpp does, so the logits are llama.cpp's arithmetic, not
+/// the f32 product with the dequantized weights (they differ by the activations' 8-bit
+/// rounding). Activations and the KV cache are f32, on the CPU; for CUDA load dequantized.
 pub struct Llama {
     config: LlamaConfig,
     weights: LlamaWeights,
     rotary: Rotary,
     dtype: DType,
     device: Device,
+    format: WeightFormat,
 }
 
 impl Llama {
     /// A model from its config and weights. `style` must match where the Q/K weights came
     /// from: [`RotaryStyle::Interleaved`] for GGUF files, [`RotaryStyle::HalfSplit`] for
     /// Hugging Face checkpoints (see [`super::weights`]).
+    ///
+    /// The weights must agree: dense tensors of one dtype on one device, or (when any matrix
+    /// is quantized) everything on the CPU in f32.
     pub fn new(config: LlamaConfig, weights: LlamaWeights, style: RotaryStyle) -> Result<Llama> {
-        config.validate("Llama::new", "")?;
-        let device = weights.embed.device();
-        let dtype = weights.embed.dtype();
+        let op = "Llama::new";
+        config.validate(op, "")?;
+        let quantized = weights.is_quantized();
+        let (device, dtype) = if quantized {
+            (Device::Cpu, DType::F32)
+        } else {
+            (weights.embed.device(), weights.embed.dtype())
+        };
+        let dense = weights
+            .layers
+            .iter()
+            .flat_map(|l| [&l.attn_norm, &l.ffn_norm])
+            .chain([&weights.output_norm])
+            .map(|t| (t.dtype(), t.device()))
+            .chain(
+                weights
+                    .matrices()
+                    .filter(|w| !w.is_quantized())
+                    .map(|w| (w.dtype(), w.device())),
+            );
+        for (dt, dev) in dense {
+            if dt != dtype || dev != device {
+                return Err(invalid(
+                    op,
+                    format!(
+                        "the weights mix {dt} on {dev} with {dtype} on {device}{}; load every tensor in one dtype on one device",
+                        if quantized {
+                            " (quantized weights need their dense tensors in f32 on the CPU)"
+                        } else {
+                            ""
+                        }
+                    ),
+                ));
+            }
+        }
+        let format = if quantized {
+            WeightFormat::Quantized
+        } else {
+            WeightFormat::Dequantized(dtype)
+        };
         let rotary = Rotary::new(
             config.rope_dim,
             config.rope_base,
@@ -81,23 +138,76 @@ impl Llama {
             rotary,
             dtype,
             device,
+            format,
         })
     }
 
     /// Loads a `llama` GGUF file (any quantization stride-gguf dequantizes) to `dtype` on
     /// `device`, with the interleaved rotary that llama.cpp's permuted Q/K weights need.
+    /// The same as [`Llama::from_gguf_with`] with [`WeightFormat::Dequantized`]`(dtype)`.
     pub fn from_gguf(g: &Gguf, dtype: DType, device: &Device) -> Result<Llama> {
+        Llama::from_gguf_with(g, WeightFormat::Dequantized(dtype), device)
+    }
+
+    /// Loads a `llama` GGUF file keeping its weight matrices quantized on the CPU
+    /// ([`LlamaWeights::from_gguf_quantized`]; see "Quantized weights" above).
+    pub fn from_gguf_quantized(g: &Gguf) -> Result<Llama> {
+        Llama::from_gguf_with(g, WeightFormat::Quantized, &Device::Cpu)
+    }
+
+    /// Loads a `llama` GGUF file with its weights held as `format` says, on `device`.
+    /// [`WeightFormat::Quantized`] needs `device` to be the CPU: there are no GPU kernels
+    /// for quantized products yet, and asking for one is an error saying to load
+    /// [`WeightFormat::Dequantized`] for CUDA.
+    pub fn from_gguf_with(g: &Gguf, format: WeightFormat, device: &Device) -> Result<Llama> {
         let config = LlamaConfig::from_gguf(g)?;
-        let weights = LlamaWeights::from_gguf(g, &config, dtype, device)?;
+        let weights = match format {
+            WeightFormat::Dequantized(dtype) => LlamaWeights::from_gguf(g, &config, dtype, device)?,
+            WeightFormat::Quantized => {
+                if !device.is_cpu() {
+                    return Err(invalid(
+                        "Llama::from_gguf_with",
+                        format!(
+                            "quantized weights run on the CPU only (there are no {device} kernels for quantized products yet); load with WeightFormat::Dequantized(DType::F32) (`--weights dequantized`) for {device}, or use the CPU"
+                        ),
+                    ));
+                }
+                LlamaWeights::from_gguf_quantized(g, &config)?
+            }
+        };
         Llama::new(config, weights, RotaryStyle::Interleaved)
     }
 
     /// [`Llama::from_gguf`] of the file at `path` (memory-mapped).
     pub fn from_gguf_file(path: impl AsRef<Path>, dtype: DType, device: &Device) -> Result<Llama> {
+        Llama::from_gguf_file_with(path, WeightFormat::Dequantized(dtype), device)
+    }
+
+    /// [`Llama::from_gguf_with`] of the file at `path` (memory-mapped: a quantized load
+    /// copies each matrix's blocks once, and the mapping is dropped when this returns).
+    pub fn from_gguf_file_with(
+        path: impl AsRef<Path>,
+        format: WeightFormat,
+        device: &Device,
+    ) -> Result<Llama> {
         let path = path.as_ref();
         let g = Gguf::open(path)
             .map_err(|e| invalid("Llama::from_gguf_file", format!("{}: {e}", path.display())))?;
-        Llama::from_gguf(&g, dtype, device)
+        Llama::from_gguf_with(&g, format, device)
+    }
+
+    /// Whether a GGUF file's weight matrices can be kept quantized: true when at least one
+    /// of the `llama` matrices (`token_embd`, `blk.N.attn_q` …, `output`) is of a type with
+    /// a CPU kernel. A default for callers choosing a [`WeightFormat`] (the `stride` CLI
+    /// does: quantized on the CPU when this holds).
+    pub fn gguf_has_quantized_matrices(g: &Gguf) -> bool {
+        g.tensors().iter().any(|t| {
+            t.dims.len() == 2
+                && stride_quant::ActFormat::for_weights(t.ggml_type).is_some()
+                && (t.name.starts_with("blk.")
+                    || t.name == "token_embd.weight"
+                    || t.name == "output.weight")
+        })
     }
 
     /// Loads a Hugging Face checkpoint: its `config.json` and its safetensors files (all
@@ -146,9 +256,14 @@ impl Llama {
     pub fn weights(&self) -> &LlamaWeights {
         &self.weights
     }
-    /// The dtype of the weights and the cache.
+    /// The dtype of the activations and the cache (and of the weights when dequantized;
+    /// f32 with quantized weights).
     pub fn dtype(&self) -> DType {
         self.dtype
+    }
+    /// How the weights are held: [`WeightFormat::Quantized`] when any matrix is quantized.
+    pub fn weight_format(&self) -> WeightFormat {
+        self.format
     }
     /// The rotary convention in use.
     pub fn rotary_style(&self) -> RotaryStyle {
@@ -166,6 +281,12 @@ impl CausalLm for Llama {
     }
     fn device(&self) -> Device {
         self.device
+    }
+    fn weight_format(&self) -> Option<WeightFormat> {
+        Some(self.format)
+    }
+    fn weight_bytes(&self) -> Option<usize> {
+        Some(self.weights.nbytes())
     }
     /// A cache for `left_pad.len()` rows of up to `capacity` positions, at most the model's
     /// context length (the rotary tables' length).
@@ -238,8 +359,8 @@ impl CausalLm for Llama {
         let mut x = w.embed.embedding(tokens)?; // (B, T, D)
         for (l, layer) in w.layers.iter().enumerate() {
             let h = rms_norm(&x, &[d], Some(&layer.attn_norm), eps)?;
-            let heads = |wt: &Tensor, n: usize| -> Result<Tensor> {
-                h.matmul(&wt.t()?)?
+            let heads = |wt: &LinearWeight, n: usize| -> Result<Tensor> {
+                wt.forward(&h)?
                     .view(&[bi, ti, n as i64, hd as i64])?
                     .permute(&[0, 2, 1, 3]) // (B, n, T, hd), a view
             };
@@ -263,14 +384,14 @@ impl CausalLm for Llama {
             )?
             .permute(&[0, 2, 1, 3])?
             .reshape(&[bi, ti, (hq * hd) as i64])?;
-            let h = x.add(&a.matmul(&layer.wo.t()?)?)?;
+            let h = x.add(&layer.wo.forward(&a)?)?;
             let m = rms_norm(&h, &[d], Some(&layer.ffn_norm), eps)?;
-            let g = m.matmul(&layer.w_gate.t()?)?;
-            let u = m.matmul(&layer.w_up.t()?)?;
-            x = h.add(&g.swiglu(&u)?.matmul(&layer.w_down.t()?)?)?;
+            let g = layer.w_gate.forward(&m)?;
+            let u = layer.w_up.forward(&m)?;
+            x = h.add(&layer.w_down.forward(&g.swiglu(&u)?)?)?;
         }
         let x = rms_norm(&x, &[d], Some(&w.output_norm), eps)?;
-        let logits = x.matmul(&w.lm_head.t()?)?.to_dtype(DType::F32)?;
+        let logits = w.lm_head.forward(&x)?.to_dtype(DType::F32)?;
         cache.len = s;
         Ok(logits)
     }

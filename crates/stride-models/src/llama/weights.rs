@@ -10,39 +10,55 @@
 //! safetensors [`RotaryStyle::HalfSplit`] (see [`super::Llama`]). Mixing them up gives no
 //! error, just nonsense — the tests check that both files of one model give one output.
 
-use super::LlamaConfig;
+use super::{LinearWeight, LlamaConfig};
 use crate::invalid;
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use stride_core::{DType, Device, Generator, Result, Tensor};
 use stride_gguf::Gguf;
+use stride_quant::{ActFormat, QMatrix};
 
 #[allow(unused_imports)]
 use stride_nn::functional::RotaryStyle;
 
 /// The weights of one transformer block (PyTorch's `(out_features, in_features)` layout).
+/// The norms are dense tensors; each matrix is a [`LinearWeight`], dense or quantized.
 #[derive(Clone)]
 pub struct LlamaLayer {
+    /// `(dim)`.
     pub attn_norm: Tensor,
-    pub wq: Tensor,
-    pub wk: Tensor,
-    pub wv: Tensor,
-    pub wo: Tensor,
+    /// `(n_heads·head_dim, dim)`, rows in the file's order (see the module docs).
+    pub wq: LinearWeight,
+    /// `(n_kv_heads·head_dim, dim)`.
+    pub wk: LinearWeight,
+    /// `(n_kv_heads·head_dim, dim)`.
+    pub wv: LinearWeight,
+    /// `(dim, n_heads·head_dim)`.
+    pub wo: LinearWeight,
+    /// `(dim)`.
     pub ffn_norm: Tensor,
-    pub w_gate: Tensor,
-    pub w_up: Tensor,
-    pub w_down: Tensor,
+    /// `(ffn_dim, dim)`.
+    pub w_gate: LinearWeight,
+    /// `(ffn_dim, dim)`.
+    pub w_up: LinearWeight,
+    /// `(dim, ffn_dim)`.
+    pub w_down: LinearWeight,
 }
 
-/// Every tensor of a Llama model, in one dtype on one device.
+/// Every tensor of a Llama model: dense tensors in one dtype on one device
+/// ([`LlamaWeights::from_gguf`], [`LlamaWeights::from_hf_tensors`],
+/// [`LlamaWeights::random`]), or the matrices kept as GGUF blocks on the CPU with `f32`
+/// norms ([`LlamaWeights::from_gguf_quantized`]).
 #[derive(Clone)]
 pub struct LlamaWeights {
-    /// `(vocab, dim)`.
-    pub embed: Tensor,
+    /// `(vocab, dim)`: gathered by token id.
+    pub embed: LinearWeight,
     pub layers: Vec<LlamaLayer>,
     /// `(dim)`.
     pub output_norm: Tensor,
-    /// `(vocab, dim)`: the same tensor as `embed` when tied.
-    pub lm_head: Tensor,
+    /// `(vocab, dim)`: the same weight as `embed` when tied (for a quantized table, the same
+    /// `Arc<QMatrix>`: one copy in memory).
+    pub lm_head: LinearWeight,
 }
 
 fn gguf_err(op: &'static str) -> impl Fn(stride_gguf::GgufError) -> stride_core::Error {
@@ -80,10 +96,21 @@ fn block_shape(c: &LlamaConfig, k: usize) -> Vec<usize> {
     }
 }
 
+/// A norm vector: always loaded dense (the loaders never quantize 1-D tensors).
+fn dense(w: LinearWeight) -> Result<Tensor> {
+    match w {
+        LinearWeight::Dense(t) => Ok(t),
+        LinearWeight::Quantized(q) => Err(invalid(
+            "LlamaWeights",
+            format!("a norm vector was loaded as a quantized {q:?}; norms must be dense"),
+        )),
+    }
+}
+
 impl LlamaWeights {
     fn assemble(
         c: &LlamaConfig,
-        mut get: impl FnMut(&str, Vec<usize>) -> Result<Tensor>,
+        mut get: impl FnMut(&str, Vec<usize>) -> Result<LinearWeight>,
         gguf_names: bool,
     ) -> Result<LlamaWeights> {
         let (embed_name, norm_name, head_name) = if gguf_names {
@@ -110,18 +137,18 @@ impl LlamaWeights {
             let mut t = t.into_iter();
             let mut n = || t.next().expect("nine tensors");
             layers.push(LlamaLayer {
-                attn_norm: n(),
+                attn_norm: dense(n())?,
                 wq: n(),
                 wk: n(),
                 wv: n(),
                 wo: n(),
-                ffn_norm: n(),
+                ffn_norm: dense(n())?,
                 w_gate: n(),
                 w_up: n(),
                 w_down: n(),
             });
         }
-        let output_norm = get(norm_name, vec![c.dim])?;
+        let output_norm = dense(get(norm_name, vec![c.dim])?)?;
         let lm_head = if c.tied_embeddings {
             embed.clone()
         } else {
@@ -161,12 +188,82 @@ impl LlamaWeights {
                     ));
                 }
                 let data = g.dequantize(name).map_err(gguf_err(op))?;
-                Tensor::from_vec(data, want)?
+                Ok(Tensor::from_vec(data, want)?
                     .to_dtype(dtype)?
-                    .to_device(device)
+                    .to_device(device)?
+                    .into())
             },
             true,
         )
+    }
+
+    /// Loads a `llama` GGUF file keeping its weight matrices quantized, on the CPU: every
+    /// 2-D tensor whose GGUF type has a `stride_quant` kernel (Q4_0, Q4_1, Q5_0, Q5_1,
+    /// Q8_0, Q4_K, Q5_K, Q6_K) becomes a [`LinearWeight::Quantized`] (its blocks copied
+    /// once, never expanded to `f32`); the other tensors (norms, F32/F16/BF16 matrices,
+    /// quantized types without a kernel such as Q2_K) are dequantized to `f32` as
+    /// [`LlamaWeights::from_gguf`] does. A tied output head shares the embedding's blocks.
+    /// Q/K rows in llama.cpp's permuted order: use them with [`RotaryStyle::Interleaved`].
+    pub fn from_gguf_quantized(g: &Gguf, c: &LlamaConfig) -> Result<LlamaWeights> {
+        let op = "LlamaWeights::from_gguf_quantized";
+        LlamaWeights::assemble(
+            c,
+            |name, want| {
+                let info = g.tensor(name).map_err(gguf_err(op))?;
+                if info.shape() != want {
+                    return Err(invalid(
+                        op,
+                        format!(
+                            "tensor {name} has shape {:?} (ggml dims {:?}); the config needs {want:?}",
+                            info.shape(),
+                            info.dims
+                        ),
+                    ));
+                }
+                if want.len() == 2 && ActFormat::for_weights(info.ggml_type).is_some() {
+                    let q = QMatrix::from_gguf(g, name)
+                        .map_err(|e| invalid(op, format!("tensor {name}: {e}")))?;
+                    return Ok(LinearWeight::Quantized(Arc::new(q)));
+                }
+                let data = g.dequantize(name).map_err(gguf_err(op))?;
+                Ok(Tensor::from_vec(data, want)?.into())
+            },
+            true,
+        )
+    }
+
+    /// Whether any matrix is held quantized.
+    pub fn is_quantized(&self) -> bool {
+        self.matrices().any(|w| w.is_quantized())
+    }
+
+    /// Every weight matrix: the embedding, each block's seven, and the output head (the
+    /// embedding again when tied).
+    pub fn matrices(&self) -> impl Iterator<Item = &LinearWeight> {
+        std::iter::once(&self.embed)
+            .chain(
+                self.layers
+                    .iter()
+                    .flat_map(|l| [&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down]),
+            )
+            .chain(std::iter::once(&self.lm_head))
+    }
+
+    /// The bytes held by the weights (quantized blocks as stored; a tied head counted once).
+    pub fn nbytes(&self) -> usize {
+        let tied = match (&self.embed, &self.lm_head) {
+            (LinearWeight::Quantized(a), LinearWeight::Quantized(b)) => Arc::ptr_eq(a, b),
+            (LinearWeight::Dense(a), LinearWeight::Dense(b)) => a.shares_storage_with(b),
+            _ => false,
+        };
+        let norms: usize = self
+            .layers
+            .iter()
+            .map(|l| l.attn_norm.nbytes() + l.ffn_norm.nbytes())
+            .sum::<usize>()
+            + self.output_norm.nbytes();
+        let m: usize = self.matrices().map(|w| w.nbytes()).sum();
+        norms + m - if tied { self.lm_head.nbytes() } else { 0 }
     }
 
     /// Reads Hugging Face names (`model.embed_tokens.weight`, `model.layers.N.self_attn.
@@ -198,7 +295,7 @@ impl LlamaWeights {
                         ),
                     ));
                 }
-                t.to_dtype(dtype)?.to_device(device)
+                Ok(t.to_dtype(dtype)?.to_device(device)?.into())
             },
             false,
         )
@@ -222,7 +319,7 @@ impl LlamaWeights {
                 } else {
                     r.mul(0.02)?
                 };
-                t.to_dtype(dtype)?.to_device(device)
+                Ok(t.to_dtype(dtype)?.to_device(device)?.into())
             },
             true,
         )
