@@ -32,11 +32,38 @@ pub(crate) unsafe fn nibbles_avx2(p: *const u8) -> std::arch::x86_64::__m256i {
     _mm256_and_si256(both, _mm256_set1_epi8(0x0F))
 }
 
+/// The 32 nibbles of `qs` (16 bytes) in value order, minus `offset`.
+#[inline(always)]
+fn nibble_values(qs: &[u8], offset: i8) -> [i8; 32] {
+    let mut v = [0i8; 32];
+    for l in 0..16 {
+        v[l] = (qs[l] & 0xF) as i8 - offset;
+        v[l + 16] = (qs[l] >> 4) as i8 - offset;
+    }
+    v
+}
+
 pub(crate) struct Q4_0;
 
 impl Block32 for Q4_0 {
     const TS: usize = 18;
     const MIN: bool = false;
+    const SIGNED: bool = true;
+
+    #[inline(always)]
+    fn values(wb: &[u8]) -> [i8; 32] {
+        nibble_values(&wb[2..18], 8)
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    unsafe fn values_avx2(wb: *const u8) -> std::arch::x86_64::__m256i {
+        use std::arch::x86_64::*;
+        // SAFETY: the caller guarantees a whole block at `wb`
+        let n = unsafe { nibbles_avx2(wb.add(2)) };
+        _mm256_sub_epi8(n, _mm256_set1_epi8(8))
+    }
 
     #[inline(always)]
     fn isum(wb: &[u8], qx: &[i8]) -> i32 {
@@ -65,6 +92,20 @@ pub(crate) struct Q4_1;
 impl Block32 for Q4_1 {
     const TS: usize = 20;
     const MIN: bool = true;
+    const SIGNED: bool = false;
+
+    #[inline(always)]
+    fn values(wb: &[u8]) -> [i8; 32] {
+        nibble_values(&wb[4..20], 0)
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    unsafe fn values_avx2(wb: *const u8) -> std::arch::x86_64::__m256i {
+        // SAFETY: the caller guarantees a whole block at `wb`
+        unsafe { nibbles_avx2(wb.add(4)) }
+    }
 
     #[inline(always)]
     fn isum(wb: &[u8], qx: &[i8]) -> i32 {

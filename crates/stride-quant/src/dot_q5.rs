@@ -46,11 +46,40 @@ unsafe fn five_bits_avx2(qh: *const u8, qs: *const u8) -> std::arch::x86_64::__m
     _mm256_or_si256(n, _mm256_and_si256(set, _mm256_set1_epi8(0x10)))
 }
 
+/// The 32 five-bit values of the block (`qh`: 4 bytes, `qs`: 16) in value order, minus
+/// `offset`.
+#[inline(always)]
+fn five_bit_values(qh: &[u8], qs: &[u8], offset: i8) -> [i8; 32] {
+    let h = u32::from_le_bytes([qh[0], qh[1], qh[2], qh[3]]);
+    let mut v = [0i8; 32];
+    for l in 0..16 {
+        v[l] = ((qs[l] & 0xF) | (((h >> l) & 1) << 4) as u8) as i8 - offset;
+        v[l + 16] = ((qs[l] >> 4) | (((h >> (l + 16)) & 1) << 4) as u8) as i8 - offset;
+    }
+    v
+}
+
 pub(crate) struct Q5_0;
 
 impl Block32 for Q5_0 {
     const TS: usize = 22;
     const MIN: bool = false;
+    const SIGNED: bool = true;
+
+    #[inline(always)]
+    fn values(wb: &[u8]) -> [i8; 32] {
+        five_bit_values(&wb[2..6], &wb[6..22], 16)
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    unsafe fn values_avx2(wb: *const u8) -> std::arch::x86_64::__m256i {
+        use std::arch::x86_64::*;
+        // SAFETY: the caller guarantees a whole block at `wb`
+        let q = unsafe { five_bits_avx2(wb.add(2), wb.add(6)) };
+        _mm256_sub_epi8(q, _mm256_set1_epi8(16))
+    }
 
     #[inline(always)]
     fn isum(wb: &[u8], qx: &[i8]) -> i32 {
@@ -78,6 +107,20 @@ pub(crate) struct Q5_1;
 impl Block32 for Q5_1 {
     const TS: usize = 24;
     const MIN: bool = true;
+    const SIGNED: bool = false;
+
+    #[inline(always)]
+    fn values(wb: &[u8]) -> [i8; 32] {
+        five_bit_values(&wb[4..8], &wb[8..24], 0)
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    unsafe fn values_avx2(wb: *const u8) -> std::arch::x86_64::__m256i {
+        // SAFETY: the caller guarantees a whole block at `wb`
+        unsafe { five_bits_avx2(wb.add(4), wb.add(8)) }
+    }
 
     #[inline(always)]
     fn isum(wb: &[u8], qx: &[i8]) -> i32 {

@@ -10,6 +10,25 @@ pub(crate) struct Q8_0;
 impl Block32 for Q8_0 {
     const TS: usize = 34;
     const MIN: bool = false;
+    const SIGNED: bool = true;
+
+    #[inline(always)]
+    fn values(wb: &[u8]) -> [i8; 32] {
+        let mut v = [0i8; 32];
+        for (v, &q) in v.iter_mut().zip(&wb[2..34]) {
+            *v = q as i8;
+        }
+        v
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    unsafe fn values_avx2(wb: *const u8) -> std::arch::x86_64::__m256i {
+        use std::arch::x86_64::*;
+        // SAFETY: the caller guarantees a whole block at `wb`
+        unsafe { _mm256_loadu_si256(wb.add(2) as *const __m256i) }
+    }
 
     #[inline(always)]
     fn isum(wb: &[u8], qx: &[i8]) -> i32 {

@@ -44,6 +44,9 @@
 //! tree (`accum.rs`). **The portable and the AVX2 kernels perform these same operations in
 //! the same order, so they give the same bits**, on every machine and with any number of
 //! threads; [`Isa`] selects between them (`STRIDE_QUANT_SIMD=off` forces the portable one).
+//! With several activation rows and a 32-value block type, [`QMatrix::matmul`] runs a tile
+//! kernel that unpacks each weight block once for up to four rows; each output still gets
+//! exactly these operations, so the same bits.
 //!
 //! # Error bound
 //!

@@ -5,8 +5,15 @@
 //! split over the weight rows with rayon, in chunks small enough that a single activation
 //! row (a decode step) still uses every thread. Each output is computed by one kernel call
 //! whatever the split, so the result does not depend on the number of threads.
+//!
+//! With several activation rows (prefill) and a 32-value block type, the tile kernel
+//! (`dot::dot_rows`) runs each weight row against up to [`TILE`] activation rows at once,
+//! unpacking each weight block once for the tile; each output still gets exactly the
+//! operations of the per-pair kernel, so the same bits. Work is then split over blocks of
+//! activation rows as well as over chunks of weight rows. The K-quants keep the per-pair
+//! path.
 
-use crate::dot::dot;
+use crate::dot::{dot, dot_rows, has_rows};
 use crate::error::{bad_size, QuantError, Result};
 use crate::q8::{ActFormat, Q8Row};
 use crate::{Isa, QMatrix};
@@ -45,7 +52,7 @@ impl QMatrix {
                 ),
             ));
         }
-        self.run(OP, Isa::detect(), x, 1, self.cols(), y, self.rows())
+        self.run(OP, Isa::detect(), x, 1, self.cols(), y, self.rows(), true)
     }
 
     /// `y = x · Wᵀ` for `m` contiguous activation rows: `x` is `m × cols` and `y` is
@@ -67,7 +74,7 @@ impl QMatrix {
                 ),
             ));
         }
-        self.run(OP, Isa::detect(), x, m, self.cols(), y, self.rows())
+        self.run(OP, Isa::detect(), x, m, self.cols(), y, self.rows(), true)
     }
 
     /// `y = x · Wᵀ` over strided rows: activation row `i` is
@@ -96,6 +103,36 @@ impl QMatrix {
         x_stride: usize,
         y: &mut [f32],
         y_stride: usize,
+    ) -> Result<()> {
+        self.strided(isa, x, m, x_stride, y, y_stride, true)
+    }
+
+    /// [`QMatrix::matmul_with`] without the multi-row tile kernel: every output by its own
+    /// per-pair kernel call. The same bits; for tests and benchmarks only.
+    #[doc(hidden)]
+    pub fn matmul_per_pair(
+        &self,
+        isa: Isa,
+        x: &[f32],
+        m: usize,
+        x_stride: usize,
+        y: &mut [f32],
+        y_stride: usize,
+    ) -> Result<()> {
+        self.strided(isa, x, m, x_stride, y, y_stride, false)
+    }
+
+    /// The strided product, sizes checked here; `tiles` allows the multi-row kernel.
+    #[allow(clippy::too_many_arguments)]
+    fn strided(
+        &self,
+        isa: Isa,
+        x: &[f32],
+        m: usize,
+        x_stride: usize,
+        y: &mut [f32],
+        y_stride: usize,
+        tiles: bool,
     ) -> Result<()> {
         const OP: &str = "QMatrix::matmul_strided";
         if !isa.is_available() {
@@ -145,7 +182,7 @@ impl QMatrix {
                 ))
             }
         }
-        self.run(OP, isa, x, m, x_stride, y, y_stride)
+        self.run(OP, isa, x, m, x_stride, y, y_stride, tiles)
     }
 
     /// The product, sizes checked.
@@ -159,6 +196,7 @@ impl QMatrix {
         x_stride: usize,
         y: &mut [f32],
         y_stride: usize,
+        tiles: bool,
     ) -> Result<()> {
         let (rows, cols) = self.shape();
         let ty = self.ggml_type();
@@ -188,6 +226,9 @@ impl QMatrix {
                 });
             return Ok(());
         }
+        if tiles && has_rows(ty) {
+            return self.run_tiles(op, isa, &acts, y, y_stride);
+        }
         // weight-row-major results (t[j·m + i] = y[i, j]), then written through y's stride
         let mut t = Vec::new();
         t.try_reserve_exact(rows * m)
@@ -211,5 +252,118 @@ impl QMatrix {
             }
         }
         Ok(())
+    }
+
+    /// The product of `m = acts.len() > 1` quantized rows by the tile kernel (`has_rows`
+    /// holds for the type; `y_stride ≥ rows`).
+    ///
+    /// The activation rows are cut into blocks (at most ~256 KiB of quantized rows, so that
+    /// a block stays in L2 while weight rows stream past) and the weight rows into chunks
+    /// (as for one row); each (block, chunk) pair is one rayon task, which runs every weight
+    /// row of its chunk against its block, [`TILE`] rows at a time (the remainder by a
+    /// smaller tile; weight rows in passes of ~128 KiB, each pass run by every tile in
+    /// turn). Results go to a buffer, one region per task (activation-row-major
+    /// inside), then are copied to `y` row by row.
+    fn run_tiles(
+        &self,
+        op: &'static str,
+        isa: Isa,
+        acts: &[Q8Row],
+        y: &mut [f32],
+        y_stride: usize,
+    ) -> Result<()> {
+        let (rows, cols) = self.shape();
+        let ty = self.ggml_type();
+        let m = acts.len();
+        let threads = rayon::current_num_threads().max(1);
+        let chunk = rows.div_ceil(threads * 8).max(1);
+        let n_chunks = rows.div_ceil(chunk);
+        // a quantized row: cols bytes of values, an f32 scale (and an f32 sum) per 32
+        let act_bytes = (cols + cols / 4).max(1);
+        let by_cache = m.div_ceil((256 * 1024 / act_bytes).max(TILE));
+        // enough tasks for every thread when there are few weight rows
+        let by_threads = (threads * 4).div_ceil(n_chunks).min(m.div_ceil(TILE));
+        let block = m.div_ceil(by_cache.max(by_threads)).next_multiple_of(TILE);
+        let n_blocks = m.div_ceil(block);
+
+        let mut t = Vec::new();
+        t.try_reserve_exact(rows * m)
+            .map_err(|_| QuantError::OutOfMemory {
+                op,
+                bytes: (rows * m) as u128 * 4,
+            })?;
+        t.resize(rows * m, 0f32);
+        // task regions, in order: block-major, then chunk; t[il·n + jj] inside
+        let mut tasks = Vec::with_capacity(n_blocks * n_chunks);
+        let mut rest: &mut [f32] = &mut t;
+        for ab in 0..n_blocks {
+            let (i0, l) = (ab * block, block.min(m - ab * block));
+            for c in 0..n_chunks {
+                let (j0, n) = (c * chunk, chunk.min(rows - c * chunk));
+                let (region, tail) = rest.split_at_mut(n * l);
+                rest = tail;
+                tasks.push((i0, l, j0, n, region));
+            }
+        }
+        // weight rows per pass over the block's tiles: ~128 KiB, re-read from L2 by each
+        // tile while the tile's activation rows stay in L1
+        let pass = (128 * 1024 / self.row_bytes().max(1)).max(1);
+        tasks.into_par_iter().for_each(|(i0, l, j0, n, region)| {
+            let a = &acts[i0..i0 + l];
+            for p0 in (0..n).step_by(pass) {
+                let mut il = 0;
+                while il < l {
+                    let r = (l - il).min(TILE);
+                    for jj in p0..n.min(p0 + pass) {
+                        let w = self.row_data(j0 + jj);
+                        match r {
+                            1 => tile::<1>(isa, ty, w, a, il, region, n, jj),
+                            2 => tile::<2>(isa, ty, w, a, il, region, n, jj),
+                            3 => tile::<3>(isa, ty, w, a, il, region, n, jj),
+                            _ => tile::<TILE>(isa, ty, w, a, il, region, n, jj),
+                        }
+                    }
+                    il += r;
+                }
+            }
+        });
+        let t = &t;
+        y[..(m - 1) * y_stride + rows]
+            .par_chunks_mut(y_stride)
+            .enumerate()
+            .for_each(|(i, yi)| {
+                let i0 = i / block * block;
+                let l = block.min(m - i0);
+                let il = i - i0;
+                for c in 0..n_chunks {
+                    let (j0, n) = (c * chunk, chunk.min(rows - c * chunk));
+                    let at = i0 * rows + j0 * l + il * n;
+                    yi[j0..j0 + n].copy_from_slice(&t[at..at + n]);
+                }
+            });
+        Ok(())
+    }
+}
+
+/// Activation rows per tile of the multi-row kernel.
+const TILE: usize = 4;
+
+/// Weight row `w` against activation rows `a[il..il + R]`: output `(il + r, jj)` to
+/// `out[(il + r)·n + jj]`.
+#[allow(clippy::too_many_arguments)]
+#[inline]
+fn tile<const R: usize>(
+    isa: Isa,
+    ty: stride_gguf::GgmlType,
+    w: &[u8],
+    a: &[Q8Row],
+    il: usize,
+    out: &mut [f32],
+    n: usize,
+    jj: usize,
+) {
+    let v = dot_rows::<R>(isa, ty, w, std::array::from_fn(|r| &a[il + r]));
+    for (r, v) in v.into_iter().enumerate() {
+        out[(il + r) * n + jj] = v;
     }
 }
