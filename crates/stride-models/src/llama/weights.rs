@@ -65,6 +65,27 @@ fn gguf_err(op: &'static str) -> impl Fn(stride_gguf::GgufError) -> stride_core:
     move |e| invalid(op, e.to_string())
 }
 
+/// The info of GGUF tensor `name`, checked to have the shape the config needs.
+fn gguf_tensor<'a>(
+    g: &'a Gguf,
+    name: &str,
+    want: &[usize],
+    op: &'static str,
+) -> Result<&'a stride_gguf::TensorInfo> {
+    let info = g.tensor(name).map_err(gguf_err(op))?;
+    if info.shape() != want {
+        return Err(invalid(
+            op,
+            format!(
+                "tensor {name} has shape {:?} (ggml dims {:?}); the config needs {want:?}",
+                info.shape(),
+                info.dims
+            ),
+        ));
+    }
+    Ok(info)
+}
+
 /// The names of block `i`'s tensors, GGUF first, Hugging Face second.
 const BLOCK_NAMES: [(&str, &str); 9] = [
     ("attn_norm", "input_layernorm"),
@@ -176,17 +197,7 @@ impl LlamaWeights {
         LlamaWeights::assemble(
             c,
             |name, want| {
-                let info = g.tensor(name).map_err(gguf_err(op))?;
-                if info.shape() != want {
-                    return Err(invalid(
-                        op,
-                        format!(
-                            "tensor {name} has shape {:?} (ggml dims {:?}); the config needs {want:?}",
-                            info.shape(),
-                            info.dims
-                        ),
-                    ));
-                }
+                gguf_tensor(g, name, &want, op)?;
                 let data = g.dequantize(name).map_err(gguf_err(op))?;
                 Ok(Tensor::from_vec(data, want)?
                     .to_dtype(dtype)?
@@ -209,17 +220,7 @@ impl LlamaWeights {
         LlamaWeights::assemble(
             c,
             |name, want| {
-                let info = g.tensor(name).map_err(gguf_err(op))?;
-                if info.shape() != want {
-                    return Err(invalid(
-                        op,
-                        format!(
-                            "tensor {name} has shape {:?} (ggml dims {:?}); the config needs {want:?}",
-                            info.shape(),
-                            info.dims
-                        ),
-                    ));
-                }
+                let info = gguf_tensor(g, name, &want, op)?;
                 if want.len() == 2 && ActFormat::for_weights(info.ggml_type).is_some() {
                     let q = QMatrix::from_gguf(g, name)
                         .map_err(|e| invalid(op, format!("tensor {name}: {e}")))?;
