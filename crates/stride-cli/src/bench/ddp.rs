@@ -35,19 +35,8 @@ pub struct DdpArgs {
     /// Timed all-reduces per size (after 5 untimed).
     #[arg(long, default_value_t = 20)]
     iters: usize,
-    #[arg(long, default_value_t = 12)]
-    layers: usize,
-    #[arg(long, default_value_t = 768)]
-    dim: usize,
-    #[arg(long, default_value_t = 12)]
-    heads: usize,
-    #[arg(long, default_value_t = 1024)]
-    context: usize,
-    /// Sequences per GPU per step.
-    #[arg(long, default_value_t = 16)]
-    batch: usize,
-    #[arg(long, default_value_t = 49152)]
-    vocab: usize,
+    #[command(flatten)]
+    shape: super::gpt::GptShape,
     /// Timed GPT steps (after 5 untimed).
     #[arg(long, default_value_t = 20)]
     steps: u64,
@@ -117,8 +106,8 @@ pub fn run(a: DdpArgs) -> Result<(), String> {
     };
     let doc = json!({
         "gpus": a.gpus,
-        "model": {"layers": a.layers, "dim": a.dim, "heads": a.heads, "context": a.context,
-                  "batch_per_gpu": a.batch, "vocab": a.vocab},
+        "model": {"layers": a.shape.layers, "dim": a.shape.dim, "heads": a.shape.heads, "context": a.shape.context,
+                  "batch_per_gpu": a.shape.batch, "vocab": a.shape.vocab},
         "stride": {"allreduce": allreduce, "gpt_one": one, "gpt_many": many, "gpt_zero": zero,
                    "scaling_efficiency": eff(&one, &many)},
         "peer": peer,
@@ -151,7 +140,7 @@ pub fn run(a: DdpArgs) -> Result<(), String> {
     }
     println!(
         "GPT {} layers × {} wide, sequence {}, {} sequences per GPU, bf16 autocast: tokens/s",
-        a.layers, a.dim, a.context, a.batch
+        a.shape.layers, a.shape.dim, a.shape.context, a.shape.batch
     );
     println!(
         "{:<14} {:>12} {:>12} {:>12}",
@@ -209,17 +198,7 @@ pub fn run(a: DdpArgs) -> Result<(), String> {
 
 fn gpt_args(a: &DdpArgs) -> Vec<String> {
     let mut v = vec!["gpt".to_string()];
-    for (k, x) in [
-        ("--layers", a.layers),
-        ("--dim", a.dim),
-        ("--heads", a.heads),
-        ("--context", a.context),
-        ("--batch", a.batch),
-        ("--vocab", a.vocab),
-    ] {
-        v.push(k.into());
-        v.push(x.to_string());
-    }
+    v.extend(a.shape.peer_args());
     v.push("--steps".into());
     v.push(a.steps.to_string());
     v
@@ -312,9 +291,15 @@ fn allreduce(a: &DdpArgs, g: &ProcessGroup) -> Result<Value, String> {
 fn gpt(a: &DdpArgs, g: ProcessGroup, zero: bool) -> Result<Value, String> {
     let e = |e: stride::Error| e.to_string();
     let world = g.world_size();
-    let model = GptConfig::modern(a.vocab, a.context, a.layers, a.heads, a.dim);
+    let model = GptConfig::modern(
+        a.shape.vocab,
+        a.shape.context,
+        a.shape.layers,
+        a.shape.heads,
+        a.shape.dim,
+    );
     // the global batch: --batch per GPU
-    let mut t = super::gpt::bench_trainer(model, a.batch * world, a.vocab, g.device())?;
+    let mut t = super::gpt::bench_trainer(model, a.shape.batch * world, a.shape.vocab, g.device())?;
     t.set_loss_every(0);
     if world > 1 {
         t.distribute_with(g.clone(), zero).map_err(e)?;
@@ -330,7 +315,7 @@ fn gpt(a: &DdpArgs, g: ProcessGroup, zero: bool) -> Result<Value, String> {
     }
     t.read_losses().map_err(e)?;
     let secs = t0.elapsed().as_secs_f64();
-    let tokens = a.steps as f64 * (a.batch * world * a.context) as f64;
+    let tokens = a.steps as f64 * (a.shape.batch * world * a.shape.context) as f64;
     let peak_bytes = stride::memory_stats(g.device()).peak_bytes;
     // one more step, profiled (untimed): how much of the gradients' all-reduce ran beside
     // backward's kernels

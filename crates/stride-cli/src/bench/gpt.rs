@@ -16,6 +16,42 @@ use std::time::Instant;
 use stride::models::gpt::{Corpus, GptConfig, GptTrainConfig, GptTrainer};
 use stride::{DType, Device, Generator, Tensor};
 
+/// The benchmarked GPT's size (GPT-2-small by default, SmolLM2's vocabulary), shared by
+/// `bench gpt` and `bench ddp` and passed on to their PyTorch peers.
+#[derive(clap::Args, Clone)]
+pub struct GptShape {
+    #[arg(long, default_value_t = 12)]
+    pub layers: usize,
+    #[arg(long, default_value_t = 768)]
+    pub dim: usize,
+    #[arg(long, default_value_t = 12)]
+    pub heads: usize,
+    #[arg(long, default_value_t = 1024)]
+    pub context: usize,
+    /// Sequences per step (per GPU in `bench ddp`).
+    #[arg(long, default_value_t = 16)]
+    pub batch: usize,
+    #[arg(long, default_value_t = 49152)]
+    pub vocab: usize,
+}
+
+impl GptShape {
+    /// The flags that give the same size to a peer script.
+    pub fn peer_args(&self) -> Vec<String> {
+        [
+            ("--layers", self.layers),
+            ("--dim", self.dim),
+            ("--heads", self.heads),
+            ("--context", self.context),
+            ("--batch", self.batch),
+            ("--vocab", self.vocab),
+        ]
+        .iter()
+        .flat_map(|(k, v)| [k.to_string(), v.to_string()])
+        .collect()
+    }
+}
+
 /// The H100 SXM's dense bf16 tensor-core peak, FLOP/s.
 const H100_BF16_PEAK: f64 = 989e12;
 
@@ -24,19 +60,8 @@ pub struct GptArgs {
     /// `cuda`, `cuda:N` or `cpu`.
     #[arg(long, default_value = "cuda")]
     device: String,
-    #[arg(long, default_value_t = 12)]
-    layers: usize,
-    #[arg(long, default_value_t = 768)]
-    dim: usize,
-    #[arg(long, default_value_t = 12)]
-    heads: usize,
-    #[arg(long, default_value_t = 1024)]
-    context: usize,
-    #[arg(long, default_value_t = 16)]
-    batch: usize,
-    /// SmolLM2's vocabulary size by default.
-    #[arg(long, default_value_t = 49152)]
-    vocab: usize,
+    #[command(flatten)]
+    shape: GptShape,
     /// `modern` or `gpt2`.
     #[arg(long, default_value = "modern")]
     style: String,
@@ -69,8 +94,20 @@ pub struct GptArgs {
 pub fn run(a: GptArgs) -> Result<(), String> {
     let device = crate::train::parse_device(&a.device)?;
     let model = match a.style.as_str() {
-        "modern" => GptConfig::modern(a.vocab, a.context, a.layers, a.heads, a.dim),
-        "gpt2" => GptConfig::gpt2(a.vocab, a.context, a.layers, a.heads, a.dim),
+        "modern" => GptConfig::modern(
+            a.shape.vocab,
+            a.shape.context,
+            a.shape.layers,
+            a.shape.heads,
+            a.shape.dim,
+        ),
+        "gpt2" => GptConfig::gpt2(
+            a.shape.vocab,
+            a.shape.context,
+            a.shape.layers,
+            a.shape.heads,
+            a.shape.dim,
+        ),
         s => return Err(format!("unknown --style {s:?}; use modern or gpt2")),
     };
     let model = match a.moe_experts {
@@ -80,7 +117,7 @@ pub fn run(a: GptArgs) -> Result<(), String> {
         }
         None => model,
     };
-    let mut t = bench_trainer(model.clone(), a.batch, a.vocab, device)?;
+    let mut t = bench_trainer(model.clone(), a.shape.batch, a.shape.vocab, device)?;
     t.set_loss_every(0);
     let say = |s: &str| {
         if !a.json {
@@ -133,12 +170,12 @@ pub fn run(a: GptArgs) -> Result<(), String> {
     let params = stride::nn::Module::num_parameters(t.model());
     // a token meets top_k of the experts: the others' parameters do no work for it
     let idle = model.moe.as_ref().map_or(0, |m| {
-        a.layers * (m.experts - m.top_k) * 3 * a.dim * m.expert_ffn_dim
+        a.shape.layers * (m.experts - m.top_k) * 3 * a.shape.dim * m.expert_ffn_dim
     });
     let active = params - idle;
-    let tokens = a.steps as f64 * a.batch as f64 * a.context as f64;
-    let flops_per_token =
-        6.0 * active as f64 + 12.0 * a.layers as f64 * a.context as f64 * a.dim as f64;
+    let tokens = a.steps as f64 * a.shape.batch as f64 * a.shape.context as f64;
+    let flops_per_token = 6.0 * active as f64
+        + 12.0 * a.shape.layers as f64 * a.shape.context as f64 * a.shape.dim as f64;
     let tps = tokens / secs;
     let mfu = |tps: f64| tps * flops_per_token / H100_BF16_PEAK;
     let mut peers = vec![];
@@ -158,12 +195,12 @@ pub fn run(a: GptArgs) -> Result<(), String> {
     let grouped = match (&model.moe, device) {
         (Some(m), Device::Cuda(_)) => {
             say("grouped products alone ...");
-            let tokens = a.batch * a.context * m.top_k;
+            let tokens = a.shape.batch * a.shape.context * m.top_k;
             Some(grouped_products(
                 &a,
                 tokens,
                 m.experts,
-                a.dim,
+                a.shape.dim,
                 m.expert_ffn_dim,
                 device,
             )?)
@@ -171,8 +208,8 @@ pub fn run(a: GptArgs) -> Result<(), String> {
         _ => None,
     };
     let doc = json!({
-        "model": {"style": a.style, "layers": a.layers, "dim": a.dim, "heads": a.heads,
-                  "context": a.context, "batch": a.batch, "vocab": a.vocab, "params": params,
+        "model": {"style": a.style, "layers": a.shape.layers, "dim": a.shape.dim, "heads": a.shape.heads,
+                  "context": a.shape.context, "batch": a.shape.batch, "vocab": a.shape.vocab, "params": params,
                   "active_params": active,
                   "moe": model.moe.as_ref().map(|m| json!({"experts": m.experts, "top_k": m.top_k, "expert_ffn_dim": m.expert_ffn_dim}))},
         "grouped_products": grouped,
@@ -199,7 +236,7 @@ pub fn run(a: GptArgs) -> Result<(), String> {
             ", mixture of {} experts (width {}, top-{})",
             m.experts, m.expert_ffn_dim, m.top_k
         )),
-        a.layers, a.dim, a.heads, a.context, a.batch, a.vocab, params, active,
+        a.shape.layers, a.shape.dim, a.shape.heads, a.shape.context, a.shape.batch, a.shape.vocab, params, active,
         if matches!(device, Device::Cuda(_)) { "bf16 autocast" } else { "f32" },
         device
     );
@@ -396,16 +433,7 @@ fn torch(a: &GptArgs, compile: bool, experts: &str) -> Result<Value, String> {
     let script = super::peer_script("gpt_torch.py")?;
     let mut cmd = Command::new(&a.python);
     cmd.arg(&script).arg("bench");
-    for (k, v) in [
-        ("--layers", a.layers),
-        ("--dim", a.dim),
-        ("--heads", a.heads),
-        ("--context", a.context),
-        ("--batch", a.batch),
-        ("--vocab", a.vocab),
-    ] {
-        cmd.args([k, &v.to_string()]);
-    }
+    cmd.args(a.shape.peer_args());
     cmd.args(["--steps", &a.steps.to_string()]);
     cmd.args(["--style", &a.style]);
     if compile {

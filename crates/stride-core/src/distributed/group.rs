@@ -358,18 +358,9 @@ impl ProcessGroup {
                 t.copy_(&r)?;
                 Ok(Work::done())
             }
-            Some(g) => {
-                let buf = Staged::input(t)?;
-                let dt = nccl::data_type(t.dtype());
-                let (p, n) = (buf.ptr()?, t.numel());
-                g.run(
-                    name,
-                    seq,
-                    vec![t.clone(), buf.tensor.clone()],
-                    |s| unsafe { g.lib.all_reduce(p, p, n, dt, op.nccl(), g.comm, s) },
-                    buf.finish(t),
-                )
-            }
+            Some(g) => g.run_in_place(name, seq, t, |p, n, dt, s| unsafe {
+                g.lib.all_reduce(p, p, n, dt, op.nccl(), g.comm, s)
+            }),
         }
     }
 
@@ -403,18 +394,9 @@ impl ProcessGroup {
                 )?;
                 Ok(Work::done())
             }
-            Some(g) => {
-                let buf = Staged::input(t)?;
-                let dt = nccl::data_type(t.dtype());
-                let (p, n) = (buf.ptr()?, t.numel());
-                g.run(
-                    name,
-                    seq,
-                    vec![t.clone(), buf.tensor.clone()],
-                    |s| unsafe { g.lib.broadcast(p, p, n, dt, root, g.comm, s) },
-                    buf.finish(t),
-                )
-            }
+            Some(g) => g.run_in_place(name, seq, t, |p, n, dt, s| unsafe {
+                g.lib.broadcast(p, p, n, dt, root, g.comm, s)
+            }),
         }
     }
 
@@ -659,6 +641,22 @@ impl NcclGroup {
             watch,
             watcher: Some(watcher),
         })
+    }
+
+    /// A collective on `t` in place: staged as dense memory, `call` given its pointer, element
+    /// count and NCCL dtype.
+    fn run_in_place(
+        &self,
+        name: &'static str,
+        seq: u64,
+        t: &Tensor,
+        call: impl FnOnce(u64, usize, std::ffi::c_int, nccl::Stream) -> Result<()>,
+    ) -> Result<Work> {
+        let buf = Staged::input(t)?;
+        let dt = nccl::data_type(t.dtype());
+        let (p, n) = (buf.ptr()?, t.numel());
+        let keep = vec![t.clone(), buf.tensor.clone()];
+        self.run(name, seq, keep, |s| call(p, n, dt, s), buf.finish(t))
     }
 
     /// A collective from `input` into another tensor `output`: both staged as dense memory,
