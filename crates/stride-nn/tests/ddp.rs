@@ -34,6 +34,21 @@ fn model(dev: Device, seed: u64) -> Result<(Linear, Linear)> {
     ))
 }
 
+/// DDP over the model's parameters with buckets of `cap` bytes (64: a bucket a parameter).
+fn ddp_with_cap(
+    m: &(Linear, Linear),
+    g: &ProcessGroup,
+    cap: usize,
+) -> Result<DistributedDataParallel> {
+    DistributedDataParallel::new(
+        params(m),
+        g,
+        DdpConfig {
+            bucket_cap_bytes: cap,
+        },
+    )
+}
+
 fn batch(dev: Device) -> Result<(Tensor, Tensor)> {
     let g = Generator::new(7);
     let x = Tensor::randn([8, 6], DType::F32, &Device::Cpu, Some(&g))?.to_device(&dev)?;
@@ -97,13 +112,7 @@ fn ranks_grads(devices: &[Device], accum: usize, cap: usize) -> Vec<Vec<Vec<f32>
     run_threads(devices, move |g: ProcessGroup| {
         let dev = g.device();
         let m = model(dev, 1 + g.rank() as u64 * 100)?;
-        let ddp = DistributedDataParallel::new(
-            params(&m),
-            &g,
-            DdpConfig {
-                bucket_cap_bytes: cap,
-            },
-        )?;
+        let ddp = ddp_with_cap(&m, &g, cap)?;
         let (x, y) = batch(dev)?;
         let per = 8 / g.world_size();
         let (x, y) = (
@@ -184,13 +193,7 @@ fn cuda_ddp_backward_waits_for_nothing() {
     let out = run_threads(&d, |g| {
         let dev = g.device();
         let m = model(dev, 1)?;
-        let ddp = DistributedDataParallel::new(
-            params(&m),
-            &g,
-            DdpConfig {
-                bucket_cap_bytes: 64,
-            },
-        )?;
+        let ddp = ddp_with_cap(&m, &g, 64)?;
         let (x, y) = batch(dev)?;
         {
             let _guard = stride_core::debug::forbid_sync();
@@ -220,13 +223,7 @@ fn cuda_ddp_profile_shows_each_bucket_on_the_communication_stream() {
     let out = run_threads(&d, |g| {
         let dev = g.device();
         let m = model(dev, 1)?;
-        let ddp = DistributedDataParallel::new(
-            params(&m),
-            &g,
-            DdpConfig {
-                bucket_cap_bytes: 64,
-            },
-        )?;
+        let ddp = ddp_with_cap(&m, &g, 64)?;
         let (x, y) = batch(dev)?;
         let prof = stride_core::debug::Profiler::start();
         loss(&m, &x, &y)?.backward()?;
