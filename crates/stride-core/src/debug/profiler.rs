@@ -636,12 +636,9 @@ pub(crate) struct CommTimer {
     event: Option<DeviceEvent>,
 }
 
-/// Starts timing a collective about to be queued on `stream` of `device` (`None` for a
-/// collective the host runs itself); `None` when no profiler records on this thread.
-pub(crate) fn comm_start(
-    device: Device,
-    stream: Option<&cudarc::driver::CudaStream>,
-) -> Option<CommTimer> {
+/// Starts timing a collective about to be queued on the communication `stream` of `device`;
+/// `None` when no profiler records on this thread.
+pub(crate) fn comm_start(device: Device, stream: &cudarc::driver::CudaStream) -> Option<CommTimer> {
     if !state::any_active() {
         return None;
     }
@@ -652,7 +649,7 @@ pub(crate) fn comm_start(
     Some(CommTimer {
         recs,
         device,
-        event: stream.and_then(DeviceEvent::record_on),
+        event: DeviceEvent::record_on(stream),
         start: Instant::now(),
     })
 }
@@ -663,14 +660,14 @@ pub(crate) fn comm_finish(
     timer: Option<CommTimer>,
     name: String,
     operands: String,
-    stream: Option<&cudarc::driver::CudaStream>,
+    stream: &cudarc::driver::CudaStream,
 ) {
     let Some(t) = timer else { return };
     let host = t.start.elapsed();
-    let end = match (&t.event, stream) {
-        (Some(_), Some(s)) => DeviceEvent::record_on(s),
-        _ => None,
-    };
+    let end = t
+        .event
+        .as_ref()
+        .and_then(|_| DeviceEvent::record_on(stream));
     let events = t.event.zip(end);
     for rec in &t.recs {
         let mut r = rec.borrow_mut();

@@ -707,7 +707,7 @@ impl NcclGroup {
             .wait(&ready)
             .map_err(|x| e("ordering the streams", x))?;
         let device = Device::Cuda(self.dev.ordinal);
-        let timed = crate::debug::profiler::comm_start(device, Some(&self.stream));
+        let timed = crate::debug::profiler::comm_start(device, &self.stream);
         // watched from before the call: NCCL's host side can block too (a peer that never
         // joins a connection being set up)
         self.watch
@@ -732,12 +732,7 @@ impl NcclGroup {
                     t.numel() * t.dtype().size_in_bytes()
                 )
             });
-            crate::debug::profiler::comm_finish(
-                timed,
-                format!("nccl:{name}"),
-                what,
-                Some(&self.stream),
-            );
+            crate::debug::profiler::comm_finish(timed, format!("nccl:{name}"), what, &self.stream);
         }
         let done = match self.dev.ctx.new_event(None) {
             Ok(ev) => Arc::new(ev),
