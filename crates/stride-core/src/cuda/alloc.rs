@@ -9,10 +9,18 @@
 //! multiple of 2 MiB. A request takes a cached block of exactly its class. When the driver
 //! runs out of memory, the cache is released and the request tried once more; if that fails
 //! too the error names the request and the statistics.
+//!
+//! While a CUDA graph is captured (`graph.rs`), requests are served from the graph's own
+//! *pool*: a replay writes to the very addresses the capture used, so no block the graph
+//! touches may go to anyone else while the graph lives. Blocks freed during the capture
+//! return to the pool (a later kernel of the same capture may reuse them: replays keep
+//! the order); blocks still alive after it (the graph's outputs) return to the pool when
+//! freed; when the graph is dropped its free blocks join the common cache.
 
 use super::device::CudaDevice;
 use crate::{Error, Result};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
+use std::thread::ThreadId;
 
 const SMALL: usize = 1 << 20;
 const SMALL_ROUND: usize = 512;
@@ -48,6 +56,13 @@ pub(crate) struct Allocator {
     pub total: u64,
     /// The peak since the profiler last looked (`storage::take_window_peak`).
     pub window_peak: u64,
+    /// The graph being captured on this device: its pool and the capturing thread.
+    pub capturing: Option<(u64, ThreadId)>,
+    /// Free blocks of each live graph's pool, by size class.
+    pools: HashMap<u64, BTreeMap<usize, Vec<u64>>>,
+    /// The pool of every block a graph has used (until it goes back to the common cache).
+    owner: HashMap<u64, u64>,
+    next_pool: u64,
 }
 
 impl Allocator {
@@ -75,13 +90,42 @@ pub(crate) fn allocate(dev: &CudaDevice, bytes: usize) -> Result<(u64, usize)> {
     }
     let size = size_class(bytes);
     let mut a = dev.allocator();
-    let cached = a.free.get_mut(&size).and_then(|v| v.pop());
+    let pool = match a.capturing {
+        Some((_, thread)) if thread != std::thread::current().id() => {
+            return Err(Error::invalid(
+                "alloc",
+                format!(
+                    "{} is capturing a CUDA graph on another thread; work queued now would become part of that graph. Queue work on this device from the capturing thread only, or after the capture ends",
+                    dev.device()
+                ),
+            ));
+        }
+        Some((pool, _)) => Some(pool),
+        None => None,
+    };
+    let cached = match pool {
+        Some(p) => a
+            .pools
+            .get_mut(&p)
+            .and_then(|free| free.get_mut(&size))
+            .and_then(|v| v.pop()),
+        None => a.free.get_mut(&size).and_then(|v| v.pop()),
+    };
     let ptr = match cached {
         Some(p) => p,
         None => {
             dev.bind()?;
             let p = match unsafe { cudarc::driver::result::malloc_sync(size) } {
                 Ok(p) => p,
+                Err(e) if pool.is_some() => {
+                    // releasing the cache would wait for the stream, which a capture forbids
+                    return Err(out_of_memory(
+                        dev,
+                        &a,
+                        bytes,
+                        &format!("{e} (while capturing a CUDA graph)"),
+                    ));
+                }
                 Err(_) => {
                     // release every cached block and try once more
                     release_cache(dev, &mut a)?;
@@ -94,6 +138,9 @@ pub(crate) fn allocate(dev: &CudaDevice, bytes: usize) -> Result<(u64, usize)> {
             p
         }
     };
+    if let Some(p) = pool {
+        a.owner.insert(ptr, p);
+    }
     a.allocated += size as u64;
     a.peak = a.peak.max(a.allocated);
     a.window_peak = a.window_peak.max(a.allocated);
@@ -106,7 +153,55 @@ pub(crate) fn allocate(dev: &CudaDevice, bytes: usize) -> Result<(u64, usize)> {
 pub(crate) fn release(dev: &CudaDevice, ptr: u64, size: usize) {
     let mut a = dev.allocator();
     a.allocated -= size as u64;
-    a.free.entry(size).or_default().push(ptr);
+    let a = &mut *a;
+    // a block a live graph uses goes back to that graph's pool
+    let free = match a.owner.get(&ptr).and_then(|p| a.pools.get_mut(p)) {
+        Some(pool) => pool,
+        None => {
+            a.owner.remove(&ptr);
+            &mut a.free
+        }
+    };
+    free.entry(size).or_default().push(ptr);
+}
+
+/// Starts serving this thread's requests from a new graph pool; returns its id.
+pub(crate) fn begin_capture(dev: &CudaDevice) -> Result<u64> {
+    let mut a = dev.allocator();
+    if a.capturing.is_some() {
+        return Err(Error::invalid(
+            "CudaGraph::capture",
+            format!(
+                "{} is already capturing a graph; captures on one device cannot nest or overlap",
+                dev.device()
+            ),
+        ));
+    }
+    a.next_pool += 1;
+    let id = a.next_pool;
+    a.pools.insert(id, BTreeMap::new());
+    a.capturing = Some((id, std::thread::current().id()));
+    Ok(id)
+}
+
+/// Ends the capture: later requests use the common cache again (the pool stays the graph's).
+pub(crate) fn end_capture(dev: &CudaDevice) {
+    dev.allocator().capturing = None;
+}
+
+/// The graph of `pool` is gone: its free blocks join the common cache, and its blocks still
+/// alive will when they are freed. Stream order makes this safe while a last replay runs.
+pub(crate) fn drop_pool(dev: &CudaDevice, pool: u64) {
+    let mut a = dev.allocator();
+    let a = &mut *a;
+    if let Some(free) = a.pools.remove(&pool) {
+        for (size, ptrs) in free {
+            for p in ptrs {
+                a.owner.remove(&p);
+                a.free.entry(size).or_default().push(p);
+            }
+        }
+    }
 }
 
 /// Frees every cached block back to the driver (after the stream's queued work is done).

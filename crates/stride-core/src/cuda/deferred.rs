@@ -22,7 +22,7 @@ use super::device::CudaDevice;
 use super::launch::{arg, launch_cfg};
 use crate::debug::CallSite;
 use crate::{Device, Error, Result};
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{fence, AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -50,7 +50,8 @@ extern "C" __global__ void k_record(const u64* gate, volatile u64* rec, const u6
 /// operands and the call site.
 pub(crate) struct Failure {
     /// The error the CPU backend gives for this bad value.
-    pub cause: Box<dyn FnOnce(i64) -> Error + Send>,
+    /// (`Fn`: a check inside a CUDA graph can fail at any replay.)
+    pub cause: Box<dyn Fn(i64) -> Error + Send>,
     /// The op's operands (shapes, dtypes, strides).
     pub operands: String,
 }
@@ -66,6 +67,9 @@ struct State {
     next_id: u64,
     pending: VecDeque<Pending>,
     sticky: Option<Error>,
+    /// The checks captured into live CUDA graphs, by graph: every replay runs them again
+    /// under the ids they were captured with.
+    graphs: HashMap<u64, Vec<Pending>>,
 }
 
 /// One device's deferred-error record and the checks queued on it.
@@ -140,8 +144,12 @@ impl Deferred {
         if failed != 0 && s.sticky.is_none() {
             fence(Ordering::Acquire);
             let value = self.word(1) as i64;
-            let found = s.pending.iter().position(|p| p.id == failed);
-            let err = match found.and_then(|k| s.pending.remove(k)) {
+            let found = s
+                .pending
+                .iter()
+                .find(|p| p.id == failed)
+                .or_else(|| s.graphs.values().flatten().find(|p| p.id == failed));
+            let err = match found {
                 Some(p) => {
                     device_check(dev.device(), (p.failure.cause)(value), &p.failure.operands, &p.site)
                 }
@@ -178,6 +186,28 @@ impl Deferred {
         }
         fence(Ordering::Release);
         e
+    }
+
+    /// The id of the last check registered so far (a capture's checks come after it).
+    pub(crate) fn last_id(&self) -> u64 {
+        self.lock().next_id
+    }
+
+    /// Keeps the descriptions of the checks registered after `since` (those a graph
+    /// captured) for as long as graph `graph` lives: its replays run them again. The device
+    /// has not run them yet (a capture executes nothing), so they are all still pending.
+    pub(crate) fn keep_for_graph(&self, since: u64, graph: u64) {
+        let mut s = self.lock();
+        let (kept, rest): (VecDeque<Pending>, VecDeque<Pending>) = std::mem::take(&mut s.pending)
+            .into_iter()
+            .partition(|p| p.id > since);
+        s.pending = rest;
+        s.graphs.insert(graph, kept.into());
+    }
+
+    /// Graph `graph` is gone: its checks will not run again.
+    pub(crate) fn forget_graph(&self, graph: u64) {
+        self.lock().graphs.remove(&graph);
     }
 
     /// Checks queued and not yet known to be finished (for tests and diagnostics).

@@ -167,7 +167,7 @@ pub(super) fn check_indices(
     op: &'static str,
     index: &View,
     (lo, hi): (i64, i64),
-    bad: impl FnOnce(i64) -> Error + Send + 'static,
+    bad: impl Fn(i64) -> Error + Send + 'static,
     operands: impl FnOnce() -> String,
     wait: bool,
 ) -> Result<Gate> {

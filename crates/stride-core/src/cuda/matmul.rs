@@ -33,6 +33,15 @@ pub fn allow_tf32() -> bool {
     ALLOW_TF32.load(Ordering::Relaxed)
 }
 
+/// Bytes of each handle's workspace (kept for the device's life, outside the allocator).
+const BLAS_WORKSPACE: usize = 32 << 20;
+
+/// The device's cuBLAS handle, created now if it is not yet (a CUDA graph capture makes it
+/// before capturing: creating one allocates).
+pub(crate) fn ensure_handle(dev: &CudaDevice) -> Result<()> {
+    handle(dev, &dev.blas).map(|_| ())
+}
+
 /// One cuBLAS handle per device, bound to the device's stream.
 pub(crate) struct Blas(cb::cublasHandle_t);
 unsafe impl Send for Blas {}
@@ -58,6 +67,14 @@ fn handle(dev: &CudaDevice, slot: &Mutex<Option<Blas>>) -> Result<cb::cublasHand
             h,
             cb::cublasMath_t::CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION,
         )
+    })?;
+    // a workspace of its own, as PyTorch gives each handle (32 MiB on Hopper): without one
+    // cuBLAS allocates on its own, which a CUDA graph capture forbids
+    let s = dev.stream.cu_stream();
+    let ws = unsafe { cudarc::driver::result::malloc_async(s, BLAS_WORKSPACE) }
+        .map_err(|e| dev.err("matmul: allocating the cuBLAS workspace", e))?;
+    check(dev, "setting the cuBLAS workspace", unsafe {
+        cb::cublasSetWorkspace_v2(h, ws as *mut std::ffi::c_void, BLAS_WORKSPACE)
     })?;
     *g = Some(Blas(h));
     Ok(h)

@@ -14,7 +14,8 @@
 //! - [`random`]: Philox random fills, bit-identical to the CPU's;
 //! - [`index`]: gather, scatter, the masked scans and extrema; [`sort`]: sort, topk, kth,
 //!   unique, searchsorted, bincount, histc (bit for bit the CPU's results);
-//! - [`transfer`]: `to_device` both ways; [`timing`]: device time with events.
+//! - [`transfer`]: `to_device` both ways; [`timing`]: device time with events;
+//!   [`CudaGraph`]: work captured once and replayed with one launch.
 //!
 //! - [`deferred`](check_errors): device-side checks (index ranges, integer division by zero)
 //!   whose failure is reported at the next read.
@@ -48,6 +49,7 @@ pub(crate) mod deferred;
 pub(crate) mod device;
 pub(crate) mod elementwise;
 pub(crate) mod flip;
+pub(crate) mod graph;
 pub(crate) mod grouped_matmul;
 pub(crate) mod index;
 pub(crate) mod launch;
@@ -67,6 +69,7 @@ pub(crate) mod transfer;
 
 pub use buffer::CudaBuffer;
 pub use compile::Warmup;
+pub use graph::CudaGraph;
 pub use matmul::{allow_tf32, set_allow_tf32};
 pub use timing::{memcpy_bandwidth, time_on_device};
 
