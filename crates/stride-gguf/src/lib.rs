@@ -10,7 +10,8 @@
 //!   MXFP4, IQ4_NL and IQ4_XS to `f32`, bit-exact with the reference (`gguf` Python package), tested against
 //!   golden fixtures.
 //! - [`quantize`]: Q8_0, Q4_0, Q4_1, Q5_0, Q5_1 (and F32/F16/BF16), byte-exact with the reference encoder.
-//! - [`GgufWriter`]: writes GGUF files.
+//! - [`GgufWriter`]: writes GGUF files, in memory or streamed tensor by tensor
+//!   ([`GgufWriter::add_tensor_info`], [`TensorDataWriter`]).
 //!
 //! ```no_run
 //! use stride_gguf::Gguf;
@@ -40,4 +41,4 @@ pub use quant::{can_quantize, quantize};
 pub use reader::{Gguf, TensorInfo, DEFAULT_ALIGNMENT, GGUF_MAGIC, MAX_ARRAY_NESTING, MAX_DIMS};
 pub use types::{GgmlType, QK_K};
 pub use value::{Array, Value, ValueType};
-pub use writer::GgufWriter;
+pub use writer::{GgufWriter, TensorDataWriter};

@@ -3,7 +3,11 @@
 use crate::error::{GgufError, Result};
 use crate::value::{Array, Value};
 use crate::{GgmlType, DEFAULT_ALIGNMENT, GGUF_MAGIC, MAX_DIMS};
+use std::io::Write;
 use std::path::Path;
+
+/// A tensor of a writer: name, dims, type, data (`None`: declared, written later).
+type Entry = (String, Vec<u64>, GgmlType, Option<Vec<u8>>);
 
 /// Builds a GGUF file in memory: metadata in insertion order, then tensors, each tensor's
 /// data padded to the alignment (as the reference writers do, so the file ends aligned).
@@ -23,7 +27,9 @@ pub struct GgufWriter {
     version: u32,
     alignment: u64,
     metadata: Vec<(String, Value)>,
-    tensors: Vec<(String, Vec<u64>, GgmlType, Vec<u8>)>,
+    /// name, dims, type, data (`None`: declared by [`GgufWriter::add_tensor_info`], written
+    /// later through a [`TensorDataWriter`]).
+    tensors: Vec<Entry>,
 }
 
 impl Default for GgufWriter {
@@ -106,6 +112,62 @@ impl GgufWriter {
         ggml_type: GgmlType,
         data: &[u8],
     ) -> Result<&mut Self> {
+        let n = self.check_tensor(name, dims)?;
+        check_len(name, dims, ggml_type, n, data.len())?;
+        self.tensors.push((
+            name.to_string(),
+            dims.to_vec(),
+            ggml_type,
+            Some(data.to_vec()),
+        ));
+        Ok(self)
+    }
+
+    /// Declares a tensor whose data is written later, in file order, through the
+    /// [`TensorDataWriter`] of [`GgufWriter::write_header`]: a converter can then stream a
+    /// file tensor by tensor without holding every tensor's bytes. Its byte size follows from
+    /// `dims` and `ggml_type` (rows must be whole blocks). [`GgufWriter::to_bytes`] refuses a
+    /// writer with declared tensors.
+    ///
+    /// ```
+    /// use stride_gguf::{quantize, Gguf, GgmlType, GgufWriter};
+    /// let x: Vec<f32> = (0..64).map(|i| i as f32).collect();
+    /// let mut w = GgufWriter::new();
+    /// w.add_string("general.architecture", "llama");
+    /// w.add_tensor_info("a", &[32, 2], GgmlType::Q8_0)?;
+    /// w.add_tensor_info("b", &[64], GgmlType::F32)?;
+    /// let mut out = w.write_header(Vec::new())?;
+    /// out.write_tensor("a", &quantize(GgmlType::Q8_0, &x)?)?;
+    /// out.write_tensor("b", &quantize(GgmlType::F32, &x)?)?;
+    /// let bytes = out.finish()?;
+    /// let g = Gguf::from_bytes(bytes)?;
+    /// assert_eq!(g.dequantize("b")?, x);
+    /// # Ok::<(), stride_gguf::GgufError>(())
+    /// ```
+    pub fn add_tensor_info(
+        &mut self,
+        name: &str,
+        dims: &[u64],
+        ggml_type: GgmlType,
+    ) -> Result<&mut Self> {
+        let n = self.check_tensor(name, dims)?;
+        let row_ok = dims.first().copied().unwrap_or(1) % ggml_type.block_size() as u64 == 0;
+        if !row_ok || ggml_type.bytes_for(n).is_none() {
+            return Err(GgufError::BadLength {
+                op: "GgufWriter::add_tensor_info",
+                detail: format!(
+                    "tensor {name:?}: dims {dims:?} are not whole {ggml_type} blocks (block {}) per row",
+                    ggml_type.block_size()
+                ),
+            });
+        }
+        self.tensors
+            .push((name.to_string(), dims.to_vec(), ggml_type, None));
+        Ok(self)
+    }
+
+    /// Checks a new tensor's name and dims; returns its element count.
+    fn check_tensor(&self, name: &str, dims: &[u64]) -> Result<u64> {
         if dims.len() > MAX_DIMS {
             return Err(GgufError::Malformed(format!(
                 "tensor {name:?} has {} dims; at most {MAX_DIMS} are allowed",
@@ -115,34 +177,13 @@ impl GgufWriter {
         if self.tensors.iter().any(|t| t.0 == name) {
             return Err(GgufError::Malformed(format!("tensor {name:?} added twice")));
         }
-        let n = dims
-            .iter()
+        dims.iter()
             .try_fold(1u64, |n, &d| n.checked_mul(d))
-            .ok_or_else(|| {
-                GgufError::Malformed(format!("tensor {name:?}: dims {dims:?} overflow"))
-            })?;
-        let row_ok = dims.first().copied().unwrap_or(1) % ggml_type.block_size() as u64 == 0;
-        match ggml_type.bytes_for(n) {
-            Some(b) if row_ok && b == data.len() as u64 => {}
-            _ => {
-                return Err(GgufError::BadLength {
-                    op: "GgufWriter::add_tensor",
-                    detail: format!(
-                        "tensor {name:?}: dims {dims:?} of {ggml_type} (block {}) need whole blocks per row and {:?} bytes, got {}",
-                        ggml_type.block_size(),
-                        ggml_type.bytes_for(n),
-                        data.len()
-                    ),
-                })
-            }
-        }
-        self.tensors
-            .push((name.to_string(), dims.to_vec(), ggml_type, data.to_vec()));
-        Ok(self)
+            .ok_or_else(|| GgufError::Malformed(format!("tensor {name:?}: dims {dims:?} overflow")))
     }
 
-    /// The file's bytes.
-    pub fn to_bytes(&self) -> Result<Vec<u8>> {
+    /// The bytes of the header: everything before the first tensor's data (padded).
+    fn header_bytes(&self) -> Vec<u8> {
         let mut out = Vec::new();
         out.extend(GGUF_MAGIC);
         out.extend(self.version.to_le_bytes());
@@ -154,7 +195,7 @@ impl GgufWriter {
             put_value(&mut out, v);
         }
         let mut offset = 0u64;
-        for (name, dims, t, data) in &self.tensors {
+        for (name, dims, t, _) in &self.tensors {
             put_string(&mut out, name);
             out.extend((dims.len() as u32).to_le_bytes());
             for d in dims {
@@ -162,11 +203,62 @@ impl GgufWriter {
             }
             out.extend(t.id().to_le_bytes());
             out.extend(offset.to_le_bytes());
-            offset = (offset + data.len() as u64).div_ceil(self.alignment) * self.alignment;
+            offset = (offset + tensor_bytes(dims, *t)).div_ceil(self.alignment) * self.alignment;
         }
         pad(&mut out, self.alignment);
+        out
+    }
+
+    /// The size in bytes of the file this writer describes (header, every tensor's data
+    /// and its padding), declared tensors included.
+    ///
+    /// ```
+    /// use stride_gguf::{GgmlType, GgufWriter};
+    /// let mut w = GgufWriter::new();
+    /// w.add_tensor_info("w", &[32, 4], GgmlType::Q8_0)?;
+    /// let len = w.file_len();
+    /// let mut out = w.write_header(Vec::new())?;
+    /// out.write_tensor("w", &[0u8; 4 * 34])?;
+    /// assert_eq!(out.finish()?.len() as u64, len);
+    /// # Ok::<(), stride_gguf::GgufError>(())
+    /// ```
+    pub fn file_len(&self) -> u64 {
+        let data: u64 = self
+            .tensors
+            .iter()
+            .map(|(_, d, t, _)| tensor_bytes(d, *t).div_ceil(self.alignment) * self.alignment)
+            .sum();
+        self.header_bytes().len() as u64 + data
+    }
+
+    /// Writes the header (metadata and every tensor's info) to `out` and returns the writer
+    /// of the tensors' data, which must then come in the order the tensors were added
+    /// (those added with their data by [`GgufWriter::add_tensor`] are written by it).
+    /// See [`GgufWriter::add_tensor_info`] for an example.
+    pub fn write_header<W: Write>(&self, mut out: W) -> Result<TensorDataWriter<W>> {
+        out.write_all(&self.header_bytes()).map_err(write_err)?;
+        let mut w = TensorDataWriter {
+            out,
+            tensors: self.tensors.clone(),
+            next: 0,
+            alignment: self.alignment,
+        };
+        w.write_attached()?;
+        Ok(w)
+    }
+
+    /// The file's bytes. An error if a tensor was declared with
+    /// [`GgufWriter::add_tensor_info`] (its data is not here).
+    pub fn to_bytes(&self) -> Result<Vec<u8>> {
+        if let Some(t) = self.tensors.iter().find(|t| t.3.is_none()) {
+            return Err(GgufError::Malformed(format!(
+                "tensor {:?} was declared without data; write it through GgufWriter::write_header",
+                t.0
+            )));
+        }
+        let mut out = self.header_bytes();
         for (_, _, _, data) in &self.tensors {
-            out.extend(data);
+            out.extend(data.as_deref().unwrap_or(&[]));
             pad(&mut out, self.alignment);
         }
         Ok(out)
@@ -179,6 +271,108 @@ impl GgufWriter {
             path: path.to_path_buf(),
             source,
         })
+    }
+}
+
+/// Writes the data of a GGUF file tensor by tensor after [`GgufWriter::write_header`]: each
+/// [`TensorDataWriter::write_tensor`] checks the name and the byte count against the header
+/// and pads to the alignment; [`TensorDataWriter::finish`] checks that every tensor came.
+pub struct TensorDataWriter<W: Write> {
+    out: W,
+    tensors: Vec<Entry>,
+    next: usize,
+    alignment: u64,
+}
+
+impl<W: Write> std::fmt::Debug for TensorDataWriter<W> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TensorDataWriter")
+            .field("tensors", &self.tensors.len())
+            .field("next", &self.next)
+            .finish()
+    }
+}
+
+impl<W: Write> TensorDataWriter<W> {
+    /// The name of the tensor whose data comes next, if any is left.
+    pub fn next_tensor(&self) -> Option<&str> {
+        self.tensors.get(self.next).map(|t| t.0.as_str())
+    }
+
+    /// Writes the data of tensor `name`, which must be the next declared one, with exactly
+    /// its byte count.
+    pub fn write_tensor(&mut self, name: &str, data: &[u8]) -> Result<()> {
+        let Some((want, dims, t, _)) = self.tensors.get(self.next) else {
+            return Err(GgufError::Malformed(format!(
+                "tensor {name:?} written after every declared tensor's data"
+            )));
+        };
+        if want != name {
+            return Err(GgufError::Malformed(format!(
+                "tensor {name:?} written where the header has {want:?} next; write the data in the order the tensors were declared"
+            )));
+        }
+        let n: u64 = dims.iter().product();
+        check_len(name, dims, *t, n, data.len())?;
+        self.put(data)?;
+        self.next += 1;
+        self.write_attached()
+    }
+
+    fn put(&mut self, data: &[u8]) -> Result<()> {
+        self.out.write_all(data).map_err(write_err)?;
+        let padded = (data.len() as u64).div_ceil(self.alignment) * self.alignment;
+        let zeros = vec![0u8; (padded - data.len() as u64) as usize];
+        self.out.write_all(&zeros).map_err(write_err)
+    }
+
+    /// Writes the tensors that came with their data, up to the next declared one.
+    fn write_attached(&mut self) -> Result<()> {
+        while let Some(data) = self.tensors.get_mut(self.next).and_then(|t| t.3.take()) {
+            self.put(&data)?;
+            self.next += 1;
+        }
+        Ok(())
+    }
+
+    /// Checks that every tensor's data was written, flushes and returns the output.
+    pub fn finish(mut self) -> Result<W> {
+        if let Some(t) = self.tensors.get(self.next) {
+            return Err(GgufError::Malformed(format!(
+                "the data of tensor {:?} ({} of {}) was never written",
+                t.0,
+                self.next + 1,
+                self.tensors.len()
+            )));
+        }
+        self.out.flush().map_err(write_err)?;
+        Ok(self.out)
+    }
+}
+
+fn write_err(source: std::io::Error) -> GgufError {
+    GgufError::Io {
+        path: "(GGUF output)".into(),
+        source,
+    }
+}
+
+fn tensor_bytes(dims: &[u64], t: GgmlType) -> u64 {
+    t.bytes_for(dims.iter().product()).unwrap_or(0)
+}
+
+fn check_len(name: &str, dims: &[u64], t: GgmlType, n: u64, len: usize) -> Result<()> {
+    let row_ok = dims.first().copied().unwrap_or(1) % t.block_size() as u64 == 0;
+    match t.bytes_for(n) {
+        Some(b) if row_ok && b == len as u64 => Ok(()),
+        _ => Err(GgufError::BadLength {
+            op: "GgufWriter::add_tensor",
+            detail: format!(
+                "tensor {name:?}: dims {dims:?} of {t} (block {}) need whole blocks per row and {:?} bytes, got {len}",
+                t.block_size(),
+                t.bytes_for(n),
+            ),
+        }),
     }
 }
 
