@@ -28,6 +28,9 @@ pub enum QuantError {
     /// An error of the GGUF layer (quantization of the weights).
     #[error(transparent)]
     Gguf(#[from] GgufError),
+    /// An error of stride-core (a tensor or a device: the CUDA products).
+    #[error(transparent)]
+    Core(#[from] stride_core::Error),
 }
 
 pub(crate) fn bad_size(op: &'static str, detail: String) -> QuantError {

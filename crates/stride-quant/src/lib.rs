@@ -73,10 +73,19 @@
 //!   scalar and SIMD results differ in rounding; here they agree bit for bit.
 //! - A non-finite activation makes every output of its row NaN (ggml's results there are
 //!   unspecified).
+//!
+//! # On CUDA
+//!
+//! [`QMatrix::to_device`] copies the blocks to a GPU as a [`DeviceQMatrix`], whose products
+//! run stride-core's CUDA kernels (`stride_core::cuda::quant`; Q4_0, Q4_1, Q5_0, Q5_1, Q8_0).
+//! They perform the operations above in the same order — the activation rounding on the
+//! device, `__dp4a` integer sums, one `fmaf` per term into lane `b % 8`, the same tree — so a
+//! CUDA product has the bits of the CPU's and the bound above holds for it unchanged.
 
 #![forbid(unsafe_op_in_unsafe_fn)]
 
 mod accum;
+mod device;
 mod dot;
 mod dot_k;
 mod dot_q4;
@@ -88,6 +97,7 @@ mod matmul;
 mod q8;
 mod qmatrix;
 
+pub use device::DeviceQMatrix;
 pub use error::{QuantError, Result};
 pub use isa::Isa;
 pub use q8::{ActFormat, Q8Row};

@@ -134,6 +134,7 @@ pub(crate) fn every_module() -> Vec<(String, String)> {
     all.extend(super::attention::all_modules());
     all.extend(super::grouped_matmul::all_modules());
     all.extend(super::cross_entropy::all_modules());
+    all.extend(super::quant::all_modules());
     all.extend(super::source::index_sort_modules());
     all.push((
         "deferred_record".to_string(),

@@ -58,6 +58,7 @@ pub(crate) mod norm;
 pub(crate) mod optim;
 pub(crate) mod pointwise;
 pub(crate) mod primitives;
+pub mod quant;
 pub(crate) mod random;
 pub(crate) mod reduce;
 pub(crate) mod rows;
