@@ -11,13 +11,19 @@
 //! - [`rows`]: the benchmarks, their bytes/flops and targets;
 //! - [`peer`]: the `scripts/bench_numpy.py --serve` child process;
 //! - [`cuda`]: `stride bench cuda`, beside PyTorch (`scripts/bench_torch.py`);
-//! - [`gpt`]: `stride bench gpt`, a GPT's training steps beside PyTorch (`scripts/gpt_torch.py`).
+//! - [`gpt`]: `stride bench gpt`, a GPT's training steps beside PyTorch (`scripts/gpt_torch.py`);
+//! - [`decode`]: `stride bench decode`, a Llama's prefill and decode rates, eager and CUDA
+//!   graph, beside PyTorch (`scripts/llama_torch_decode.py`);
+//! - [`quant_cuda`]: `stride bench quant-cuda`, the quantized-weight products on SmolLM2's
+//!   shapes beside the copy bandwidth and cuBLAS bf16.
 
 mod cuda;
 mod ddp;
+mod decode;
 mod gpt;
 mod measure;
 mod peer;
+mod quant_cuda;
 mod rows;
 
 use measure::Stats;
@@ -42,6 +48,13 @@ enum What {
     /// Data-parallel training over the GPUs of this machine: all-reduce bandwidth and a GPT's
     /// scaling from one GPU to `--gpus`, beside PyTorch DDP under torchrun.
     Ddp(ddp::DdpArgs),
+    /// A Llama decoder (SmolLM2-135M's shape): prefill and per-token decode rates, eager and
+    /// with the step captured as a CUDA graph, beside the weight-bandwidth floor and PyTorch
+    /// (eager, CUDA graph, torch.compile).
+    Decode(decode::DecodeArgs),
+    /// CUDA products with GGUF block-quantized weights (Q4_1, Q8_0) on SmolLM2's weight
+    /// shapes: time, weight bandwidth beside the copy bandwidth, cuBLAS bf16 beside.
+    QuantCuda(quant_cuda::QuantCudaArgs),
 }
 
 #[derive(clap::Args)]
@@ -75,6 +88,8 @@ pub fn run(a: BenchArgs) -> Result<(), String> {
         What::Cuda(c) => cuda::run(c),
         What::Gpt(g) => gpt::run(g),
         What::Ddp(d) => ddp::run(d),
+        What::Decode(d) => decode::run(d),
+        What::QuantCuda(q) => quant_cuda::run(q),
     }
 }
 

@@ -7,7 +7,8 @@
 //!
 //! ```text
 //! stride chat [--system "You are …"] [--max-tokens 512] [sampling flags as `generate`]
-//!     [--stop STRING]... [--device …] [--weights …] [--dtype …] [--model FILE.gguf] [--json]
+//!     [--stop STRING]... [--device …] [--weights …] [--dtype …] [--quantize TYPE] [--model FILE.gguf]
+//!     [--json]
 //! ```
 
 use crate::generate::{sampling_json, stats_json, write_stats, ModelArgs, SamplingArgs};
@@ -38,6 +39,9 @@ pub struct ChatArgs {
     /// Don't print the figures after each reply (they are always in the JSON).
     #[arg(long)]
     pub quiet: bool,
+    /// Decode without capturing the step as a CUDA graph (see `stride generate --help`).
+    #[arg(long)]
+    pub no_cuda_graph: bool,
 }
 
 /// `stride chat` with the model `loader` builds (see [`crate::generate::with_model`]):
@@ -83,6 +87,7 @@ pub fn run_chat<M: CausalLm>(
         sampling: args.sampling.config(),
         stop: args.stop.clone(),
         eos_tokens: None,
+        cuda_graph: !args.no_cuda_graph,
     };
     let mut chat = Chat::new(model, tok, args.system.as_deref()).map_err(|e| e.to_string())?;
     if interactive && !args.quiet {

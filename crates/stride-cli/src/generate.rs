@@ -6,11 +6,15 @@
 //! stride generate "Once upon a time" [--max-tokens 256] [--temperature 0.8] [--top-k 40]
 //!     [--top-p 0.95] [--min-p 0.05] [--repeat-penalty 1.0] [--repeat-last-n 64] [--seed N]
 //!     [--stop STRING]... [--device cpu|cuda[:N]] [--weights quantized|dequantized]
-//!     [--dtype f32|f16|bf16] [--model FILE.gguf] [--json]
+//!     [--dtype f32|f16|bf16] [--quantize q8_0|q4_0|q4_1|q5_0|q5_1] [--model FILE.gguf] [--json]
 //! ```
 //!
+//! `--quantize TYPE` converts the weight matrices in memory at load, as `stride quantize
+//! --type TYPE` would write them (`quantize.rs`), and runs them with the quantized kernels.
+//!
 //! `--weights quantized` keeps a GGUF file's block-quantized matrices quantized in memory and
-//! multiplies them the way llama.cpp does (CPU only); `--weights dequantized` expands every
+//! multiplies them the way llama.cpp does (on CUDA: Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, with the
+//! CPU product's bits); `--weights dequantized` expands every
 //! weight to `--dtype` at load (any device). The default is quantized on the CPU when the
 //! file has matrices of a type with a quantized kernel, dequantized otherwise (and on CUDA,
 //! and whenever `--dtype` is given). The JSON reports which was used (`"weights"`).
@@ -93,6 +97,13 @@ pub struct ModelArgs {
     /// Dequantized weights only (it selects them when --weights is absent).
     #[arg(long)]
     pub dtype: Option<String>,
+    /// Quantize the model's weight matrices at load, in memory, to q8_0, q4_0, q4_1, q5_0 or
+    /// q5_1, exactly as `stride quantize --type TYPE` would write them (norms stay f32; the
+    /// output head or tied embedding table is Q8_0; matrices already of TYPE are kept as they
+    /// are, others are dequantized and quantized again), then run them with the quantized
+    /// CPU kernels (--weights quantized is the default with it, also for perplexity).
+    #[arg(long, value_name = "TYPE")]
+    pub quantize: Option<String>,
 }
 
 /// What `--weights`, `--dtype` and `--device` ask for, checked against one another; the
@@ -105,6 +116,8 @@ pub struct WeightsRequest {
     pub quantized: Option<bool>,
     /// `--dtype`, if given.
     pub dtype: Option<DType>,
+    /// `--quantize`: the type to convert the weight matrices to at load.
+    pub quantize: Option<stride_gguf::GgmlType>,
 }
 
 impl WeightsRequest {
@@ -155,22 +168,24 @@ impl ModelArgs {
             }
         };
         if quantized == Some(true) {
-            if !device.is_cpu() {
-                return Err(format!(
-                    "--weights quantized runs on the CPU only (there are no CUDA kernels for quantized products yet); use --weights dequantized with --device {}, or --device cpu",
-                    self.device
-                ));
-            }
+            // on CUDA: Q4_0, Q4_1, Q5_0, Q5_1 and Q8_0 stay quantized (the CPU product's
+            // bits), the embedding and other types load dense f32 (Llama::from_gguf_with)
             if let (Some(_), Some(d)) = (dtype, self.dtype.as_deref()) {
                 return Err(format!(
                     "--dtype {d} applies to dequantized weights only (quantized weights compute in f32); drop --dtype, or use --weights dequantized --dtype {d}"
                 ));
             }
         }
+        let quantize = self
+            .quantize
+            .as_deref()
+            .map(crate::quantize::parse_load_type)
+            .transpose()?;
         Ok(WeightsRequest {
             device,
             quantized,
             dtype,
+            quantize,
         })
     }
     pub fn dtype(&self) -> Result<DType, String> {
@@ -249,6 +264,10 @@ pub struct GenerateArgs {
     /// `--ignore-eos`): exactly `--max-tokens` tokens, for benchmarks and comparisons.
     #[arg(long)]
     pub ignore_eos: bool,
+    /// Decode without capturing the step as a CUDA graph (slower: hundreds of launches a
+    /// token; the graph is used by default on CUDA, and the CPU has none).
+    #[arg(long)]
+    pub no_cuda_graph: bool,
     #[command(flatten)]
     pub model: ModelArgs,
     /// Print one JSON document (text, tokens, finish reason, timings) instead of streaming.
@@ -271,6 +290,7 @@ pub fn run_generate<M: CausalLm>(
         sampling: args.sampling.config(),
         stop: args.stop.clone(),
         eos_tokens: args.ignore_eos.then(Vec::new),
+        cuda_graph: !args.no_cuda_graph,
     };
     let ids = encode_prompt(tok, &args.prompt).map_err(|e| e.to_string())?;
     let mut io_err = None;
@@ -340,6 +360,8 @@ pub fn stats_json(s: &GenerationStats, load_time: Duration) -> serde_json::Value
         "decode_tokens": s.decode_tokens,
         "decode_s": s.decode_time.as_secs_f64(),
         "decode_tokens_per_s": s.decode_tokens_per_s(),
+        "cuda_graph": s.cuda_graph,
+        "capture_s": s.capture_time.as_secs_f64(),
         "peak_memory_bytes": s.peak_memory_bytes,
     })
 }
@@ -371,10 +393,18 @@ pub fn write_stats(
     )?;
     writeln!(
         w,
-        "decode               {:.1} tokens/s ({} tokens in {:.3} s)",
+        "decode               {:.1} tokens/s ({} tokens in {:.3} s{})",
         s.decode_tokens_per_s(),
         s.generated_tokens,
-        s.decode_time.as_secs_f64()
+        s.decode_time.as_secs_f64(),
+        if s.cuda_graph {
+            format!(
+                "; a CUDA graph per token, captured in {:.1} ms",
+                s.capture_time.as_secs_f64() * 1e3
+            )
+        } else {
+            String::new()
+        }
     )?;
     writeln!(
         w,
@@ -505,17 +535,15 @@ mod tests {
     }
 
     #[test]
-    fn quantized_on_cuda_is_an_error() {
-        // the device check comes first where there is no GPU; with one, the weights check
+    fn quantized_on_cuda_is_accepted_where_there_is_a_gpu() {
+        // the device check comes first where there is no GPU; with one, quantized loads
         let a = Cli::parse_from(["x", "p", "--weights", "quantized", "--device", "cuda"]).g;
-        let e = a.model.weights().unwrap_err();
-        if Device::cuda(0).is_ok() {
-            assert!(
-                e.contains("CPU only") && e.contains("--weights dequantized"),
-                "{e}"
-            );
-        } else {
-            assert!(e.to_lowercase().contains("cuda"), "{e}");
+        match a.model.weights() {
+            Ok(r) => assert_eq!(r.quantized, Some(true)),
+            Err(e) => {
+                assert!(Device::cuda(0).is_err());
+                assert!(e.to_lowercase().contains("cuda"), "{e}");
+            }
         }
     }
 }

@@ -9,7 +9,9 @@
 //!   checkpoint (see `train_gpt.rs`);
 //! - `stride generate "prompt"`, `stride chat`, `stride perplexity` — a Llama-family GGUF
 //!   model (SmolLM2-135M-Instruct by default, fetched on first use); the commands are generic
-//!   over `CausalLm` (`generate.rs`, `chat.rs`, `perplexity.rs`), the loader is below.
+//!   over `CausalLm` (`generate.rs`, `chat.rs`, `perplexity.rs`), the loader is below;
+//! - `stride quantize INPUT OUTPUT --type q8_0` — a GGUF file or Hugging Face Llama
+//!   checkpoint to a quantized GGUF file (`quantize.rs`).
 
 use clap::{Parser, Subcommand};
 
@@ -20,6 +22,7 @@ mod cuda;
 mod generate;
 mod perplexity;
 mod plot;
+mod quantize;
 mod train;
 mod train_gpt;
 
@@ -52,6 +55,9 @@ enum Command {
     Chat(chat::ChatArgs),
     /// Sliding-window perplexity of a text (the Shakespeare text by default).
     Perplexity(perplexity::PerplexityArgs),
+    /// Convert a GGUF file or a Hugging Face Llama checkpoint to a quantized GGUF file
+    /// (q8_0, q4_0, q4_1, q5_0, q5_1, f16, bf16, f32) that llama.cpp loads.
+    Quantize(quantize::QuantizeArgs),
 }
 
 /// Loads a Llama-family GGUF file on the requested device, its weights quantized or
@@ -63,6 +69,15 @@ fn load_llama(
 ) -> Result<stride::models::llama::Llama, String> {
     use stride::models::llama::Llama;
     let g = stride_gguf::Gguf::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    // --quantize: convert the matrices in memory as `stride quantize` would write them
+    let g = match request.quantize {
+        None => g,
+        Some(t) => {
+            let (q, secs) = quantize::requantize_in_memory(&g, t)?;
+            eprintln!("quantized the weights to {t} in memory ({secs:.2} s)");
+            q
+        }
+    };
     let format = request.format(|| Llama::gguf_has_quantized_matrices(&g));
     Llama::from_gguf_with(&g, format, &request.device).map_err(|e| e.to_string())
 }
@@ -82,11 +97,15 @@ fn main() {
                     .is_some_and(|e| e.eq_ignore_ascii_case("safetensors"))
             }) =>
         {
-            train_gpt::generate(a)
+            match a.model.quantize {
+                Some(_) => Err("--quantize converts GGUF models; a stride train gpt checkpoint runs as it is saved".to_string()),
+                None => train_gpt::generate(a),
+            }
         }
         Command::Generate(a) => generate::generate_cmd(a, load_llama),
         Command::Chat(a) => chat::chat_cmd(a, load_llama),
         Command::Perplexity(a) => perplexity::perplexity_cmd(a, load_llama),
+        Command::Quantize(a) => quantize::run(a),
     };
     if let Err(e) = result {
         eprintln!("error: {e}");

@@ -3,7 +3,7 @@
 //!
 //! ```text
 //! stride perplexity [--file F] [--ctx 512] [--stride 256] [--max-tokens N]
-//!     [--device …] [--weights …] [--dtype …] [--model FILE.gguf] [--json]
+//!     [--device …] [--weights …] [--dtype …] [--quantize TYPE] [--model FILE.gguf] [--json]
 //! ```
 //!
 //! The text is encoded whole with the model's tokenizer (special-token strings in it are
@@ -47,8 +47,9 @@ pub fn perplexity_cmd<M: CausalLm>(
 ) -> Result<(), String> {
     // scoring is all prefill, where the f32 product is faster than the quantized one (it has
     // no multi-row kernel yet: docs/PERFORMANCE.md): dequantized unless asked otherwise
+    // (--quantize asks for the quantized kernels)
     let mut model = a.model.clone();
-    if model.weights.is_none() {
+    if model.weights.is_none() && model.quantize.is_none() {
         model.weights = Some("dequantized".into());
     }
     crate::generate::with_model(&model, loader, |m, tok, load| {

@@ -41,7 +41,7 @@ pub use generate::{
     generate, generate_text, Chat, Completion, FinishReason, GenerateConfig, Generation,
     GenerationStats,
 };
-pub use lm::{CausalLm, KvCache, WeightFormat};
+pub use lm::{CausalLm, DecodeGraph, KvCache, WeightFormat};
 pub use perplexity::{perplexity, PerplexityConfig, PerplexityResult};
 pub use sae::{SaeConfig, TopKSae};
 pub use sampling::{Sampler, SamplingConfig};

@@ -48,6 +48,27 @@ pub trait CausalLm {
     fn weight_bytes(&self) -> Option<usize> {
         None
     }
+    /// One decode step — one new token per row of `cache` — captured as a CUDA graph and
+    /// replayed per token ([`DecodeGraph`]), or `None` where the model or its device has
+    /// no captured path (the CPU; the default). Needs room for one more position in
+    /// `cache`; the capture writes nothing the next step does not overwrite.
+    fn capture_decode<'m>(
+        &'m self,
+        cache: &mut Self::Cache,
+    ) -> Result<Option<Box<dyn DecodeGraph<Self::Cache> + 'm>>> {
+        let _ = cache;
+        Ok(None)
+    }
+}
+
+/// A decode step captured once and replayed per token (see [`CausalLm::capture_decode`]):
+/// the same logits as [`CausalLm::forward`] of one token per row (the same kernels, but
+/// attention runs over the whole cache buffer under a mask, so sums may round
+/// differently), in one launch instead of hundreds.
+pub trait DecodeGraph<C: KvCache> {
+    /// [`CausalLm::forward`] of `tokens` `[batch, 1]`: appends to `cache` (the one captured
+    /// with) and returns the logits `[batch, 1, vocab]` (f32, a fresh tensor).
+    fn forward(&self, tokens: &Tensor, cache: &mut C) -> Result<Tensor>;
 }
 
 /// How a model's weight matrices are held in memory (a load option, e.g. of
@@ -60,13 +81,14 @@ pub trait CausalLm {
 ///   (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K) stay as GGUF blocks in host memory
 ///   and are multiplied the way llama.cpp does (activations quantized to 8 bits per row,
 ///   exact integer block products); everything else (norms, F16/F32 matrices, types
-///   without a kernel) is dequantized to f32. Activations and the KV cache are f32. CPU
-///   only: there are no GPU kernels for quantized products yet.
+///   without a kernel) is dequantized to f32. Activations and the KV cache are f32. On a
+///   CUDA device the Q4_0, Q4_1, Q5_0, Q5_1 and Q8_0 matrices stay blocks in GPU memory
+///   (the CUDA kernels give the CPU's bits); the K-quants are dequantized there.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum WeightFormat {
     /// Dequantized at load to this dtype.
     Dequantized(DType),
-    /// Kept as GGUF blocks (CPU).
+    /// Kept as GGUF blocks.
     Quantized,
 }
 

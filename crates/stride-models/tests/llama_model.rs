@@ -734,3 +734,92 @@ fn smollm2_real_model() {
     };
     real_model(&p);
 }
+
+/// A decode step captured as a CUDA graph gives the eager decode's logits (within the same
+/// rounding bound: attention reads the whole cache buffer under a mask, so its sums may
+/// round differently) and the same greedy tokens, on a left-padded batch, after a rollback
+/// of the cache too, and makes no host wait. On the CPU there is no graph.
+#[test]
+fn captured_decode_step_matches_eager_decoding() {
+    let _serial = serial();
+    let c = tiny_config();
+    let (gguf, _, _) = write_tiny(&c, 4, "graph");
+    let cpu = Llama::from_gguf_file(&gguf, DType::F32, &Device::Cpu).unwrap();
+    let mut cache = cpu.new_cache(&[0], 8).unwrap();
+    assert!(cpu.capture_decode(&mut cache).unwrap().is_none());
+    let Some(gpu) =
+        stride_core::cuda::require_or_skip("captured_decode_step_matches_eager_decoding")
+    else {
+        return;
+    };
+    for dt in [DType::F32, DType::BF16] {
+        let m = Llama::from_gguf_file(&gguf, dt, &gpu).unwrap();
+        let pads = [0usize, 3];
+        let width = 7;
+        let steps = 24;
+        let mut ids = vec![];
+        for (r, &p) in pads.iter().enumerate() {
+            ids.extend(std::iter::repeat_n(0i64, p));
+            ids.extend(tokens(width - p, c.vocab_size, 30 + r as u64));
+        }
+        let prompt = Tensor::from_vec(ids, [2, width])
+            .unwrap()
+            .to_device(&gpu)
+            .unwrap();
+        let mut eager_cache = m.new_cache(&pads, width + steps).unwrap();
+        let mut graph_cache = m.new_cache(&pads, width + steps).unwrap();
+        let pre = m.forward(&prompt, &mut eager_cache).unwrap();
+        m.forward(&prompt, &mut graph_cache).unwrap();
+        let graph = m
+            .capture_decode(&mut graph_cache)
+            .unwrap()
+            .expect("a graph on CUDA");
+        assert_eq!(
+            graph_cache.len(),
+            width,
+            "capturing must not advance the cache"
+        );
+        let bound = logit_bounds(&m, width + steps);
+        let mut next = pre
+            .narrow(1, width as i64 - 1, 1)
+            .unwrap()
+            .argmax(Some(-1), false)
+            .unwrap();
+        let mut worst = 0f64;
+        for step in 0..steps {
+            if step == 16 {
+                // roll both caches back four positions and decode on from there
+                eager_cache.truncate(width + 12).unwrap();
+                graph_cache.truncate(width + 12).unwrap();
+            }
+            let want = m.forward(&next, &mut eager_cache).unwrap();
+            let got = {
+                let _no_waits = stride_core::debug::forbid_sync();
+                graph.forward(&next, &mut graph_cache).unwrap()
+            };
+            assert_eq!(graph_cache.len(), eager_cache.len());
+            for r in 0..2 {
+                worst = worst.max(check_logits(
+                    &got.select(0, r).unwrap(),
+                    &want.select(0, r).unwrap(),
+                    &bound,
+                    &format!("{dt} row {r} step {step}"),
+                ));
+            }
+            let a = want.argmax(Some(-1), false).unwrap();
+            let b = got.argmax(Some(-1), false).unwrap();
+            assert_eq!(
+                a.to_vec::<i64>().unwrap(),
+                b.to_vec::<i64>().unwrap(),
+                "{dt} step {step}: greedy tokens differ"
+            );
+            next = a;
+        }
+        println!("{dt}: worst |graph − eager| / bound = {worst:.3e}");
+        // a cache the graph was not captured with is refused
+        let mut other = m.new_cache(&pads, width + steps).unwrap();
+        m.forward(&prompt, &mut other).unwrap();
+        let err = graph.forward(&next, &mut other).unwrap_err();
+        assert!(err.to_string().contains("not the one"), "{err}");
+    }
+}

@@ -19,6 +19,11 @@ pub struct LlamaCache {
     pub(crate) left_pad: Vec<usize>,
     /// `left_pad` as an i64 `(batch, 1, 1, 1)` tensor on the device (for the key mask).
     pub(crate) pad_t: Tensor,
+    /// `len` as an i64 `[1]` tensor on the device, for steps that read the position on the
+    /// device (a decode step captured as a CUDA graph); set from `len` before each use.
+    pub(crate) len_t: Tensor,
+    /// Which cache this is (a captured decode step belongs to one cache).
+    pub(crate) id: u64,
 }
 
 impl LlamaCache {
@@ -63,6 +68,7 @@ impl LlamaCache {
         }
         let pads: Vec<i64> = left_pad.iter().map(|&p| p as i64).collect();
         let pad_t = Tensor::from_vec(pads, [b, 1, 1, 1])?.to_device(device)?;
+        static NEXT_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
         Ok(LlamaCache {
             k,
             v,
@@ -70,6 +76,8 @@ impl LlamaCache {
             capacity,
             left_pad: left_pad.to_vec(),
             pad_t,
+            len_t: Tensor::zeros([1], DType::I64, device)?,
+            id: NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
         })
     }
 
@@ -154,6 +162,41 @@ impl LlamaCache {
         self.k[l].narrow(2, self.len as i64, t)?.copy_(k)?;
         self.v[l].narrow(2, self.len as i64, t)?.copy_(v)?;
         Ok((self.k[l].narrow(2, 0, s)?, self.v[l].narrow(2, 0, s)?))
+    }
+
+    /// [`LlamaCache::visibility`] and [`LlamaCache::positions`] for one new token per row
+    /// at the position held in `len_t`: the mask `(B or 1, 1, 1, capacity)` over the whole
+    /// buffer (positions past `len_t` masked) and the positions `(B, 1)`, both computed on
+    /// the device from `len_t`, so the same kernels serve every step.
+    pub(crate) fn step_on_device(&self) -> Result<(Tensor, Tensor)> {
+        let dev = self.pad_t.device();
+        let cap = self.capacity as i64;
+        let b = self.left_pad.len() as i64;
+        let j = Tensor::arange(0i64, cap, &dev)?.reshape(&[1, 1, 1, cap])?;
+        let mut mask = j.le(&self.len_t.reshape(&[1, 1, 1, 1])?)?;
+        if self.left_pad.iter().any(|&p| p > 0) {
+            mask = mask.logical_and(&j.ge(&self.pad_t)?)?;
+        }
+        let positions = self
+            .len_t
+            .reshape(&[1, 1])?
+            .sub(&self.pad_t.reshape(&[b, 1])?)?
+            .clamp_min(0i64)?;
+        Ok((mask, positions))
+    }
+
+    /// Writes layer `l`'s keys and values `(B, n_kv_heads, 1, head_dim)` at the position in
+    /// `len_t` (an `index_copy_`, so the position is read on the device) and returns the
+    /// whole buffers, to be read under [`LlamaCache::step_on_device`]'s mask.
+    pub(crate) fn append_on_device(
+        &self,
+        l: usize,
+        k: &Tensor,
+        v: &Tensor,
+    ) -> Result<(Tensor, Tensor)> {
+        self.k[l].index_copy_(2, &self.len_t, k)?;
+        self.v[l].index_copy_(2, &self.len_t, v)?;
+        Ok((self.k[l].clone(), self.v[l].clone()))
     }
 
     /// Row `b`'s padding positions.

@@ -10,18 +10,18 @@
 //! `stride_quant`'s, which compute exactly what llama.cpp's CPU kernels compute: each
 //! activation row quantized once to 8 bits, exact integer dot products per block.
 //!
-//! **Where they run.** Quantized weights live in host memory and their products run on the
-//! CPU (there are no GPU kernels for them yet): a quantized product with an input on CUDA is
-//! an error saying to load the model dequantized ([`WeightFormat::Dequantized`]) for CUDA.
-//!
-//! [`WeightFormat::Dequantized`]: crate::lm::WeightFormat::Dequantized
+//! **Where they run.** [`LinearWeight::Quantized`] lives in host memory and multiplies on the
+//! CPU; [`LinearWeight::QuantizedCuda`] holds the same blocks in a GPU's memory
+//! ([`DeviceQMatrix`], Q4_0, Q4_1, Q5_0, Q5_1, Q8_0) and multiplies there with CUDA kernels
+//! that give the CPU product's bits. A product with an input on the other device is an error
+//! saying so.
 
 use crate::invalid;
 use std::fmt;
 use std::sync::Arc;
 use stride_core::{DType, Device, Error, Result, Tensor};
 use stride_gguf::GgmlType;
-use stride_quant::QMatrix;
+use stride_quant::{DeviceQMatrix, QMatrix};
 
 /// The weight `W` of a linear layer `y = x · Wᵀ` (PyTorch's `(out_features, in_features)`
 /// layout), or an embedding table (`(vocab, dim)`, rows gathered by token id).
@@ -58,6 +58,9 @@ pub enum LinearWeight {
     Dense(Tensor),
     /// A `out_features × in_features` matrix of GGUF blocks, on the CPU.
     Quantized(Arc<QMatrix>),
+    /// The same blocks in a CUDA device's memory ([`QMatrix::to_device`]): inputs f32 (or
+    /// f16/bf16) on that device, outputs in the input's dtype, the bits of the CPU product.
+    QuantizedCuda(Arc<DeviceQMatrix>),
 }
 
 impl fmt::Debug for LinearWeight {
@@ -70,6 +73,7 @@ impl fmt::Debug for LinearWeight {
                 .field("device", &t.device())
                 .finish(),
             LinearWeight::Quantized(q) => f.debug_tuple("Quantized").field(q).finish(),
+            LinearWeight::QuantizedCuda(q) => f.debug_tuple("QuantizedCuda").field(q).finish(),
         }
     }
 }
@@ -96,14 +100,16 @@ impl LinearWeight {
         match self {
             LinearWeight::Dense(t) => t.shape().to_vec(),
             LinearWeight::Quantized(q) => vec![q.rows(), q.cols()],
+            LinearWeight::QuantizedCuda(q) => vec![q.rows(), q.cols()],
         }
     }
 
-    /// Where the weight lives: the CPU for quantized weights.
+    /// Where the weight lives (the CPU for [`LinearWeight::Quantized`]).
     pub fn device(&self) -> Device {
         match self {
             LinearWeight::Dense(t) => t.device(),
             LinearWeight::Quantized(_) => Device::Cpu,
+            LinearWeight::QuantizedCuda(q) => q.device(),
         }
     }
 
@@ -112,13 +118,16 @@ impl LinearWeight {
     pub fn dtype(&self) -> DType {
         match self {
             LinearWeight::Dense(t) => t.dtype(),
-            LinearWeight::Quantized(_) => DType::F32,
+            LinearWeight::Quantized(_) | LinearWeight::QuantizedCuda(_) => DType::F32,
         }
     }
 
     /// Whether the weight is held as GGUF blocks.
     pub fn is_quantized(&self) -> bool {
-        matches!(self, LinearWeight::Quantized(_))
+        matches!(
+            self,
+            LinearWeight::Quantized(_) | LinearWeight::QuantizedCuda(_)
+        )
     }
 
     /// The block type of a quantized weight (`None` for a dense one).
@@ -126,6 +135,7 @@ impl LinearWeight {
         match self {
             LinearWeight::Dense(_) => None,
             LinearWeight::Quantized(q) => Some(q.ggml_type()),
+            LinearWeight::QuantizedCuda(q) => Some(q.ggml_type()),
         }
     }
 
@@ -133,15 +143,23 @@ impl LinearWeight {
     pub fn as_dense(&self) -> Option<&Tensor> {
         match self {
             LinearWeight::Dense(t) => Some(t),
-            LinearWeight::Quantized(_) => None,
+            LinearWeight::Quantized(_) | LinearWeight::QuantizedCuda(_) => None,
         }
     }
 
-    /// The block matrix, if the weight is quantized.
+    /// The block matrix, if the weight is quantized in host memory.
     pub fn as_quantized(&self) -> Option<&Arc<QMatrix>> {
         match self {
-            LinearWeight::Dense(_) => None,
             LinearWeight::Quantized(q) => Some(q),
+            _ => None,
+        }
+    }
+
+    /// The block matrix, if the weight is quantized in a CUDA device's memory.
+    pub fn as_quantized_cuda(&self) -> Option<&Arc<DeviceQMatrix>> {
+        match self {
+            LinearWeight::QuantizedCuda(q) => Some(q),
+            _ => None,
         }
     }
 
@@ -151,6 +169,7 @@ impl LinearWeight {
         match self {
             LinearWeight::Dense(t) => t.nbytes(),
             LinearWeight::Quantized(q) => q.as_bytes().len(),
+            LinearWeight::QuantizedCuda(q) => q.nbytes(),
         }
     }
 
@@ -165,6 +184,9 @@ impl LinearWeight {
                     .map_err(quant_err("LinearWeight::dequantized"))?;
                 Tensor::from_vec(w, [q.rows(), q.cols()])?.to_dtype(dtype)
             }
+            LinearWeight::QuantizedCuda(q) => q
+                .dequantized(dtype)
+                .map_err(quant_err("LinearWeight::dequantized")),
         }
     }
 
@@ -179,12 +201,28 @@ impl LinearWeight {
         let q = match self {
             LinearWeight::Dense(w) => return x.matmul(&w.t()?),
             LinearWeight::Quantized(q) => q,
+            LinearWeight::QuantizedCuda(q) => {
+                if x.device() != q.device() {
+                    return Err(invalid(
+                        OP,
+                        format!(
+                            "the weight is quantized ({} blocks, {} × {}) on {}, but the input is on {}; move the input to the weight's device",
+                            q.ggml_type(),
+                            q.rows(),
+                            q.cols(),
+                            q.device(),
+                            x.device()
+                        ),
+                    ));
+                }
+                return q.matmul(x).map_err(quant_err(OP));
+            }
         };
         if !x.device().is_cpu() {
             return Err(invalid(
                 OP,
                 format!(
-                    "the weight is quantized ({} blocks, {} × {}) and quantized weights run on the CPU only, but the input is on {}; load the model with dequantized weights (WeightFormat::Dequantized, `--weights dequantized`) to run it on CUDA, or move the input to the CPU",
+                    "the weight is quantized ({} blocks, {} × {}) in host memory, but the input is on {}; move the weight to the input's device (QMatrix::to_device, LlamaWeights::quantized_to_device) or the input to the CPU",
                     q.ggml_type(),
                     q.rows(),
                     q.cols(),
@@ -246,6 +284,16 @@ impl LinearWeight {
         let q = match self {
             LinearWeight::Dense(w) => return w.embedding(tokens),
             LinearWeight::Quantized(q) => q,
+            LinearWeight::QuantizedCuda(q) => {
+                return Err(invalid(
+                    OP,
+                    format!(
+                        "the embedding table is a quantized {} matrix on {}, which has no gather kernel; keep embedding tables dense on CUDA (LlamaWeights::quantized_to_device does)",
+                        q.ggml_type(),
+                        q.device()
+                    ),
+                ))
+            }
         };
         if !tokens.device().is_cpu() {
             return Err(invalid(

@@ -5,6 +5,7 @@
 
 mod cache;
 mod config;
+mod decode_graph;
 mod linear;
 mod model;
 #[cfg(test)]
@@ -14,6 +15,7 @@ mod weights;
 pub use crate::lm::WeightFormat;
 pub use cache::LlamaCache;
 pub use config::LlamaConfig;
+pub use decode_graph::LlamaDecodeGraph;
 pub use linear::LinearWeight;
 pub use model::Llama;
 pub use weights::{LlamaLayer, LlamaWeights};

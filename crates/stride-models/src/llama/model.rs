@@ -2,7 +2,7 @@
 
 use super::{LinearWeight, LlamaCache, LlamaConfig, LlamaWeights};
 use crate::invalid;
-use crate::lm::{CausalLm, KvCache, WeightFormat};
+use crate::lm::{CausalLm, DecodeGraph, KvCache, WeightFormat};
 use std::collections::BTreeMap;
 use std::path::Path;
 use stride_core::{DType, Device, Error, Generator, Result, Tensor};
@@ -22,9 +22,9 @@ use stride_nn::functional::{rms_norm, scaled_dot_product_attention, Rotary, Rota
 /// reads the [`LlamaCache`]; linear layers are [`LinearWeight::forward`]: matmuls with the
 /// transposed weight view, or quantized products (see "Quantized weights" below). The
 /// forward pass adds no host wait of its own: masks, positions and cache offsets come from
-/// host-side counters, never from reading a tensor. (The token-id bounds check inside
-/// `embedding` is stride-core's; on CUDA it still reads one flag back — the gap DESIGN.md
-/// lists under invariant 3.)
+/// host-side counters, never from reading a tensor (the token ids' bounds are checked on the
+/// device). On CUDA a decode step can be captured once as a CUDA graph and replayed per
+/// token ([`CausalLm::capture_decode`], [`super::LlamaDecodeGraph`]).
 ///
 /// ```
 /// use stride_core::{DType, Device, Tensor};
@@ -67,7 +67,9 @@ use stride_nn::functional::{rms_norm, scaled_dot_product_attention, Rotary, Rota
 /// decoding speed on a CPU. A product quantizes each activation row to 8 bits and sums exact
 /// integer block products, as llama.cpp does, so the logits are llama.cpp's arithmetic, not
 /// the f32 product with the dequantized weights (they differ by the activations' 8-bit
-/// rounding). Activations and the KV cache are f32, on the CPU; for CUDA load dequantized.
+/// rounding). Activations and the KV cache are f32. On CUDA
+/// ([`Llama::from_gguf_with`] with a CUDA device) the Q4_0 … Q8_0 matrices stay blocks in GPU
+/// memory and the kernels give the CPU product's bits; the K-quants load dense there.
 pub struct Llama {
     config: LlamaConfig,
     weights: LlamaWeights,
@@ -83,16 +85,28 @@ impl Llama {
     /// Hugging Face checkpoints (see [`super::weights`]).
     ///
     /// The weights must agree: dense tensors of one dtype on one device, or (when any matrix
-    /// is quantized) everything on the CPU in f32.
+    /// is quantized) every tensor on the quantized matrices' device — the CPU, or a CUDA GPU
+    /// ([`LlamaWeights::quantized_to_device`]) — with the dense ones in f32.
     pub fn new(config: LlamaConfig, weights: LlamaWeights, style: RotaryStyle) -> Result<Llama> {
         let op = "Llama::new";
         config.validate(op, "")?;
         let quantized = weights.is_quantized();
-        let (device, dtype) = if quantized {
-            (Device::Cpu, DType::F32)
-        } else {
-            (weights.embed.device(), weights.embed.dtype())
+        let (device, dtype) = match weights.matrices().find(|w| w.is_quantized()) {
+            Some(q) => (q.device(), DType::F32),
+            None => (weights.embed.device(), weights.embed.dtype()),
         };
+        if let Some(w) = weights
+            .matrices()
+            .find(|w| w.is_quantized() && w.device() != device)
+        {
+            return Err(invalid(
+                op,
+                format!(
+                    "the quantized matrices are on {} and {device}; put every weight on one device (LlamaWeights::quantized_to_device)",
+                    w.device()
+                ),
+            ));
+        }
         let dense = weights
             .layers
             .iter()
@@ -112,7 +126,7 @@ impl Llama {
                     format!(
                         "the weights mix {dt} on {dev} with {dtype} on {device}{}; load every tensor in one dtype on one device",
                         if quantized {
-                            " (quantized weights need their dense tensors in f32 on the CPU)"
+                            " (quantized weights need their dense tensors in f32 on the quantized matrices' device)"
                         } else {
                             ""
                         }
@@ -156,23 +170,19 @@ impl Llama {
     }
 
     /// Loads a `llama` GGUF file with its weights held as `format` says, on `device`.
-    /// [`WeightFormat::Quantized`] needs `device` to be the CPU: there are no GPU kernels
-    /// for quantized products yet, and asking for one is an error saying to load
-    /// [`WeightFormat::Dequantized`] for CUDA.
+    /// [`WeightFormat::Quantized`] on a CUDA device keeps the Q4_0, Q4_1, Q5_0, Q5_1 and Q8_0
+    /// matrices as blocks in its memory, multiplied by CUDA kernels that give the CPU
+    /// product's bits; the embedding table, the norms and matrices of other types are dense
+    /// f32 there ([`LlamaWeights::quantized_to_device`]).
     pub fn from_gguf_with(g: &Gguf, format: WeightFormat, device: &Device) -> Result<Llama> {
         let config = LlamaConfig::from_gguf(g)?;
         let weights = match format {
             WeightFormat::Dequantized(dtype) => LlamaWeights::from_gguf(g, &config, dtype, device)?,
-            WeightFormat::Quantized => {
-                if !device.is_cpu() {
-                    return Err(invalid(
-                        "Llama::from_gguf_with",
-                        format!(
-                            "quantized weights run on the CPU only (there are no {device} kernels for quantized products yet); load with WeightFormat::Dequantized(DType::F32) (`--weights dequantized`) for {device}, or use the CPU"
-                        ),
-                    ));
-                }
+            WeightFormat::Quantized if device.is_cpu() => {
                 LlamaWeights::from_gguf_quantized(g, &config)?
+            }
+            WeightFormat::Quantized => {
+                LlamaWeights::from_gguf_quantized(g, &config)?.quantized_to_device(device)?
             }
         };
         Llama::new(config, weights, RotaryStyle::Interleaved)
@@ -304,6 +314,20 @@ impl CausalLm for Llama {
         )
     }
 
+    /// Captures a decode step as a CUDA graph ([`super::LlamaDecodeGraph`]); `None` on the
+    /// CPU.
+    fn capture_decode<'m>(
+        &'m self,
+        cache: &mut LlamaCache,
+    ) -> Result<Option<Box<dyn DecodeGraph<LlamaCache> + 'm>>> {
+        if self.device.is_cpu() {
+            return Ok(None);
+        }
+        Ok(Some(Box::new(super::LlamaDecodeGraph::capture(
+            self, cache,
+        )?)))
+    }
+
     fn forward(&self, tokens: &Tensor, cache: &mut LlamaCache) -> Result<Tensor> {
         let op = "Llama::forward";
         let c = &self.config;
@@ -341,19 +365,52 @@ impl CausalLm for Llama {
             self.dtype,
             &self.device,
         )?;
-        let len = cache.len;
-        let s = len + t;
+        let s = cache.len + t;
         if t == 0 {
             return Tensor::zeros([b, 0, c.vocab_size], DType::F32, &self.device);
         }
+        let logits = self.step(tokens, cache, Positions::Host)?;
+        cache.len = s;
+        Ok(logits)
+    }
+}
+
+/// Where a forward pass finds the positions of its tokens.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Positions {
+    /// From the cache's host-side length: the keys read are exactly `0..len + t`.
+    Host,
+    /// From the cache's device-side length (one token per row): the whole buffer is read
+    /// under a mask, so the same kernels serve every position (a captured decode step).
+    Device,
+}
+
+impl Llama {
+    /// The forward pass of `tokens` `(B, T)` after what `cache` holds (checked by the
+    /// caller), writing the cache's keys and values; the caller advances `cache.len`.
+    pub(crate) fn step(
+        &self,
+        tokens: &Tensor,
+        cache: &LlamaCache,
+        at: Positions,
+    ) -> Result<Tensor> {
+        let c = &self.config;
+        let (b, t) = (tokens.shape()[0], tokens.shape()[1]);
         let (hq, hk, hd, d) = (c.n_heads, c.n_kv_heads, c.head_dim, c.dim);
         let (bi, ti) = (b as i64, t as i64);
         let eps = Some(c.rms_eps);
 
-        let (mask, offsets) = cache.visibility(t)?;
-
-        // one set of rotary rows for the queries and keys of every layer
-        let rope = self.rotary.row_tables(4, t, self.dtype, &offsets)?;
+        // which keys each query sees, and one set of rotary rows for every layer
+        let (mask, rope) = match at {
+            Positions::Host => {
+                let (mask, offsets) = cache.visibility(t)?;
+                (mask, self.rotary.row_tables(4, t, self.dtype, &offsets)?)
+            }
+            Positions::Device => {
+                let (mask, positions) = cache.step_on_device()?;
+                (mask, self.rotary.row_tables_at(4, &positions, self.dtype)?)
+            }
+        };
 
         let w = &self.weights;
         let mut x = w.embed.embedding(tokens)?; // (B, T, D)
@@ -371,7 +428,10 @@ impl CausalLm for Llama {
                 .rotary
                 .apply_row_tables(&heads(&layer.wk, hk)?, &rope)?;
             let v = heads(&layer.wv, hk)?;
-            let (keys, values) = cache.append(l, &k, &v)?;
+            let (keys, values) = match at {
+                Positions::Host => cache.append(l, &k, &v)?,
+                Positions::Device => cache.append_on_device(l, &k, &v)?,
+            };
             let a = scaled_dot_product_attention(
                 &q,
                 &keys,
@@ -392,7 +452,6 @@ impl CausalLm for Llama {
         }
         let x = rms_norm(&x, &[d], Some(&w.output_norm), eps)?;
         let logits = w.lm_head.forward(&x)?.to_dtype(DType::F32)?;
-        cache.len = s;
         Ok(logits)
     }
 }

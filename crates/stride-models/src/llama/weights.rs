@@ -16,7 +16,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use stride_core::{DType, Device, Generator, Result, Tensor};
 use stride_gguf::Gguf;
-use stride_quant::{ActFormat, QMatrix};
+use stride_quant::{ActFormat, DeviceQMatrix, QMatrix};
 
 #[allow(unused_imports)]
 use stride_nn::functional::RotaryStyle;
@@ -121,7 +121,7 @@ fn block_shape(c: &LlamaConfig, k: usize) -> Vec<usize> {
 fn dense(w: LinearWeight) -> Result<Tensor> {
     match w {
         LinearWeight::Dense(t) => Ok(t),
-        LinearWeight::Quantized(q) => Err(invalid(
+        q => Err(invalid(
             "LlamaWeights",
             format!("a norm vector was loaded as a quantized {q:?}; norms must be dense"),
         )),
@@ -233,6 +233,82 @@ impl LlamaWeights {
         )
     }
 
+    /// These weights with their quantized matrices on `device` (a CUDA GPU), for
+    /// [`Llama::new`](super::Llama::new): each [`LinearWeight::Quantized`] of a type with a
+    /// CUDA kernel (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0) becomes a [`LinearWeight::QuantizedCuda`]
+    /// (its blocks copied once; a tied head shares them); the embedding table, quantized
+    /// matrices of other types (the K-quants) and every dense tensor become dense `f32`
+    /// tensors on `device` (the embedding is a gather, which has no quantized kernel there).
+    /// On the CPU this is a copy of `self`.
+    ///
+    /// ```no_run
+    /// use stride_core::Device;
+    /// use stride_gguf::Gguf;
+    /// use stride_models::llama::{LlamaConfig, LlamaWeights};
+    /// let g = Gguf::open("model.gguf")?;
+    /// let c = LlamaConfig::from_gguf(&g)?;
+    /// let w = LlamaWeights::from_gguf_quantized(&g, &c)?.quantized_to_device(&Device::Cuda(0))?;
+    /// assert!(w.is_quantized());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn quantized_to_device(&self, device: &Device) -> Result<LlamaWeights> {
+        const OP: &str = "LlamaWeights::quantized_to_device";
+        if device.is_cpu() {
+            return Ok(self.clone());
+        }
+        // uploaded blocks by host matrix, so that a tied head is uploaded once and shared
+        let mut uploaded: Vec<(*const QMatrix, Arc<DeviceQMatrix>)> = Vec::new();
+        let mut mv = |w: &LinearWeight, dense_only: bool| -> Result<LinearWeight> {
+            match w {
+                LinearWeight::Dense(t) => Ok(t.to_dtype(DType::F32)?.to_device(device)?.into()),
+                LinearWeight::Quantized(q) if !dense_only && q.has_cuda_kernel() => {
+                    let key = Arc::as_ptr(q);
+                    if let Some((_, d)) = uploaded.iter().find(|(k, _)| *k == key) {
+                        return Ok(LinearWeight::QuantizedCuda(d.clone()));
+                    }
+                    let d = Arc::new(
+                        q.to_device(device)
+                            .map_err(|e| invalid(OP, e.to_string()))?,
+                    );
+                    uploaded.push((key, d.clone()));
+                    Ok(LinearWeight::QuantizedCuda(d))
+                }
+                LinearWeight::Quantized(_) => {
+                    Ok(w.dequantized(DType::F32)?.to_device(device)?.into())
+                }
+                LinearWeight::QuantizedCuda(q) if q.device() == *device && !dense_only => {
+                    Ok(w.clone())
+                }
+                LinearWeight::QuantizedCuda(_) => {
+                    Ok(w.dequantized(DType::F32)?.to_device(device)?.into())
+                }
+            }
+        };
+        let embed = mv(&self.embed, true)?;
+        let mut layers = Vec::with_capacity(self.layers.len());
+        for l in &self.layers {
+            layers.push(LlamaLayer {
+                attn_norm: l.attn_norm.to_dtype(DType::F32)?.to_device(device)?,
+                wq: mv(&l.wq, false)?,
+                wk: mv(&l.wk, false)?,
+                wv: mv(&l.wv, false)?,
+                wo: mv(&l.wo, false)?,
+                ffn_norm: l.ffn_norm.to_dtype(DType::F32)?.to_device(device)?,
+                w_gate: mv(&l.w_gate, false)?,
+                w_up: mv(&l.w_up, false)?,
+                w_down: mv(&l.w_down, false)?,
+            });
+        }
+        let output_norm = self.output_norm.to_dtype(DType::F32)?.to_device(device)?;
+        let lm_head = mv(&self.lm_head, false)?;
+        Ok(LlamaWeights {
+            embed,
+            layers,
+            output_norm,
+            lm_head,
+        })
+    }
+
     /// Whether any matrix is held quantized.
     pub fn is_quantized(&self) -> bool {
         self.matrices().any(|w| w.is_quantized())
@@ -254,6 +330,7 @@ impl LlamaWeights {
     pub fn nbytes(&self) -> usize {
         let tied = match (&self.embed, &self.lm_head) {
             (LinearWeight::Quantized(a), LinearWeight::Quantized(b)) => Arc::ptr_eq(a, b),
+            (LinearWeight::QuantizedCuda(a), LinearWeight::QuantizedCuda(b)) => Arc::ptr_eq(a, b),
             (LinearWeight::Dense(a), LinearWeight::Dense(b)) => a.shares_storage_with(b),
             _ => false,
         };

@@ -260,6 +260,53 @@ impl Rotary {
         })
     }
 
+    /// [`Rotary::row_tables`] for positions held in a device tensor: `positions` is `(B, T)`
+    /// integer (row `b`'s token `i` at position `positions[b, i]`), gathered from the tables
+    /// on the device — no host wait and no host value, so a step built this way can be
+    /// captured once as a CUDA graph and replayed at every position. A position outside
+    /// `0..max_len` fails like an out-of-range `index_select` (on CUDA at the next read).
+    ///
+    /// ```
+    /// use stride_core::{DType, Device, Tensor};
+    /// use stride_nn::functional::{Rotary, RotaryStyle};
+    /// let rope = Rotary::new(8, 10000.0, 64, RotaryStyle::HalfSplit, &Device::Cpu)?;
+    /// let q = Tensor::randn([2, 3, 1, 8], DType::F32, &Device::Cpu, None)?; // (B, H, 1, D)
+    /// let at = Tensor::from_vec(vec![5i64, 9], [2, 1])?;                     // per-row positions
+    /// let tables = rope.row_tables_at(4, &at, DType::F32)?;
+    /// let y = rope.apply_row_tables(&q, &tables)?;
+    /// assert_eq!(y.to_vec::<f32>()?, rope.apply_rows(&q, &[5, 9])?.to_vec::<f32>()?);
+    /// # Ok::<(), stride_core::Error>(())
+    /// ```
+    pub fn row_tables_at(
+        &self,
+        ndim: usize,
+        positions: &Tensor,
+        dtype: DType,
+    ) -> Result<RowTables> {
+        if ndim < 3 || positions.dim() != 2 || positions.dtype().is_float() {
+            return Err(crate::invalid(
+                OP,
+                format!(
+                    "device-side tables need inputs (B, ..., T, D) of at least 3 dims and integer positions (B, T), got {ndim} dims and positions {:?} {}",
+                    positions.shape(),
+                    positions.dtype()
+                ),
+            ));
+        }
+        let (b, t) = (positions.shape()[0], positions.shape()[1]);
+        let (c, s) = self.tables(dtype);
+        let flat = positions.reshape(&[-1])?;
+        let mut shape = vec![b as i64];
+        shape.extend(std::iter::repeat_n(1, ndim - 3));
+        shape.extend([t as i64, (self.dim / 2) as i64]);
+        Ok(RowTables {
+            rows: b,
+            t,
+            cos: c.index_select(0, &flat)?.reshape(&shape)?,
+            sin: s.index_select(0, &flat)?.reshape(&shape)?,
+        })
+    }
+
     /// Rotates `x: (B, ..., T, D)` with tables from [`Rotary::row_tables`] (made for the same
     /// number of dims, rows, positions and dtype family).
     pub fn apply_row_tables(&self, x: &Tensor, tables: &RowTables) -> Result<Tensor> {
