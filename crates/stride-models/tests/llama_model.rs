@@ -823,3 +823,48 @@ fn captured_decode_step_matches_eager_decoding() {
         assert!(err.to_string().contains("not the one"), "{err}");
     }
 }
+
+/// `generate` on CUDA decodes through the captured graph by default and gives the tokens of
+/// the eager loop (`cuda_graph: false`), for a batch of prompts of different lengths.
+#[test]
+fn generate_with_the_cuda_graph_gives_the_eager_tokens() {
+    let _serial = serial();
+    let Some(gpu) =
+        stride_core::cuda::require_or_skip("generate_with_the_cuda_graph_gives_the_eager_tokens")
+    else {
+        return;
+    };
+    use stride_models::generate::{generate, GenerateConfig};
+    use stride_models::sampling::SamplingConfig;
+    let c = tiny_config();
+    let (gguf, _, _) = write_tiny(&c, 5, "generate_graph");
+    let m = Llama::from_gguf_file(&gguf, DType::F32, &gpu).unwrap();
+    let tok = stride_models::toy::byte_tokenizer();
+    let prompts: Vec<Vec<u32>> = [3usize, 8]
+        .iter()
+        .enumerate()
+        .map(|(i, &n)| {
+            tokens(n, c.vocab_size, 40 + i as u64)
+                .iter()
+                .map(|&t| t as u32)
+                .collect()
+        })
+        .collect();
+    let run = |cuda_graph| {
+        let cfg = GenerateConfig {
+            max_tokens: 40,
+            sampling: SamplingConfig::greedy(),
+            eos_tokens: Some(vec![]),
+            cuda_graph,
+            ..Default::default()
+        };
+        generate(&m, &tok, &prompts, &cfg, |_, _| {}).unwrap()
+    };
+    let graphed = run(true);
+    let eager = run(false);
+    assert!(graphed.stats.cuda_graph && !eager.stats.cuda_graph);
+    for (g, e) in graphed.completions.iter().zip(&eager.completions) {
+        assert_eq!(g.tokens, e.tokens);
+        assert_eq!(g.tokens.len(), 40);
+    }
+}
