@@ -2,18 +2,7 @@
 //! non-zero exit for a device without a backend or an unknown op.
 
 mod common;
-
-use std::process::{Command, Output};
-
-fn stride(args: &[&str]) -> Output {
-    Command::new(common::stride_bin())
-        .args(args)
-        .output()
-        .expect("run stride")
-}
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
+use common::{stride, text};
 
 #[test]
 fn check_prints_a_table_and_exits_zero() {

@@ -3,22 +3,13 @@
 //! messages, and the `--quantize` load option of `generate` and `perplexity` on the result.
 
 mod common;
+use common::{stride, text};
 #[path = "support/tiny_llama.rs"]
 mod tiny;
 
 use std::path::Path;
-use std::process::{Command, Output};
 use stride_gguf::{GgmlType, Gguf, GgufWriter};
 
-fn stride(args: &[&str]) -> Output {
-    Command::new(common::stride_bin())
-        .args(args)
-        .output()
-        .expect("run stride")
-}
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
 fn p(path: &Path) -> &str {
     path.to_str().unwrap()
 }

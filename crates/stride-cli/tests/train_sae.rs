@@ -2,19 +2,11 @@
 //! resume on the same curve, and clear errors for bad flags.
 
 mod common;
+use common::{stride, text};
+use std::process::Command;
 
 use std::path::PathBuf;
-use std::process::{Command, Output};
 
-fn stride(args: &[&str]) -> Output {
-    Command::new(common::stride_bin())
-        .args(args)
-        .output()
-        .expect("run stride")
-}
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
 fn scratch(name: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("stride-cli-sae-{}-{name}", std::process::id()));
     std::fs::create_dir_all(&d).unwrap();

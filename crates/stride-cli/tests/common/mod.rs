@@ -1,6 +1,22 @@
 //! Shared by the CLI tests: where the `stride` binary is, and a stand-in for the text.
 
 use std::path::PathBuf;
+use std::process::{Command, Output};
+
+/// Runs `stride` with `args` and returns what it did.
+#[allow(dead_code)] // not every test file runs the binary this way
+pub fn stride(args: &[&str]) -> Output {
+    Command::new(stride_bin())
+        .args(args)
+        .output()
+        .expect("run stride")
+}
+
+/// Lossy UTF-8 text of a stream.
+#[allow(dead_code)]
+pub fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
 
 /// The `stride` binary cargo built for these tests, or `$STRIDE_BIN` when set; on a machine
 /// where the tests were carried without their build tree (the GPU machine: `.gpu/`), the
