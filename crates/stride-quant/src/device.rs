@@ -13,7 +13,7 @@
 use crate::error::{bad_size, QuantError, Result};
 use crate::QMatrix;
 use std::fmt;
-use stride_core::cuda::quant::{quantized_matmul, BlockFormat};
+use stride_core::cuda::quant::{quantized_matmul, quantized_matmul_many, BlockFormat};
 use stride_core::{DType, Device, Tensor};
 use stride_gguf::GgmlType;
 
@@ -106,7 +106,9 @@ impl DeviceQMatrix {
     /// `y = x · Wᵀ`: `x` is `[..., cols]` (f32, f16 or bf16, any layout) on the matrix's
     /// device, `y` is `[..., rows]` in `x`'s dtype. Each row of `x` (widened to f32) is
     /// rounded to 8-bit blocks once, as [`QMatrix::matmul`] does, and the f32 results are
-    /// its bits; half-precision outputs are then rounded once.
+    /// its bits; half-precision outputs are then rounded once. Up to 8 rows of a strided or
+    /// half-precision `x` this is one kernel launch that reads `x` in place (no copy, no
+    /// cast); [`DeviceQMatrix::matmul_many`] shares one launch among several matrices.
     pub fn matmul(&self, x: &Tensor) -> Result<Tensor> {
         Ok(quantized_matmul(
             x,
@@ -115,6 +117,65 @@ impl DeviceQMatrix {
             self.rows,
             self.cols,
         )?)
+    }
+
+    /// Several products with one input: `ys[i] = x · mats[i]ᵀ`, each `[..., mats[i].rows()]`
+    /// in `x`'s dtype — the bits of `mats[i].matmul(x)` each (and so of [`QMatrix::matmul`]).
+    ///
+    /// For up to 8 rows of `x` (decode) the activations are rounded inside the product kernel
+    /// and the matrices of one block type share a single launch (up to 8 a launch): a
+    /// layer's q/k/v projections, or its gate/up pair, cost one launch instead of two per
+    /// matrix. The block types may differ (one launch per type).
+    ///
+    /// Errors: the matrices on different devices or of different `cols` (they can't share an
+    /// input), and anything [`DeviceQMatrix::matmul`] refuses. No matrices give no outputs.
+    ///
+    /// ```
+    /// use stride_core::{cuda, Tensor};
+    /// use stride_gguf::GgmlType;
+    /// use stride_quant::{DeviceQMatrix, QMatrix};
+    /// let w = |rows: usize| -> Vec<f32> { (0..rows * 64).map(|i| ((i * 7) % 11) as f32 - 5.0).collect() };
+    /// let q = QMatrix::quantize(GgmlType::Q4_1, 6, 64, &w(6))?;
+    /// let k = QMatrix::quantize(GgmlType::Q4_1, 2, 64, &w(2))?;
+    /// if let Some(gpu) = cuda::require_or_skip("doc: DeviceQMatrix::matmul_many") {
+    ///     let (dq, dk) = (q.to_device(&gpu)?, k.to_device(&gpu)?);
+    ///     let x = Tensor::from_vec((0..64).map(|i| (i % 5) as f32 - 2.0).collect::<Vec<_>>(), [1, 64])?
+    ///         .to_device(&gpu)?;
+    ///     let ys = DeviceQMatrix::matmul_many(&[&dq, &dk], &x)?;
+    ///     assert_eq!(ys[0].shape(), &[1, 6]);
+    ///     assert_eq!(ys[1].to_vec::<f32>()?, dk.matmul(&x)?.to_vec::<f32>()?); // the same bits
+    /// }
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn matmul_many(mats: &[&DeviceQMatrix], x: &Tensor) -> Result<Vec<Tensor>> {
+        const OP: &str = "DeviceQMatrix::matmul_many";
+        let Some(first) = mats.first() else {
+            return Ok(Vec::new());
+        };
+        for (i, m) in mats.iter().enumerate().skip(1) {
+            if m.device() != first.device() {
+                return Err(bad_size(
+                    OP,
+                    format!(
+                        "matrix {i} is on {} but matrix 0 is on {}; the matrices of one call must share a device (move them with QMatrix::to_device)",
+                        m.device(),
+                        first.device()
+                    ),
+                ));
+            }
+            if m.cols != first.cols {
+                return Err(bad_size(
+                    OP,
+                    format!(
+                        "matrix {i} is {} × {} but matrix 0 is {} × {}; matrices sharing one input must have the same number of columns (call matmul on each instead)",
+                        m.rows, m.cols, first.rows, first.cols
+                    ),
+                ));
+            }
+        }
+        let ws: Vec<(&Tensor, BlockFormat, usize)> =
+            mats.iter().map(|m| (&m.blocks, m.format, m.rows)).collect();
+        Ok(quantized_matmul_many(x, &ws, first.cols)?)
     }
 
     /// The block type.

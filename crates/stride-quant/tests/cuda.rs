@@ -6,14 +6,21 @@
 //! the exact (f64) product of the dequantized weights with the unquantized activations,
 //! within the crate's stated bound `γ_n·Σ|t| + Σ_e |w_e|·|x_e − deq(a)_e|`.
 //!
+//! The one-launch decode kernel (`m ≤ 8`) against the CPU and against the two-launch path, in
+//! every input layout it reads in place (transposed, narrowed with a row stride ≠ k, f16 and
+//! bf16), at `k` on both sides of a warp's 32-block chunk, and `matmul_many` against separate
+//! products, bit for bit, with its launch count. `STRIDE_QUANT_MUTANT=fused_block` (a broken
+//! kernel) must make these fail.
+//!
 //! Skipped, saying so, without a CUDA device (`STRIDE_REQUIRE_CUDA=1` makes that a failure).
 
 mod common;
 
 use common::*;
+use stride_core::cuda::quant::{quantized_matmul_many_with, BlockFormat, QuantPath};
 use stride_core::{cuda, DType, Device, Tensor};
 use stride_gguf::GgmlType;
-use stride_quant::{ActFormat, Q8Row, QMatrix};
+use stride_quant::{ActFormat, DeviceQMatrix, Q8Row, QMatrix};
 
 const MS: [usize; 22] = [
     1, 2, 3, 4, 5, 7, 8, 9, 15, 16, 17, 31, 32, 33, 63, 64, 65, 127, 128, 129, 130, 257,
@@ -263,4 +270,321 @@ fn k_quants_are_refused_on_cuda_by_name() {
     let w = QMatrix::from_vec(GgmlType::Q8_0, 1, 32, vec![0; 34]).unwrap();
     let e = w.to_device(&Device::Cpu).unwrap_err().to_string();
     assert!(e.contains("CPU"), "{e}");
+}
+
+/// Both sides of the one-launch switch (m ≤ 8) and of the R = 1/2/4/8 row tiles.
+const FUSED_MS: [usize; 7] = [1, 2, 3, 5, 8, 9, 17];
+
+/// 1, 2, 17, 18 and 48 blocks (SmolLM2's 576 and 1536), and 33 (a chunk of 32 and one more).
+const FUSED_KS: [usize; 6] = [32, 64, 544, 576, 1536, 1056];
+
+fn to_gpu(x: Vec<f32>, shape: &[usize], gpu: &Device) -> Tensor {
+    Tensor::from_vec(x, shape).unwrap().to_device(gpu).unwrap()
+}
+
+fn cpu_product(w: &QMatrix, x: &[f32], m: usize) -> Vec<f32> {
+    let mut y = vec![f32::NAN; m * w.rows()];
+    w.matmul(x, m, &mut y).unwrap();
+    y
+}
+
+fn bits_of(t: &Tensor) -> Vec<f32> {
+    t.to_dtype(DType::F32).unwrap().to_vec::<f32>().unwrap()
+}
+
+/// The decode kernel against the CPU, in every layout it reads in place, and against the
+/// two-launch path.
+fn check_fused(gpu: &Device, ty: GgmlType, seed: u64) {
+    let mut rng = Rng::new(seed);
+    for &k in &FUSED_KS {
+        let w = QMatrix::from_vec(ty, N, k, random_weights(ty, N, k, &mut rng)).unwrap();
+        let dw = w.to_device(gpu).unwrap();
+        for &m in &FUSED_MS {
+            let x = random_x(m, k, k, 32, &mut rng);
+            let want = cpu_product(&w, &x, m);
+            let what = format!("{ty} k {k} m {m}");
+            let xt = to_gpu(x.clone(), &[m, k], gpu);
+            let y = dw.matmul(&xt).unwrap();
+            assert_eq!(y.shape(), &[m, N]);
+            assert_same_bits(&bits_of(&y), &want, &format!("{what} contiguous"));
+            // the same product by the other path
+            let fmt = BlockFormat::from_name(ty.name()).unwrap();
+            for path in [QuantPath::TwoLaunch, QuantPath::Fused] {
+                if path == QuantPath::Fused && m > 8 {
+                    continue;
+                }
+                let y = quantized_matmul_many_with(&xt, &[(dw.blocks(), fmt, N)], k, path).unwrap();
+                assert_same_bits(&bits_of(&y[0]), &want, &format!("{what} {path:?}"));
+            }
+            // transposed: a [k, m] tensor viewed as [m, k] (strides [1, m])
+            let mut xtr = vec![0f32; m * k];
+            for i in 0..m {
+                for e in 0..k {
+                    xtr[e * m + i] = x[i * k + e];
+                }
+            }
+            let xnc = to_gpu(xtr, &[k, m], gpu).t().unwrap();
+            assert_same_bits(
+                &bits_of(&dw.matmul(&xnc).unwrap()),
+                &want,
+                &format!("{what} transposed"),
+            );
+            // narrowed: rows of k + 96 values, the product over values 64..64 + k (row stride
+            // ≠ k, an offset), under a leading batch dim of 1
+            let wide = k + 96;
+            let mut xw = vec![f32::NAN; m * wide];
+            for i in 0..m {
+                xw[i * wide + 64..i * wide + 64 + k].copy_from_slice(&x[i * k..(i + 1) * k]);
+            }
+            let xn = to_gpu(xw, &[1, m, wide], gpu).narrow(2, 64, k).unwrap();
+            assert!(!xn.is_contiguous() || m == 1);
+            let y = dw.matmul(&xn).unwrap();
+            assert_eq!(y.shape(), &[1, m, N]);
+            assert_same_bits(&bits_of(&y), &want, &format!("{what} narrowed"));
+        }
+    }
+}
+
+/// f16 and bf16 inputs to the decode kernel (contiguous and transposed): the f32 product of
+/// the widened input, rounded once to the input's dtype.
+fn check_fused_half(gpu: &Device, ty: GgmlType, seed: u64) {
+    let mut rng = Rng::new(seed);
+    for &(k, m) in &[(576usize, 1usize), (1536, 3), (1056, 8), (544, 9)] {
+        let w = QMatrix::from_vec(ty, N, k, random_weights(ty, N, k, &mut rng)).unwrap();
+        let dw = w.to_device(gpu).unwrap();
+        let x = random_x(m, k, k, 32, &mut rng);
+        for dt in [DType::F16, DType::BF16] {
+            let xh = Tensor::from_vec(x.clone(), [m, k])
+                .unwrap()
+                .to_dtype(dt)
+                .unwrap();
+            let xw = xh.to_dtype(DType::F32).unwrap().to_vec::<f32>().unwrap();
+            let want = Tensor::from_vec(cpu_product(&w, &xw, m), [m, N])
+                .unwrap()
+                .to_dtype(dt)
+                .unwrap();
+            let want = bits_of(&want);
+            let what = format!("{ty} k {k} m {m} {dt}");
+            let xg = xh.to_device(gpu).unwrap();
+            let y = dw.matmul(&xg).unwrap();
+            assert_eq!(y.dtype(), dt);
+            assert_same_bits(&bits_of(&y), &want, &what);
+            let xtg = xg.t().unwrap().contiguous().unwrap().t().unwrap();
+            assert_same_bits(
+                &bits_of(&dw.matmul(&xtg).unwrap()),
+                &want,
+                &format!("{what} transposed"),
+            );
+        }
+    }
+}
+
+#[test]
+fn cuda_fused_matches_cpu_bits_every_format_layout_and_k() {
+    let Some(gpu) = cuda::require_or_skip("cuda_fused_matches_cpu_bits_every_format_layout_and_k")
+    else {
+        return;
+    };
+    for (i, &ty) in TYPES.iter().enumerate() {
+        check_fused(&gpu, ty, 201 + i as u64);
+        check_fused_half(&gpu, ty, 301 + i as u64);
+    }
+}
+
+/// `matmul_many` gives each matrix's `matmul` bits: SmolLM2's q/k/v (one format, then mixed
+/// formats) and gate/up, more matrices than one launch takes, every row count of FUSED_MS,
+/// f16 input; and a decode-sized call is one launch whatever the input's layout.
+#[test]
+fn cuda_matmul_many_matches_separate_products() {
+    let Some(gpu) = cuda::require_or_skip("cuda_matmul_many_matches_separate_products") else {
+        return;
+    };
+    let Device::Cuda(ordinal) = gpu else {
+        unreachable!("require_or_skip gives a CUDA device")
+    };
+    let mut rng = Rng::new(11);
+    let mut mk = |ty: GgmlType, n: usize, k: usize| -> (QMatrix, DeviceQMatrix) {
+        let w = QMatrix::from_vec(ty, n, k, random_weights(ty, n, k, &mut rng)).unwrap();
+        let d = w.to_device(&gpu).unwrap();
+        (w, d)
+    };
+    type Group = (&'static str, Vec<(GgmlType, usize)>, usize);
+    let groups: Vec<Group> = vec![
+        (
+            "qkv",
+            vec![
+                (GgmlType::Q4_1, 576),
+                (GgmlType::Q4_1, 192),
+                (GgmlType::Q4_1, 192),
+            ],
+            576,
+        ),
+        (
+            "qkv mixed",
+            vec![
+                (GgmlType::Q4_1, 576),
+                (GgmlType::Q8_0, 192),
+                (GgmlType::Q5_0, 192),
+            ],
+            576,
+        ),
+        (
+            "gate/up",
+            vec![(GgmlType::Q4_1, 1536), (GgmlType::Q4_1, 1536)],
+            576,
+        ),
+        (
+            "ten",
+            (0..10)
+                .map(|i| (TYPES[i % 2 * 4], 5 + 13 * i))
+                .collect::<Vec<_>>(),
+            1056,
+        ),
+    ];
+    for (name, specs, k) in groups {
+        let mats: Vec<(QMatrix, DeviceQMatrix)> =
+            specs.iter().map(|&(ty, n)| mk(ty, n, k)).collect();
+        let dmats: Vec<&DeviceQMatrix> = mats.iter().map(|m| &m.1).collect();
+        for &m in &FUSED_MS {
+            let x = random_x(m, k, k, 32, &mut Rng::new(m as u64));
+            let xt = to_gpu(x.clone(), &[m, k], &gpu);
+            let ys = DeviceQMatrix::matmul_many(&dmats, &xt).unwrap();
+            assert_eq!(ys.len(), mats.len());
+            for (j, ((w, dw), y)) in mats.iter().zip(&ys).enumerate() {
+                let what = format!("{name} m {m} matrix {j} ({})", w.ggml_type());
+                assert_eq!(y.shape(), &[m, w.rows()], "{what}");
+                let sep = bits_of(&dw.matmul(&xt).unwrap());
+                assert_same_bits(&bits_of(y), &sep, &format!("{what} vs matmul"));
+                assert_same_bits(&sep, &cpu_product(w, &x, m), &format!("{what} vs CPU"));
+            }
+            // f16 input: each output the f16 rounding of the same product
+            let xh = xt.to_dtype(DType::F16).unwrap();
+            let ys = DeviceQMatrix::matmul_many(&dmats, &xh).unwrap();
+            for (j, (dw, y)) in dmats.iter().zip(&ys).enumerate() {
+                assert_eq!(y.dtype(), DType::F16);
+                assert_same_bits(
+                    &bits_of(y),
+                    &bits_of(&dw.matmul(&xh).unwrap()),
+                    &format!("{name} m {m} matrix {j} f16"),
+                );
+            }
+        }
+    }
+    // one launch for a layer's q/k/v at decode, contiguous or transposed, f32 or bf16
+    let qkv: Vec<(QMatrix, DeviceQMatrix)> = [576, 192, 192]
+        .iter()
+        .map(|&n| mk(GgmlType::Q4_1, n, 576))
+        .collect();
+    let dq: Vec<&DeviceQMatrix> = qkv.iter().map(|m| &m.1).collect();
+    let x1 = to_gpu(
+        random_x(1, 576, 576, 32, &mut Rng::new(5)),
+        &[1, 1, 576],
+        &gpu,
+    );
+    let x2 = to_gpu(random_x(2, 576, 576, 32, &mut Rng::new(6)), &[576, 2], &gpu)
+        .t()
+        .unwrap();
+    let x3 = x1.to_dtype(DType::BF16).unwrap();
+    for x in [&x1, &x2, &x3] {
+        DeviceQMatrix::matmul_many(&dq, x).unwrap(); // compiled, outside the count
+        cuda::synchronize(ordinal).unwrap();
+        let before = cuda::launch_count(ordinal);
+        let ys = DeviceQMatrix::matmul_many(&dq, x).unwrap();
+        let launches = cuda::launch_count(ordinal) - before;
+        assert_eq!(
+            launches,
+            1,
+            "q/k/v of a {:?} input: {launches} launches",
+            x.shape()
+        );
+        assert_eq!(ys[2].shape()[ys[2].dim() - 1], 192);
+    }
+}
+
+/// Mismatched matrices and impossible paths are errors saying what was wrong.
+#[test]
+fn cuda_matmul_many_errors() {
+    let Some(gpu) = cuda::require_or_skip("cuda_matmul_many_errors") else {
+        return;
+    };
+    let mut rng = Rng::new(12);
+    let a = QMatrix::from_vec(
+        GgmlType::Q4_1,
+        4,
+        64,
+        random_weights(GgmlType::Q4_1, 4, 64, &mut rng),
+    )
+    .unwrap()
+    .to_device(&gpu)
+    .unwrap();
+    let b = QMatrix::from_vec(
+        GgmlType::Q4_1,
+        4,
+        96,
+        random_weights(GgmlType::Q4_1, 4, 96, &mut rng),
+    )
+    .unwrap()
+    .to_device(&gpu)
+    .unwrap();
+    let x = Tensor::zeros([1, 64], DType::F32, &gpu).unwrap();
+    let e = DeviceQMatrix::matmul_many(&[&a, &b], &x)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("same number of columns") && e.contains("4 × 96"),
+        "{e}"
+    );
+    assert!(DeviceQMatrix::matmul_many(&[], &x).unwrap().is_empty());
+    let cpu = Tensor::zeros([1, 64], DType::F32, &Device::Cpu).unwrap();
+    let e = DeviceQMatrix::matmul_many(&[&a, &a], &cpu)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("weight's device"), "{e}");
+    let e = DeviceQMatrix::matmul_many(
+        &[&a, &a],
+        &Tensor::zeros([1, 32], DType::F32, &gpu).unwrap(),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("[..., 64]"), "{e}");
+    // the fused path takes at most 8 rows
+    let x9 = Tensor::zeros([9, 64], DType::F32, &gpu).unwrap();
+    let e = quantized_matmul_many_with(
+        &x9,
+        &[(a.blocks(), BlockFormat::Q4_1, 4)],
+        64,
+        QuantPath::Fused,
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("at most 8 rows"), "{e}");
+    // a weight whose blocks don't match its declared size, named by its index
+    let e = quantized_matmul_many_with(
+        &x,
+        &[
+            (a.blocks(), BlockFormat::Q4_1, 4),
+            (a.blocks(), BlockFormat::Q4_1, 5),
+        ],
+        64,
+        QuantPath::Auto,
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("weight 1") && e.contains("5 × 2"), "{e}");
+    // a weight with no rows gives an empty output beside the others
+    let ys = quantized_matmul_many_with(
+        &x,
+        &[
+            (a.blocks(), BlockFormat::Q4_1, 4),
+            (
+                &Tensor::zeros([0], DType::U8, &gpu).unwrap(),
+                BlockFormat::Q8_0,
+                0,
+            ),
+        ],
+        64,
+        QuantPath::Auto,
+    )
+    .unwrap();
+    assert_eq!((ys[0].shape(), ys[1].shape()), (&[1, 4][..], &[1, 0][..]));
 }

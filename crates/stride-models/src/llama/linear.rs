@@ -275,6 +275,48 @@ impl LinearWeight {
         Tensor::from_vec(y, shape)
     }
 
+    /// Several products with one input: `ys[i] = weights[i].forward(x)` — a layer's q/k/v
+    /// projections, or its gate/up pair.
+    ///
+    /// When every weight is [`LinearWeight::QuantizedCuda`] on `x`'s device with the same
+    /// `in_features`, the products share one kernel launch per block type
+    /// ([`DeviceQMatrix::matmul_many`]: for a decode step's few rows the activations are
+    /// rounded once inside it), with the bits of separate [`LinearWeight::forward`] calls.
+    /// Otherwise each weight's `forward` runs in turn, so the result is always theirs (and so
+    /// are the errors).
+    ///
+    /// ```
+    /// use stride_core::{DType, Device, Tensor};
+    /// use stride_gguf::GgmlType;
+    /// use stride_models::llama::LinearWeight;
+    /// use stride_quant::QMatrix;
+    /// let w = |rows: usize| -> Vec<f32> { (0..rows * 64).map(|i| ((i * 7) % 11) as f32 - 5.0).collect() };
+    /// let q = LinearWeight::from(QMatrix::quantize(GgmlType::Q4_1, 6, 64, &w(6))?);
+    /// let k = LinearWeight::from(QMatrix::quantize(GgmlType::Q4_1, 2, 64, &w(2))?);
+    /// let x = Tensor::ones([3, 64], DType::F32, &Device::Cpu)?;
+    /// let ys = LinearWeight::forward_many(&[&q, &k], &x)?;
+    /// assert_eq!((ys[0].shape(), ys[1].shape()), (&[3, 6][..], &[3, 2][..]));
+    /// assert_eq!(ys[1].to_vec::<f32>()?, k.forward(&x)?.to_vec::<f32>()?);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn forward_many(weights: &[&LinearWeight], x: &Tensor) -> Result<Vec<Tensor>> {
+        const OP: &str = "LinearWeight::forward_many";
+        let mats: Option<Vec<&DeviceQMatrix>> = weights
+            .iter()
+            .map(|w| w.as_quantized_cuda().map(|q| &**q))
+            .collect();
+        if let Some(mats) = mats {
+            let shared = mats.len() > 1
+                && mats
+                    .iter()
+                    .all(|q| q.device() == x.device() && q.cols() == mats[0].cols());
+            if shared {
+                return DeviceQMatrix::matmul_many(&mats, x).map_err(quant_err(OP));
+            }
+        }
+        weights.iter().map(|w| w.forward(x)).collect()
+    }
+
     /// The embedding lookup: the rows at `tokens` (i64, any shape), giving
     /// `tokens.shape ++ [dim]`. Dense: [`Tensor::embedding`]. Quantized: each row is
     /// dequantized straight into the output ([`QMatrix::row_into`]; the table is never
@@ -400,5 +442,71 @@ pub(crate) mod test_hook {
                 });
             }
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn weight(ty: GgmlType, rows: usize, cols: usize, seed: usize) -> QMatrix {
+        let w: Vec<f32> = (0..rows * cols)
+            .map(|i| ((i * 37 + seed * 11) % 101) as f32 / 50.0 - 1.0)
+            .collect();
+        QMatrix::quantize(ty, rows, cols, &w).unwrap()
+    }
+
+    /// Off CUDA, `forward_many` is `forward` on each weight: quantized (of different block
+    /// types) and dense weights alike, the same bits, and the errors of `forward`.
+    #[test]
+    fn forward_many_falls_back_to_forward_on_each() {
+        let q = LinearWeight::from(weight(GgmlType::Q4_1, 6, 64, 1));
+        let k = LinearWeight::from(weight(GgmlType::Q8_0, 2, 64, 2));
+        let d = LinearWeight::Dense(
+            Tensor::from_vec(
+                (0..3 * 64)
+                    .map(|i| (i % 7) as f32 - 3.0)
+                    .collect::<Vec<_>>(),
+                [3, 64],
+            )
+            .unwrap(),
+        );
+        let x = Tensor::from_vec(
+            (0..2 * 5 * 64)
+                .map(|i| ((i * 13) % 17) as f32 / 8.0 - 1.0)
+                .collect::<Vec<_>>(),
+            [2, 5, 64],
+        )
+        .unwrap();
+        let ws = [&q, &k, &d];
+        let ys = LinearWeight::forward_many(&ws, &x).unwrap();
+        assert_eq!(ys.len(), 3);
+        for (w, y) in ws.iter().zip(&ys) {
+            let want = w.forward(&x).unwrap();
+            assert_eq!(y.shape(), want.shape());
+            let (a, b) = (y.to_vec::<f32>().unwrap(), want.to_vec::<f32>().unwrap());
+            assert!(a.iter().zip(&b).all(|(a, b)| a.to_bits() == b.to_bits()));
+        }
+        assert!(LinearWeight::forward_many(&[], &x).unwrap().is_empty());
+        // a transposed (non-contiguous) input: forward reads it in logical order
+        let xt = x
+            .reshape(&[10, 64])
+            .unwrap()
+            .t()
+            .unwrap()
+            .contiguous()
+            .unwrap();
+        let xt = xt.t().unwrap();
+        let ys = LinearWeight::forward_many(&[&q, &k], &xt).unwrap();
+        assert_eq!(
+            ys[0].to_vec::<f32>().unwrap(),
+            q.forward(&xt).unwrap().to_vec::<f32>().unwrap()
+        );
+        // the first failing weight's error, as forward gives it
+        let wide = LinearWeight::from(weight(GgmlType::Q4_0, 2, 96, 3));
+        let e = LinearWeight::forward_many(&[&q, &wide], &x)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("[..., 96]"), "{e}");
     }
 }
