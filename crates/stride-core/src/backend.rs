@@ -15,6 +15,7 @@ use crate::debug::{self, Replay};
 use crate::{DType, Device, Error, Layout, Result, Scalar, Storage};
 
 pub mod attention; // fused scaled-dot-product attention (backend/attention.rs)
+pub mod cached_attention; // attention over a KV cache held on the device (backend/cached_attention.rs)
 pub(crate) mod common; // code every backend shares (backend/common/)
 pub(crate) mod contract; // the Backend trait and the device → backend map
 pub mod cross_entropy; // cross-entropy over rows of logits (backend/cross_entropy.rs)

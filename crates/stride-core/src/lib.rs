@@ -45,6 +45,7 @@ pub use dtype::{Category, DType, Element};
 pub use error::{Error, Result};
 pub use layout::Layout;
 pub use ops::attention::attention_supported;
+pub use ops::cached_attention::KvCacheStep;
 pub use ops::index::ScatterReduce;
 pub use ops::join::{Indexing, PadMode};
 pub use ops::opmath::in_compute_dtype;

@@ -21,6 +21,7 @@
 //! in the module docs of [`crate::backend`].
 
 use super::attention::Attention;
+use super::cached_attention::CachedAttention;
 use super::cross_entropy::CrossEntropyRows;
 use super::grouped_matmul::GroupedMatmul;
 use super::index::{IndexDim, ScatterOp};
@@ -280,6 +281,14 @@ pub(crate) trait Backend: Sync {
     fn attention(&self, a: Attention, inputs: &[View], outputs: &[View]) -> Result<()> {
         via_cpu(self, "attention", inputs, outputs, |i, o| {
             crate::cpu::attention::attention(a, i, o)
+        })
+    }
+
+    /// Attention of new tokens over a key/value cache, writing the cache (see
+    /// [`super::cached_attention`]): a CPU round trip unless the backend has a kernel.
+    fn cached_attention(&self, a: CachedAttention, inputs: &[View], outputs: &[View]) -> Result<()> {
+        via_cpu(self, "attention_with_kv_cache", inputs, outputs, |i, o| {
+            crate::cpu::cached_attention::cached_attention(a, i, o)
         })
     }
 
@@ -600,6 +609,11 @@ macro_rules! forward_to_kernels {
     (@ grouped_matmul $f:path) => {
         fn grouped_matmul(&self, g: $crate::backend::grouped_matmul::GroupedMatmul, a: $crate::backend::View<'_>, b: $crate::backend::View<'_>, offs: $crate::backend::View<'_>, dst: $crate::backend::View<'_>) -> $crate::Result<()> {
             $f(g, a, b, offs, dst)
+        }
+    };
+    (@ cached_attention $f:path) => {
+        fn cached_attention(&self, a: $crate::backend::cached_attention::CachedAttention, inputs: &[$crate::backend::View<'_>], outputs: &[$crate::backend::View<'_>]) -> $crate::Result<()> {
+            $f(a, inputs, outputs)
         }
     };
     (@ attention_backward $f:path) => {

@@ -29,7 +29,7 @@ fn internal(op: &'static str, what: &str) -> Error {
 /// A 4-d operand `(b, h, i, d)` (a 3-d one has stride 0 for `d`): base pointer, offset and
 /// strides in elements.
 #[derive(Clone, Copy)]
-struct Quad<T> {
+pub(super) struct Quad<T> {
     p: *mut T,
     off: isize,
     st: [isize; 4],
@@ -40,7 +40,7 @@ unsafe impl<T> Send for Quad<T> {}
 unsafe impl<T> Sync for Quad<T> {}
 
 impl<T> Quad<T> {
-    fn of(acc: &Access, v: &View) -> Quad<T> {
+    pub(super) fn of(acc: &Access, v: &View) -> Quad<T> {
         let mut st = [0isize; 4];
         for (s, &x) in st.iter_mut().zip(v.layout.strides()) {
             *s = x as isize;
@@ -54,7 +54,7 @@ impl<T> Quad<T> {
     /// # Safety
     /// The index must be inside the view this was made from.
     #[inline(always)]
-    unsafe fn at(&self, b: usize, h: usize, i: usize, d: usize) -> *mut T {
+    pub(super) unsafe fn at(&self, b: usize, h: usize, i: usize, d: usize) -> *mut T {
         self.p.offset(
             self.off
                 + b as isize * self.st[0]
@@ -151,7 +151,7 @@ fn per_query_block(d: Dims, groups: usize, f: &(dyn Fn(usize, usize, usize, Rang
 /// same bits on any thread count) that the compiler can vectorise, where one running sum
 /// serialises every add.
 #[inline(always)]
-fn dot<C: Real>(a: &[C], b: &[C]) -> C {
+pub(super) fn dot<C: Real>(a: &[C], b: &[C]) -> C {
     let n = a.len().min(b.len());
     let (a, b) = (&a[..n], &b[..n]);
     let mut acc = [C::zero(); 8];
@@ -186,7 +186,7 @@ fn rows_start(a: &Attention, j: usize, l: usize) -> usize {
     }
 }
 
-fn lock<'a>(outs: &[View<'a>], ins: &[View<'a>]) -> Access<'a> {
+pub(super) fn lock<'a>(outs: &[View<'a>], ins: &[View<'a>]) -> Access<'a> {
     let o: Vec<_> = outs.iter().map(|v| v.storage).collect();
     let i: Vec<_> = ins.iter().map(|v| v.storage).collect();
     Access::outputs(&o, &i)

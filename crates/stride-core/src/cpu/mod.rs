@@ -15,6 +15,7 @@
 
 pub(crate) mod access;
 pub(crate) mod attention;
+pub(crate) mod cached_attention;
 pub(crate) mod copy;
 pub(crate) mod cross_entropy;
 pub(crate) mod cumulative;

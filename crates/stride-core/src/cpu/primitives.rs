@@ -85,6 +85,7 @@ impl Backend for Cpu {
         cross_entropy_backward => super::cross_entropy::cross_entropy_backward;
         norm_backward => super::norm::norm_backward;
         attention => super::attention::attention;
+        cached_attention => super::cached_attention::cached_attention;
         pointwise => super::pointwise::pointwise;
         attention_backward => super::attention::attention_backward;
         grouped_matmul => super::grouped_matmul::grouped_matmul;

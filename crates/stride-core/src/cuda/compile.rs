@@ -132,6 +132,7 @@ pub(crate) fn every_module() -> Vec<(String, String)> {
     all.extend(super::norm::all_modules());
     all.extend(super::pointwise::all_modules());
     all.extend(super::attention::all_modules());
+    all.extend(super::cached_attention::all_modules());
     all.extend(super::grouped_matmul::all_modules());
     all.extend(super::cross_entropy::all_modules());
     all.extend(super::quant::all_modules());

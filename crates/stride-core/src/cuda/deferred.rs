@@ -135,6 +135,19 @@ impl Deferred {
         unsafe { launch_cfg(dev, &f, op, (1, 1, 1), (1, 1, 1), 0, &mut args) }
     }
 
+    /// Registers a check whose op records its own verdict: one of the op's kernels, queued
+    /// after the verdict is written, does the record kernel's work (`RECORD_SRC`'s body, one
+    /// thread) with the returned record address and check id — one launch fewer.
+    pub(crate) fn register_inline(&self, dev: &CudaDevice, failure: Failure) -> (u64, u64) {
+        let site = CallSite::capture();
+        let mut s = self.lock();
+        self.poll(dev, &mut s);
+        s.next_id += 1;
+        let id = s.next_id;
+        s.pending.push_back(Pending { id, failure, site });
+        (self.dptr, id)
+    }
+
     /// Reads the record: a failure becomes the sticky error; checks the device has finished
     /// without failing are forgotten. Never waits.
     fn poll(&self, dev: &CudaDevice, s: &mut State) {

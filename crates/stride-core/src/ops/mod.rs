@@ -2,6 +2,7 @@
 //! primitive. (Autograd recording will hook in here.)
 
 pub(crate) mod attention;
+pub(crate) mod cached_attention;
 pub(crate) mod cross_entropy;
 pub(crate) mod cumulative;
 pub(crate) mod einsum;
