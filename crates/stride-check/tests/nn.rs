@@ -31,7 +31,7 @@ fn layer_norm() -> OpInfo {
 #[test]
 fn every_entry_is_registered_and_checks_results() {
     let ops = nn::ops();
-    assert_eq!(ops.len(), 17);
+    assert_eq!(ops.len(), 19);
     let report = run(&ops);
     for op in &ops {
         assert!(
@@ -316,6 +316,72 @@ fn wrong_attentions_are_caught() {
                     .iter()
                     .any(|(k, f)| k.dtype == d && matches!(f.reason, Reason::WrongValues { .. })),
                 "{how:?} not caught in {d}"
+            );
+        }
+    }
+}
+
+/// `nn.attention_with_kv_cache` catches a step that reads one position too few (the length
+/// before this step's tokens: the new token does not see itself) and one with a wrong scale,
+/// with wrong values in every dtype.
+#[test]
+fn wrong_cached_attentions_are_caught() {
+    let entry = || registry::find("nn.attention_with_kv_cache").unwrap().clone();
+    let stale = entry().functional(|a, _| {
+        let _g = stride_core::autograd::no_grad();
+        let (kc, vc) = (a[3].t().clone_tensor()?, a[4].t().clone_tensor()?);
+        let l = a[0].t().shape()[2];
+        // write the new tokens, then attend as if they were one position further back: the
+        // queries miss their own keys and see a stale one instead
+        let step = stride_core::KvCacheStep {
+            k_cache: &kc,
+            v_cache: &vc,
+            k: a[1].t(),
+            v: a[2].t(),
+            len: a[5].t(),
+            start: None,
+            rotary: None,
+            scale: None,
+        };
+        a[0].t().attention_with_kv_cache(&step)?;
+        let earlier = a[5].t().sub(&Tensor::from_vec(vec![1i64], [1])?)?.clamp_min(0i64)?;
+        let (kc2, vc2) = (kc.clone_tensor()?, vc.clone_tensor()?);
+        // re-run over the written cache with the earlier length and the cached keys at that
+        // slot as the "new" ones: the result misses each query's own key
+        let kn = kc.narrow(2, 0, l)?.clone_tensor()?;
+        let vn = vc.narrow(2, 0, l)?.clone_tensor()?;
+        a[0].t().attention_with_kv_cache(&stride_core::KvCacheStep {
+            k_cache: &kc2,
+            v_cache: &vc2,
+            k: &kn,
+            v: &vn,
+            len: &earlier,
+            ..step
+        })
+    });
+    let scaled = entry().functional(|a, _| {
+        let _g = stride_core::autograd::no_grad();
+        let (kc, vc) = (a[3].t().clone_tensor()?, a[4].t().clone_tensor()?);
+        a[0].t().attention_with_kv_cache(&stride_core::KvCacheStep {
+            k_cache: &kc,
+            v_cache: &vc,
+            k: a[1].t(),
+            v: a[2].t(),
+            len: a[5].t(),
+            start: None,
+            rotary: None,
+            scale: Some(1.0),
+        })
+    });
+    for (what, op) in [("stale length", stale), ("scale 1", scaled)] {
+        let report = run(&[op]);
+        let fails = report.failures();
+        for d in ["f64", "f32", "f16", "bf16"] {
+            assert!(
+                fails
+                    .iter()
+                    .any(|(k, f)| k.dtype == d && matches!(f.reason, Reason::WrongValues { .. })),
+                "{what} not caught in {d}"
             );
         }
     }

@@ -333,6 +333,107 @@ fn rms_norm() -> OpInfo {
     })
 }
 
+/// Row lengths of `nn.add_rms_norm` across the fused CUDA forward's sizes: a lane's 16-byte
+/// vector, a warp (32), the warp-per-row path's cap (1,024 f32), a block of 1,024 threads;
+/// `stride-core/tests/add_rms_norm.rs` sweeps them (and the longer ones) bit for bit.
+const ADD_NORM_ROWS: [usize; 9] = [1, 31, 32, 33, 576, 1023, 1024, 1025, 4097];
+
+/// Samples of `nn.add_rms_norm`: `(input, residual, weight)` as [`norm_sampler`]'s (input and
+/// residual in [-4, 4], or the input near 100 and the residual in [-1, 1]), with variants
+/// also rows of [`ADD_NORM_ROWS`].
+fn add_norm_sampler(ctx: &mut SampleCtx) -> Vec<Sample> {
+    let d = ctx.dtype;
+    let base = norm_input(&ctx.shape);
+    let mut cases = vec![(base.clone(), 1usize)];
+    if ctx.variants && base.len() >= 2 {
+        cases.push((base, 2));
+    }
+    if ctx.variants {
+        cases.extend(ADD_NORM_ROWS.iter().map(|&n| (vec![2, n], 1)));
+    }
+    let mut out = vec![];
+    for (x_shape, nd) in cases {
+        let w_shape = x_shape[x_shape.len() - nd..].to_vec();
+        let n = numel(&x_shape);
+        for offset in [0.0, 100.0] {
+            let (x, r) = match offset == 0.0 {
+                true => (Domain::range(-4.0, 4.0), Domain::range(-4.0, 4.0)),
+                false => (
+                    Domain::range(offset - 1.0, offset + 1.0),
+                    Domain::range(-1.0, 1.0),
+                ),
+            };
+            let args = vec![
+                tensor(d, x_shape.clone(), x.values(d, n, &mut ctx.rng, ctx.tame)),
+                tensor(d, x_shape.clone(), r.values(d, n, &mut ctx.rng, ctx.tame)),
+                tensor(
+                    d,
+                    w_shape.clone(),
+                    Domain::range(-2.0, 2.0).values(d, numel(&w_shape), &mut ctx.rng, ctx.tame),
+                ),
+            ];
+            out.push(Sample::new(args, ints(&[nd as i64])));
+            if !ctx.variants {
+                break;
+            }
+        }
+    }
+    out
+}
+
+/// The fused residual add and RmsNorm (`stride_nn::functional::add_rms_norm`, eps = the
+/// dtype's machine epsilon), both results stacked: `[h, y]` with `h = x + r` and `y =
+/// rms_norm(h)·w` (the exact sum: the reference normalises `x + r` in f64). Bound: `h` is one
+/// rounding (`M = 0`: the ulp term alone); `y` is [`rms_norm_ref`]'s with `k = 6` — its four
+/// stores and the sum's rounding into the dtype (`u·|h|` per element, which moves `y` by
+/// `u·|y|` directly and by at most `u·|y|` through `rstd`).
+fn add_rms_norm_ref(c: &RefCtx, a: &[RefArg]) -> Result<Computed, String> {
+    let (x, r) = (a[0].t(), a[1].t());
+    if r.shape != x.shape {
+        return Err("the residual must have the input's shape".into());
+    }
+    // the exact sum as an operand of rms_norm's reference (its values are all it reads)
+    let mut h = x.clone();
+    h.values = x.values.iter().zip(&r.values).map(|(x, r)| x + r).collect();
+    let (shape, normed) = rms_norm_ref(c, &[RefArg::Tensor(&h), a[2]])?;
+    let sums = h.values.iter().map(|&value| Terms {
+        value,
+        m: 0.0,
+        n: 0.0,
+        s: 0.0,
+    });
+    let mut out_shape = vec![2];
+    out_shape.extend(shape);
+    Ok((out_shape, sums.chain(normed).collect()))
+}
+
+fn add_rms_norm() -> OpInfo {
+    let any = Domain::range(-4.0, 4.0);
+    entry(
+        "nn.add_rms_norm",
+        vec![
+            ArgSpec::tensor("input", any),
+            ArgSpec::tensor("residual", any),
+            ArgSpec::tensor("weight", any),
+        ],
+        6.0,
+        add_rms_norm_ref,
+    )
+    .sampler(add_norm_sampler)
+    // both results, so that each is checked and gradients reach the operands through each
+    .functional(|a, p| {
+        let x = a[0].t();
+        let (h, y) = stride_nn::functional::add_rms_norm(
+            x,
+            a[1].t(),
+            &normalized(x, p)?,
+            Some(a[2].t()),
+            None,
+        )?;
+        Tensor::stack(&[&h, &y], 0)
+    })
+}
+
 // ----- Embedding ----------------------------------------------------------------------------
 
 /// A table `[num, dim]` from the base shape's last two sizes (at least one row) and indices
@@ -1733,6 +1834,7 @@ pub fn ops() -> Vec<OpInfo> {
     vec![
         layer_norm(),
         rms_norm(),
+        add_rms_norm(),
         embedding("nn.embedding", false),
         embedding("nn.embedding.grad", true),
         mse(),
@@ -1744,6 +1846,7 @@ pub fn ops() -> Vec<OpInfo> {
         cross_entropy_probs(),
         nll(),
         attention(),
+        cached_attention(),
         rotary(),
         gated("nn.swiglu", stride_core::GateActivation::Silu),
         gated("nn.geglu", stride_core::GateActivation::Gelu),
@@ -1759,6 +1862,7 @@ pub fn grad(name: &str) -> super::Grad {
     match name {
         "nn.layer_norm"
         | "nn.rms_norm"
+        | "nn.add_rms_norm"
         | "nn.scaled_dot_product_attention"
         | "nn.rotary"
         | "nn.swiglu"
@@ -1776,4 +1880,163 @@ pub fn grad(name: &str) -> super::Grad {
         | "nn.binary_cross_entropy_with_logits" => super::Grad::Once,
         _ => super::Grad::No,
     }
+}
+
+// ----- attention over a KV cache ---------------------------------------------------------------
+
+/// One case of `attention_with_kv_cache`: `l` new tokens per row over caches of `cap`
+/// positions holding `len[b]` each.
+struct CachedCase {
+    b: usize,
+    hq: usize,
+    hk: usize,
+    l: usize,
+    cap: usize,
+    e: usize,
+    ev: usize,
+    len: Vec<usize>,
+}
+
+fn cached_sample(ctx: &mut SampleCtx, c: CachedCase) -> Sample {
+    let d = ctx.dtype;
+    let draw = |dom: Domain, shape: Vec<usize>, ctx: &mut SampleCtx| {
+        let values = dom.values(d, numel(&shape), &mut ctx.rng, ctx.tame);
+        tensor(d, shape, values)
+    };
+    let args = vec![
+        draw(QK, vec![c.b, c.hq, c.l, c.e], ctx),
+        draw(QK, vec![c.b, c.hk, c.l, c.e], ctx),
+        draw(VALUES, vec![c.b, c.hk, c.l, c.ev], ctx),
+        draw(QK, vec![c.b, c.hk, c.cap, c.e], ctx),
+        draw(VALUES, vec![c.b, c.hk, c.cap, c.ev], ctx),
+        tensor(DType::I64, vec![c.b], c.len.iter().map(|&n| n as f64).collect()),
+    ];
+    Sample::new(args, Params::default())
+}
+
+/// Samples of `attention_with_kv_cache`: from the base shape `(B, H, L, S)` ([`attn_dims`]),
+/// `min(L, 4)` new tokens over a cache of `S + L` positions holding a random length per row
+/// (`E = 4`). With variants: grouped-query heads (Hq = 4, Hk = 2); one new token after 255,
+/// 256 and 257 cached positions (both sides of the CUDA kernel's key chunk of 256); rows
+/// of different lengths, one of them empty; values wider than keys.
+fn cached_sampler(ctx: &mut SampleCtx) -> Vec<Sample> {
+    let (b, h, l, s) = attn_dims(&ctx.shape);
+    let l = l.clamp(1, 4);
+    let b = b.max(1);
+    let h = h.max(1);
+    let cap = s + l;
+    let lens = |ctx: &mut SampleCtx, b: usize, cap: usize, l: usize| -> Vec<usize> {
+        (0..b).map(|_| ctx.rng.below(cap - l + 1)).collect()
+    };
+    let len = lens(ctx, b, cap, l);
+    let base = CachedCase { b, hq: h, hk: h, l, cap, e: 4, ev: 4, len };
+    if !ctx.variants {
+        return vec![cached_sample(ctx, base)];
+    }
+    let mut cases = vec![base];
+    let len = lens(ctx, 1, 7, 2);
+    cases.push(CachedCase { b: 1, hq: 4, hk: 2, l: 2, cap: 7, e: 3, ev: 3, len });
+    let chunk = [255, 256, 257][ctx.rng.below(3)];
+    cases.push(CachedCase { b: 1, hq: 1, hk: 1, l: 1, cap: chunk + 1, e: 8, ev: 8, len: vec![chunk] });
+    cases.push(CachedCase { b: 2, hq: 2, hk: 1, l: 1, cap: 6, e: 4, ev: 6, len: vec![0, 5] });
+    cases.into_iter().map(|c| cached_sample(ctx, c)).collect()
+}
+
+/// `attention_with_kv_cache` without rotary (the rotation's bits are checked against
+/// `Tensor::rotary` in stride-core's `tests/cached_attention.rs`): the new keys and values
+/// written at `len[b]..len[b] + L`, then attention of query `i` over the keys `0..=len[b] + i`
+/// — [`attention_ref`] over the written caches with that mask, and its bound.
+fn cached_attention_ref(c: &RefCtx, a: &[RefArg]) -> Result<Computed, String> {
+    let (q, k, v, kc, vc, len) = (a[0].t(), a[1].t(), a[2].t(), a[3].t(), a[4].t(), a[5].t());
+    if q.shape.len() != 4 || kc.shape.len() != 4 || vc.shape.len() != 4 {
+        return Err("queries and caches must be 4-d".into());
+    }
+    let (b, l) = (q.shape[0], q.shape[2]);
+    let (hk, cap, e, ev) = (kc.shape[1], kc.shape[2], kc.shape[3], vc.shape[3]);
+    if k.shape != [b, hk, l, e] || v.shape != [b, hk, l, ev] || vc.shape[..3] != kc.shape[..3] {
+        return Err("new keys/values must be (B, Hk, L, E/Ev) and the caches agree".into());
+    }
+    if len.values.len() != b {
+        return Err("one length per row".into());
+    }
+    let mut keys = kc.values.clone();
+    let mut vals = vc.values.clone();
+    for (bi, &n) in len.values.iter().enumerate() {
+        let n = n as usize;
+        if n + l > cap {
+            return Err(format!("length {n} leaves no room for {l} positions"));
+        }
+        for h in 0..hk {
+            for t in 0..l {
+                let (dst, src) = (((bi * hk + h) * cap + n + t), ((bi * hk + h) * l + t));
+                keys[dst * e..(dst + 1) * e].copy_from_slice(&k.values[src * e..(src + 1) * e]);
+                vals[dst * ev..(dst + 1) * ev]
+                    .copy_from_slice(&v.values[src * ev..(src + 1) * ev]);
+            }
+        }
+    }
+    let mask: Vec<f64> = (0..b * l * cap)
+        .map(|x| {
+            let (bi, i, j) = (x / (l * cap), (x / cap) % l, x % cap);
+            (j <= len.values[bi] as usize + i) as u8 as f64
+        })
+        .collect();
+    let made = |dtype: DType, shape: Vec<usize>, values: Vec<f64>| crate::reference::RefTensor {
+        dtype,
+        strides: crate::reference::contiguous_strides(&shape),
+        offset: 0,
+        storage: values.clone(),
+        shape,
+        values,
+    };
+    let kt = made(kc.dtype, kc.shape.clone(), keys);
+    let vt = made(vc.dtype, vc.shape.clone(), vals);
+    let mt = made(DType::Bool, vec![b, 1, l, cap], mask);
+    let params = ints(&[0, 1, BOOL_MASK]);
+    let ctx = RefCtx {
+        params: &params,
+        ..c.clone()
+    };
+    attention_ref(
+        &ctx,
+        &[
+            RefArg::Tensor(q),
+            RefArg::Tensor(&kt),
+            RefArg::Tensor(&vt),
+            RefArg::Tensor(&mt),
+        ],
+    )
+}
+
+fn cached_attention() -> OpInfo {
+    entry(
+        "nn.attention_with_kv_cache",
+        vec![
+            ArgSpec::tensor("query", QK),
+            ArgSpec::tensor("key", QK),
+            ArgSpec::tensor("value", VALUES),
+            ArgSpec::tensor("key_cache", QK),
+            ArgSpec::tensor("value_cache", VALUES),
+            ArgSpec::fixed("len", DType::I64, Domain::range(0.0, 1.0)),
+        ],
+        1.0,
+        cached_attention_ref,
+    )
+    .sampler(cached_sampler)
+    .functional(|a, _| {
+        let _g = stride_core::autograd::no_grad();
+        // the caches are written in place: write into copies (the entry checks the result;
+        // stride-core's tests check the writes, through strided caches)
+        let (kc, vc) = (a[3].t().clone_tensor()?, a[4].t().clone_tensor()?);
+        a[0].t().attention_with_kv_cache(&stride_core::KvCacheStep {
+            k_cache: &kc,
+            v_cache: &vc,
+            k: a[1].t(),
+            v: a[2].t(),
+            len: a[5].t(),
+            start: None,
+            rotary: None,
+            scale: None,
+        })
+    })
 }

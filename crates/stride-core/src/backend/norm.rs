@@ -3,8 +3,13 @@
 //!
 //! Operands (every float one of one dtype `T`; the statistics in `T`'s compute dtype `C`:
 //! f32 for f32/f16/bf16, f64 for f64):
-//! - forward: inputs `[x (R, N), weight (N)?, bias (N)?]`, outputs `[y (R, N), rstd (R),
-//!   mean (R) (layer norm only)]`;
+//! - forward: inputs `[x (R, N), residual (R, N)?, weight (N)?, bias (N)?]`, outputs
+//!   `[y (R, N), rstd (R), mean (R) (layer norm only), sum (R, N)?]`. With a residual (the
+//!   fused `h = x + residual; y = norm(h)` of a transformer block, [`Norm::residual`]) the
+//!   row normalised is `sum = x + residual` as the `add` kernel computes it (in `C`, rounded
+//!   to `T` and written to `sum`), read back from `T` exactly as a norm of the stored sum
+//!   would read it: a backend sums it in the order of its plain forward on a `sum` laid as
+//!   the one passed, so the result is the composed ops' bit for bit;
 //! - backward: inputs `[dy (R, N), x (R, N), rstd (R), mean (R)?, weight (N)?]`, outputs
 //!   `[dx (R, N), dweight (N)?, dbias (N)?]` — a gradient for every affine operand present.
 //!
@@ -29,23 +34,27 @@ pub enum NormKind {
     Layer,
 }
 
-/// One normalisation: its kind, `eps`, and which affine operands are present.
+/// One normalisation: its kind, `eps`, and which optional operands are present.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Norm {
     pub kind: NormKind,
     pub eps: f64,
     pub weight: bool,
     pub bias: bool,
+    /// Forward only: normalise `x + residual` and write that sum too (the module docs).
+    pub residual: bool,
 }
 
 /// The forward operands by name.
 pub(crate) struct NormFwd<'a> {
     pub x: View<'a>,
+    pub residual: Option<View<'a>>,
     pub weight: Option<View<'a>>,
     pub bias: Option<View<'a>>,
     pub y: View<'a>,
     pub rstd: View<'a>,
     pub mean: Option<View<'a>>,
+    pub sum: Option<View<'a>>,
 }
 
 /// The backward operands by name.
@@ -69,13 +78,19 @@ impl Norm {
     /// Names the forward operands of `inputs`/`outputs` (the module docs' order).
     pub(crate) fn fwd<'a>(&self, i: &[View<'a>], o: &[View<'a>]) -> NormFwd<'a> {
         let mut rest = i[1..].iter().copied();
+        let mut stats = o[2..].iter().copied();
         NormFwd {
             x: i[0],
+            residual: if self.residual { rest.next() } else { None },
             weight: if self.weight { rest.next() } else { None },
             bias: if self.bias { rest.next() } else { None },
             y: o[0],
             rstd: o[1],
-            mean: o.get(2).copied(),
+            mean: match self.kind {
+                NormKind::Layer => stats.next(),
+                NormKind::Rms => None,
+            },
+            sum: if self.residual { stats.next() } else { None },
         }
     }
     /// Names the backward operands of `inputs`/`outputs`.
@@ -105,9 +120,10 @@ pub(crate) fn stat_dtype(dtype: DType) -> DType {
 /// Normalises the rows of `i[0]` into `o` (the module docs' operand order; the frontend
 /// checked shapes and dtypes and allocated the outputs).
 pub(crate) fn norm(n: Norm, i: &[View], o: &[View]) -> Result<()> {
-    debug::primitive(name(n.kind), Replay::Widen, i, o, |i, o| {
+    let op = n.name();
+    debug::primitive(op, Replay::Widen, i, o, |i, o| {
         let all: Vec<View> = o.iter().chain(i).copied().collect();
-        backend_for(same_device(name(n.kind), &all)?).norm(n, i, o)
+        backend_for(same_device(op, &all)?).norm(n, i, o)
     })
 }
 
@@ -121,6 +137,17 @@ pub(crate) fn norm_backward(n: Norm, i: &[View], o: &[View]) -> Result<()> {
         let all: Vec<View> = o.iter().chain(i).copied().collect();
         backend_for(same_device(op, &all)?).norm_backward(n, i, o)
     })
+}
+
+impl Norm {
+    /// The forward's op name (in errors, profiles and the debug tools).
+    pub(crate) fn name(&self) -> &'static str {
+        match (self.residual, self.kind) {
+            (true, NormKind::Rms) => "add_rms_norm",
+            (true, NormKind::Layer) => "add_layer_norm",
+            (false, kind) => name(kind),
+        }
+    }
 }
 
 pub(crate) fn name(kind: NormKind) -> &'static str {

@@ -51,16 +51,21 @@ pub(crate) fn norm_backward(n: Norm, i: &[View], o: &[View]) -> Result<()> {
 fn forward<T: FloatElem>(n: Norm, i: &[View], o: &[View]) -> Result<()> {
     let v = n.fwd(i, o);
     let (rows, cols) = Norm::rows(&v.x);
-    let outs: Vec<_> = [Some(&v.y), Some(&v.rstd), v.mean.as_ref()]
+    let outs: Vec<_> = [Some(&v.y), Some(&v.rstd), v.mean.as_ref(), v.sum.as_ref()]
         .into_iter()
         .flatten()
         .map(|v| v.storage)
         .collect();
-    let ins: Vec<_> = [Some(&v.x), v.weight.as_ref(), v.bias.as_ref()]
-        .into_iter()
-        .flatten()
-        .map(|v| v.storage)
-        .collect();
+    let ins: Vec<_> = [
+        Some(&v.x),
+        v.residual.as_ref(),
+        v.weight.as_ref(),
+        v.bias.as_ref(),
+    ]
+    .into_iter()
+    .flatten()
+    .map(|v| v.storage)
+    .collect();
     let acc = Access::outputs(&outs, &ins);
     let x = Op::<T>::of(&acc, &v.x);
     let y = Op::<T>::of(&acc, &v.y);
@@ -68,6 +73,12 @@ fn forward<T: FloatElem>(n: Norm, i: &[View], o: &[View]) -> Result<()> {
     let b = v.bias.map(|b| Op::<T>::of(&acc, &b));
     let rstd = Op::<T::C>::of(&acc, &v.rstd);
     let mean = v.mean.map(|m| Op::<T::C>::of(&acc, &m));
+    // with a residual: the sum, normalised as read back from its storage (see below)
+    let fused = v
+        .residual
+        .zip(v.sum)
+        .map(|(res, sum)| (Op::<T>::of(&acc, &res), Op::<T>::of(&acc, &sum)));
+    let src = fused.map_or(x, |(_, sum)| sum);
     let layer = n.kind == NormKind::Layer;
     let eps = T::C::c(n.eps);
     let count = T::C::c(cols as f64);
@@ -76,7 +87,14 @@ fn forward<T: FloatElem>(n: Norm, i: &[View], o: &[View]) -> Result<()> {
             // SAFETY: every pointer addresses an element of its view (the frontend checked
             // the extents); each row's outputs are written by this task alone.
             unsafe {
-                let xr = |c: usize| (*x.at(r, c)).load();
+                if let Some((res, sum)) = fused {
+                    // the add kernel's arithmetic (in C, one rounding to T), stored first so
+                    // that the statistics read the rounded sum, as rms_norm of the sum would
+                    for c in 0..cols {
+                        *sum.at(r, c) = T::store((*x.at(r, c)).load() + (*res.at(r, c)).load());
+                    }
+                }
+                let xr = |c: usize| (*src.at(r, c)).load();
                 let mu = if layer {
                     (0..cols).fold(T::C::zero(), |s, c| s + xr(c)) / count
                 } else {

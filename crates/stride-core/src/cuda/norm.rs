@@ -1,5 +1,6 @@
 //! Row normalisation on CUDA (kernels/norm.cu; the math and operand order: `backend/norm.rs`):
-//! one launch forward; backward one launch for `dx` (and each block's partial affine
+//! one launch forward (with a residual, the `_res` kernels: the sum too, in the same launch);
+//! backward one launch for `dx` (and each block's partial affine
 //! gradients), then a column sum of the partials and its cast into the gradients' dtype.
 
 use super::launch::{arg, dptr, launch_cfg};
@@ -58,6 +59,18 @@ pub(crate) fn norm(n: Norm, i: &[View], o: &[View]) -> Result<()> {
     let y = operand(&v.y)?;
     let s = operand(&v.rstd)?;
     let m = v.mean.as_ref().map_or(Ok(NONE), operand)?;
+    let res = v.residual.as_ref().map_or(Ok(NONE), operand)?;
+    let h = v.sum.as_ref().map_or(Ok(NONE), operand)?;
+    let fused = n.residual;
+    // the row normalised is h with a residual: the path (and so the order of the sums) is
+    // the one a plain norm of h would take; the addends are read by vectors where they can be
+    let (normed, iv) = match fused {
+        true => {
+            let iv = vectorised(cols, &[x], t) as i32 | (vectorised(cols, &[res], t) as i32) << 1;
+            (h, iv)
+        }
+        false => (x, 0),
+    };
     let mut args = [
         arg(&r),
         arg(&c),
@@ -83,8 +96,17 @@ pub(crate) fn norm(n: Norm, i: &[View], o: &[View]) -> Result<()> {
         arg(&m.0),
         arg(&m.1),
         arg(&m.3),
+        arg(&res.0),
+        arg(&res.1),
+        arg(&res.2),
+        arg(&res.3),
+        arg(&h.0),
+        arg(&h.1),
+        arg(&h.2),
+        arg(&h.3),
+        arg(&iv),
     ];
-    let vector = vectorised(cols, &[x, y, w, b], t);
+    let vector = vectorised(cols, &[normed, y, w, b], t);
     let per_warp = WARP_VECS * 32 * (16 / t.size_in_bytes());
     let (kernel, block, grid) = match vector {
         // a warp per row: blocks of WARP_BLOCK / 32 rows, one row per warp up to a cap
@@ -100,8 +122,14 @@ pub(crate) fn norm(n: Norm, i: &[View], o: &[View]) -> Result<()> {
             (if vector { "norm_vec" } else { "norm" }, block, grid)
         }
     };
+    let kernel = match (fused, kernel) {
+        (false, k) => k,
+        (true, "norm_warp") => "norm_warp_res",
+        (true, "norm_vec") => "norm_vec_res",
+        (true, _) => "norm_res",
+    };
     let f = dev.function(&format!("norm_{}", tag(t)), kernel, || norm_module(t))?;
-    let op = crate::backend::norm::name(n.kind);
+    let op = n.name();
     unsafe {
         launch_cfg(
             &dev,

@@ -1,13 +1,17 @@
 //! Fused row normalisation: [`Tensor::rms_norm`] and [`Tensor::layer_norm`] (PyTorch's
 //! `torch.rms_norm`, `torch.layer_norm`), one pass forward and one backward
-//! (`backend/norm.rs`), with a differentiable composed backward for double backward.
+//! (`backend/norm.rs`), with a differentiable composed backward for double backward; and
+//! [`Tensor::add_rms_norm`], a transformer block's residual add fused into the norm's kernel
+//! (vLLM's and llama.cpp's `fused_add_rms_norm`).
 
 use crate::autocast::autocast_inputs;
+use crate::autograd::formulas::elementwise::record_binary;
 use crate::autograd::record::{needs_grad, record};
 use crate::autograd::{is_grad_enabled, no_grad};
 use crate::backend::norm::{self, stat_dtype, Norm, NormKind};
-use crate::backend::View;
+use crate::backend::{BinaryOp, View};
 use crate::ops::output::alloc_result_for_overwrite;
+use crate::promote::Operand;
 use crate::{DType, Error, Result, Tensor};
 
 impl Tensor {
@@ -33,7 +37,96 @@ impl Tensor {
         weight: Option<&Tensor>,
         eps: f64,
     ) -> Result<Tensor> {
-        normalize(NormKind::Rms, self, normalized_shape, weight, None, eps)
+        normalize(
+            NormKind::Rms,
+            self,
+            None,
+            normalized_shape,
+            weight,
+            None,
+            eps,
+        )
+        .map(|(y, _)| y)
+    }
+
+    /// `(sum, normed)` with `sum = self + residual` and `normed = sum.rms_norm(normalized_shape,
+    /// weight, eps)` in one kernel: a transformer block's `h = x + attn_out; m = rms_norm(h)`
+    /// (vLLM's and llama.cpp's `fused_add_rms_norm`), half the launches of the two ops.
+    ///
+    /// The result is the composed ops' bit for bit, on every device and in every float
+    /// dtype: the sum is rounded to the storage dtype as `add` rounds it, and the norm reads
+    /// that rounded sum, summing in the order [`Tensor::rms_norm`]'s kernel would. `self` and
+    /// `residual` must have the same shape (no broadcasting: `expand` the residual first),
+    /// a float dtype and one device; a weight as for [`Tensor::rms_norm`]. Operands of
+    /// different dtypes (a residual or weight in another float dtype) are promoted as `add`
+    /// and `rms_norm` promote them and computed by those two ops. Differentiable with respect
+    /// to `self`, `residual` and `weight`, through either result.
+    ///
+    /// ```
+    /// use stride_core::Tensor;
+    /// let x = Tensor::from_vec(vec![1.0f32, 3.0], [1, 2])?;
+    /// let r = Tensor::from_vec(vec![2.0f32, 1.0], [1, 2])?;
+    /// let (h, y) = x.add_rms_norm(&r, &[2], None, 1e-6)?;
+    /// assert_eq!(h.to_vec::<f32>()?, vec![3.0, 4.0]);
+    /// let composed = x.add(&r)?.rms_norm(&[2], None, 1e-6)?;
+    /// assert_eq!(y.to_vec::<f32>()?, composed.to_vec::<f32>()?);
+    /// # Ok::<(), stride_core::Error>(())
+    /// ```
+    pub fn add_rms_norm(
+        &self,
+        residual: &Tensor,
+        normalized_shape: &[usize],
+        weight: Option<&Tensor>,
+        eps: f64,
+    ) -> Result<(Tensor, Tensor)> {
+        const OP: &str = "add_rms_norm";
+        check(OP, self, normalized_shape, &[("weight", weight)])?;
+        check_eps(OP, eps)?;
+        if !residual.dtype().is_float() {
+            return Err(Error::UnsupportedDType {
+                op: OP,
+                dtype: residual.dtype(),
+                hint: "; normalisation takes a floating-point residual (convert with to_dtype)"
+                    .into(),
+            });
+        }
+        if residual.shape() != self.shape() {
+            return Err(Error::ShapeMismatch {
+                op: OP,
+                lhs: self.shape().to_vec(),
+                rhs: residual.shape().to_vec(),
+                why: "differ: the input (first) and the residual (second) must have the same \
+                      shape (no broadcasting; expand the residual first, or use add then \
+                      rms_norm)"
+                    .into(),
+            });
+        }
+        if residual.device() != self.device() {
+            return Err(Error::DeviceMismatch {
+                op: OP,
+                a: self.device(),
+                b: residual.device(),
+            });
+        }
+        let dtype = self.dtype();
+        if residual.dtype() != dtype || weight.is_some_and(|w| w.dtype() != dtype) {
+            // the kernel reads and writes one dtype; promotion is the two ops' to decide
+            let sum = self.add(residual)?;
+            let normed = sum.rms_norm(normalized_shape, weight, eps)?;
+            return Ok((sum, normed));
+        }
+        let (y, sum) = normalize(
+            NormKind::Rms,
+            self,
+            Some(residual),
+            normalized_shape,
+            weight,
+            None,
+            eps,
+        )?;
+        let sum =
+            sum.ok_or_else(|| Error::invalid(OP, "internal error: no sum (please report)"))?;
+        Ok((sum, y))
     }
 
     /// `(x − mean) / √(var + eps) · weight + bias` over the trailing `normalized_shape` dims
@@ -64,7 +157,16 @@ impl Tensor {
             let (w, b) = (weight.and(t.next()), bias.and(t.next()));
             return x.layer_norm(normalized_shape, w, b, eps);
         }
-        normalize(NormKind::Layer, self, normalized_shape, weight, bias, eps)
+        normalize(
+            NormKind::Layer,
+            self,
+            None,
+            normalized_shape,
+            weight,
+            bias,
+            eps,
+        )
+        .map(|(y, _)| y)
     }
 }
 
@@ -121,22 +223,30 @@ fn check(
     Ok(())
 }
 
-fn normalize(
-    kind: NormKind,
-    x: &Tensor,
-    normalized: &[usize],
-    weight: Option<&Tensor>,
-    bias: Option<&Tensor>,
-    eps: f64,
-) -> Result<Tensor> {
-    let op = norm::name(kind);
-    check(op, x, normalized, &[("weight", weight), ("bias", bias)])?;
+fn check_eps(op: &'static str, eps: f64) -> Result<()> {
     if !eps.is_finite() || eps < 0.0 {
         return Err(Error::invalid(
             op,
             format!("eps must be a finite number ≥ 0, got {eps}"),
         ));
     }
+    Ok(())
+}
+
+/// The normalisation of `x`, or with `residual` (checked by the caller: `x`'s shape, dtype
+/// and device) of `x + residual`: `(y, the sum)`.
+fn normalize(
+    kind: NormKind,
+    x: &Tensor,
+    residual: Option<&Tensor>,
+    normalized: &[usize],
+    weight: Option<&Tensor>,
+    bias: Option<&Tensor>,
+    eps: f64,
+) -> Result<(Tensor, Option<Tensor>)> {
+    let op = norm::name(kind);
+    check(op, x, normalized, &[("weight", weight), ("bias", bias)])?;
+    check_eps(op, eps)?;
     let dtype = [Some(x), weight, bias]
         .into_iter()
         .flatten()
@@ -146,9 +256,25 @@ fn normalize(
     let cols: usize = normalized.iter().product();
     let rows = x.numel().checked_div(cols).unwrap_or(0);
     let rows_cols = [rows as i64, cols as i64];
-    // every operand in the result dtype, x as rows and the affine operands as one row (views
-    // where the layouts allow; exact widenings)
-    let x2 = x.to_dtype(dtype)?.reshape(&rows_cols)?;
+    // with a residual: the addends as rows, and the sum laid as `add` lays it (like x), seen
+    // as rows the way rms_norm of that sum would see it — a view, or (when its layout has no
+    // rows view) row-major, the layout of the copy rms_norm would make — so the kernel takes
+    // the path, and sums in the order, of the composed ops
+    // every operand in the result dtype, x2 (x, or the sum) as rows and the affine operands
+    // as one row (views where the layouts allow; exact widenings)
+    let (x2, fused) = match residual {
+        None => (x.to_dtype(dtype)?.reshape(&rows_cols)?, None),
+        Some(r) => {
+            let _g = no_grad();
+            let device = x.device();
+            let mut sum = alloc_result_for_overwrite(x.shape(), dtype, &device, Some(x))?;
+            if sum.layout().view_strides(&[rows, cols]).is_none() {
+                sum = alloc_result_for_overwrite(x.shape(), dtype, &device, None)?;
+            }
+            let addends = (x.reshape(&rows_cols)?, r.reshape(&rows_cols)?);
+            (sum.view(&rows_cols)?, Some((addends, r, sum)))
+        }
+    };
     let line = |t: Option<&Tensor>| -> Result<Option<Tensor>> {
         t.map(|t| t.to_dtype(dtype)?.reshape(&[cols as i64]))
             .transpose()
@@ -159,6 +285,7 @@ fn normalize(
         eps,
         weight: w.is_some(),
         bias: b.is_some(),
+        residual: fused.is_some(),
     };
     let (y, rstd, mean) = {
         let _g = no_grad();
@@ -174,18 +301,36 @@ fn normalize(
             )?),
             NormKind::Rms => None,
         };
-        let inputs: Vec<View> = [Some(&x2), w.as_ref(), b.as_ref()]
+        // with a residual the kernel reads the addends and writes the sum through x2
+        let (first, res, sum) = match &fused {
+            Some(((xa, ra), ..)) => (xa, Some(ra), Some(&x2)),
+            None => (&x2, None, None),
+        };
+        let inputs: Vec<View> = [Some(first), res, w.as_ref(), b.as_ref()]
             .into_iter()
             .flatten()
             .map(Tensor::view_ref)
             .collect();
-        let outputs: Vec<View> = [Some(&y), Some(&rstd), mean.as_ref()]
+        let outputs: Vec<View> = [Some(&y), Some(&rstd), mean.as_ref(), sum]
             .into_iter()
             .flatten()
             .map(Tensor::view_ref)
             .collect();
         norm::norm(n, &inputs, &outputs)?;
         (y, rstd, mean)
+    };
+    // what was normalised, as rows: x, or the sum — recorded as `add`'s result first, so that
+    // gradients reaching it (through the norm or directly) flow on to x and the residual
+    let (x2, sum) = match fused {
+        None => (x2, None),
+        Some((_, r, sum)) => {
+            record_binary(BinaryOp::Add, x, &Operand::Tensor(r), &sum)?;
+            (sum.reshape(&rows_cols)?, Some(sum))
+        }
+    };
+    let n = Norm {
+        residual: false,
+        ..n
     };
     let recorded: Vec<&Tensor> = [Some(&x2), w.as_ref(), b.as_ref()]
         .into_iter()
@@ -210,7 +355,7 @@ fn normalize(
         })?;
     }
     let shape: Vec<i64> = x.shape().iter().map(|&d| d as i64).collect();
-    y.reshape(&shape)
+    Ok((y.reshape(&shape)?, sum))
 }
 
 /// What the backward of one normalisation keeps.

@@ -11,7 +11,8 @@
 //!   (gated MLPs: [`stride_core::Tensor::swiglu`], [`stride_core::Tensor::geglu`], [`stride_core::Tensor::gated`]);
 //! - [`linear`] (the [`crate::Linear`] module's forward);
 //! - [`rms_norm`] and [`layer_norm`] (the [`crate::RmsNorm`] and [`crate::LayerNorm`]
-//!   modules call them): stride-core's fused kernels, one pass forward and backward.
+//!   modules call them): stride-core's fused kernels, one pass forward and backward;
+//!   [`add_rms_norm`]: a residual add fused into the RMS norm's kernel.
 //!
 //! Half-precision inputs compute in f32 and round once to their dtype.
 
@@ -22,5 +23,5 @@ mod rotary;
 
 pub use attention::{causal_mask, scaled_dot_product_attention};
 pub use linear::linear;
-pub use norm::{layer_norm, rms_norm};
+pub use norm::{add_rms_norm, layer_norm, rms_norm};
 pub use rotary::{Rotary, RotaryStyle, RowTables};

@@ -6,6 +6,13 @@
 // elements is read once into registers; a longer one is read again from memory (L2) for each
 // pass. Sums are a fixed tree (warp butterflies, then the warp totals in order): the same bits
 // every run. rows.cuh comes first.
+//
+// RES (the fused residual add: add_rms_norm): x is one addend, res the other, and the row
+// normalised is their sum h = x + res as the add kernel computes it (in C, rounded to T),
+// written to h and read back from T. The host picks the path (VW, warp or block, block size)
+// from h's layout as it would for a norm of h, so the sums run in the plain forward's order
+// and the result is the composed ops' bit for bit; x and res then need not be vector-aligned
+// themselves (`iv`: bit 0 x, bit 1 res may take one 16-byte load).
 
 // Elements of a row a thread holds: forward, and backward (which also holds dy and two
 // gradient accumulators per element)
@@ -28,14 +35,46 @@ __device__ __forceinline__ void affine_chunk(const T* w, i64 wo, i64 wc, const T
     if (b) load_chunk<VW>(b + bo, i, bc, bv);
 }
 
+// VW elements of a row from element i, by one 16-byte load where `vec` says it may, else one
+// by one (the same values either way)
 template <int VW>
+__device__ __forceinline__ void load_any(const T* row, i64 i, i64 s, bool vec, C* out) {
+    if (VW == 1 || vec) {
+        load_chunk<VW>(row, i, s, out);
+    } else {
+#pragma unroll
+        for (int e = 0; e < VW; ++e) out[e] = L(row[(i + e) * s]);
+    }
+}
+
+// The first read of a row's VW elements from element i: x's own, or (RES) the sum x + res,
+// stored to h and returned as read back from it
+template <int VW, bool RES>
+__device__ __forceinline__ void load_x(const T* xrow, i64 xc, const T* rrow, i64 rc, T* hrow,
+                                       i64 hc, int iv, i64 i, C* out) {
+    if (!RES) {
+        load_chunk<VW>(xrow, i, xc, out);
+        return;
+    }
+    C a[VW], r[VW];
+    load_any<VW>(xrow, i, xc, iv & 1, a);
+    load_any<VW>(rrow, i, rc, iv & 2, r);
+#pragma unroll
+    for (int e = 0; e < VW; ++e) out[e] = L(S(a[e] + r[e]));
+    store_chunk<VW>(hrow, i, hc, out);
+}
+
+template <int VW, bool RES>
 __device__ __forceinline__ void norm_fwd(const i64 R, const i64 N, const int layer,
                                          const double eps, const T* x, const i64 xo,
                                          const i64 xr, const i64 xc, const T* w, const i64 wo,
                                          const i64 wc, const T* b, const i64 bo, const i64 bc,
                                          T* y, const i64 yo, const i64 yr, const i64 yc,
                                          C* rstd, const i64 so, const i64 ss, C* mean,
-                                         const i64 mo, const i64 ms) {
+                                         const i64 mo, const i64 ms, const T* res,
+                                         const i64 ro, const i64 rr, const i64 rc, T* h,
+                                         const i64 ho, const i64 hr, const i64 hc,
+                                         const int iv) {
     constexpr int NCH = CK_FWD / VW;
     __shared__ C sh[32];
     const int t = threadIdx.x, bd = blockDim.x;
@@ -44,6 +83,11 @@ __device__ __forceinline__ void norm_fwd(const i64 R, const i64 N, const int lay
     for (i64 r = blockIdx.x; r < R; r += gridDim.x) {
         const T* xrow = x + xo + r * xr;
         T* yrow = y + yo + r * yr;
+        const T* rrow = RES ? res + ro + r * rr : nullptr;
+        T* hrow = RES ? h + ho + r * hr : nullptr;
+        // after the first read, the row is read from h (RES: what was stored there)
+        const T* prow = RES ? hrow : xrow;
+        const i64 pc = RES ? hc : xc;
         C v[CK_FWD];
         C mu = 0, var;
         if (cached) {
@@ -51,7 +95,7 @@ __device__ __forceinline__ void norm_fwd(const i64 R, const i64 N, const int lay
             for (int j = 0; j < NCH; ++j) {
                 const i64 i = (t + (i64)j * bd) * VW;
                 if (i < N) {
-                    load_chunk<VW>(xrow, i, xc, v + j * VW);
+                    load_x<VW, RES>(xrow, xc, rrow, rc, hrow, hc, iv, i, v + j * VW);
                 } else {
 #pragma unroll
                     for (int e = 0; e < VW; ++e) v[j * VW + e] = 0;
@@ -79,7 +123,7 @@ __device__ __forceinline__ void norm_fwd(const i64 R, const i64 N, const int lay
             if (layer) {
                 C s = 0;
                 for (i64 i = (i64)t * VW; i < N; i += (i64)bd * VW) {
-                    load_chunk<VW>(xrow, i, xc, tmp);
+                    load_x<VW, RES>(xrow, xc, rrow, rc, hrow, hc, iv, i, tmp);
 #pragma unroll
                     for (int e = 0; e < VW; ++e) s += tmp[e];
                 }
@@ -87,7 +131,11 @@ __device__ __forceinline__ void norm_fwd(const i64 R, const i64 N, const int lay
             }
             C s2 = 0;
             for (i64 i = (i64)t * VW; i < N; i += (i64)bd * VW) {
-                load_chunk<VW>(xrow, i, xc, tmp);
+                // the first read unless layer norm's mean pass came first
+                if (layer)
+                    load_chunk<VW>(prow, i, pc, tmp);
+                else
+                    load_x<VW, RES>(xrow, xc, rrow, rc, hrow, hc, iv, i, tmp);
 #pragma unroll
                 for (int e = 0; e < VW; ++e) {
                     const C d = tmp[e] - mu;
@@ -113,7 +161,7 @@ __device__ __forceinline__ void norm_fwd(const i64 R, const i64 N, const int lay
         } else {
             C tmp[VW], wv[VW], bv[VW];
             for (i64 i = (i64)t * VW; i < N; i += (i64)bd * VW) {
-                load_chunk<VW>(xrow, i, xc, tmp);
+                load_chunk<VW>(prow, i, pc, tmp);
                 affine_chunk<VW>(w, wo, wc, b, bo, bc, i, wv, bv);
 #pragma unroll
                 for (int e = 0; e < VW; ++e) tmp[e] = norm_affine(tmp[e], mu, rs, w, wv[e], b, bv[e]);
@@ -133,14 +181,16 @@ __device__ __forceinline__ void norm_fwd(const i64 R, const i64 N, const int lay
 // are warp butterflies (a fixed tree, no block barriers). The statistics and the output are
 // computed as norm_fwd computes them.
 #define WARP_VECS 8
-template <int WV>
+template <int WV, bool RES>
 __device__ __forceinline__ void norm_fwd_warp(const i64 R, const i64 N, const int layer,
                                               const double eps, const T* x, const i64 xo,
-                                              const i64 xr, const T* w, const i64 wo,
-                                              const T* b, const i64 bo, T* y, const i64 yo,
-                                              const i64 yr, C* rstd, const i64 so,
-                                              const i64 ss, C* mean, const i64 mo,
-                                              const i64 ms) {
+                                              const i64 xr, const i64 xc, const T* w,
+                                              const i64 wo, const T* b, const i64 bo, T* y,
+                                              const i64 yo, const i64 yr, C* rstd,
+                                              const i64 so, const i64 ss, C* mean,
+                                              const i64 mo, const i64 ms, const T* res,
+                                              const i64 ro, const i64 rr, const i64 rc, T* h,
+                                              const i64 ho, const i64 hr, const int iv) {
     union V { uint4 u; T e[VEC]; };
     const int lane = threadIdx.x & 31, per_block = blockDim.x >> 5;
     const i64 nv = N / VEC, warps = (i64)gridDim.x * per_block;
@@ -151,7 +201,18 @@ __device__ __forceinline__ void norm_fwd_warp(const i64 R, const i64 N, const in
 #pragma unroll
         for (int j = 0; j < WV; ++j) {
             const i64 q = lane + (i64)j * 32;
-            if (q < nv) raw[j].u = *(const uint4*)(xrow + q * VEC);
+            if (q < nv) {
+                if (RES) {
+                    // the sum, stored to h (dense like y: the host checks) and held rounded
+                    C hv[VEC];
+                    load_x<VEC, true>(xrow, xc, res + ro + r * rr, rc, h + ho + r * hr, 1, iv,
+                                      q * VEC, hv);
+#pragma unroll
+                    for (int e = 0; e < VEC; ++e) raw[j].e[e] = S(hv[e]);
+                } else {
+                    raw[j].u = *(const uint4*)(xrow + q * VEC);
+                }
+            }
         }
         C mu = 0;
         if (layer) {
@@ -322,9 +383,15 @@ __device__ __forceinline__ void norm_bwd(const i64 R, const i64 N, const int lay
     const i64 R, const i64 N, const int layer, const double eps, const T *x, const i64 xo,    \
         const i64 xr, const i64 xc, const T *w, const i64 wo, const i64 wc, const T *b,       \
         const i64 bo, const i64 bc, T *y, const i64 yo, const i64 yr, const i64 yc, C *rstd,  \
-        const i64 so, const i64 ss, C *mean, const i64 mo, const i64 ms
-#define NORM_FWD_ARGS \
-    R, N, layer, eps, x, xo, xr, xc, w, wo, wc, b, bo, bc, y, yo, yr, yc, rstd, so, ss, mean, mo, ms
+        const i64 so, const i64 ss, C *mean, const i64 mo, const i64 ms, const T *res,       \
+        const i64 ro, const i64 rr, const i64 rc, T *h, const i64 ho, const i64 hr,           \
+        const i64 hc, const int iv
+#define NORM_FWD_ARGS                                                                          \
+    R, N, layer, eps, x, xo, xr, xc, w, wo, wc, b, bo, bc, y, yo, yr, yc, rstd, so, ss, mean, mo, \
+        ms, res, ro, rr, rc, h, ho, hr, hc, iv
+#define NORM_WARP_ARGS                                                                         \
+    R, N, layer, eps, x, xo, xr, xc, w, wo, b, bo, y, yo, yr, rstd, so, ss, mean, mo, ms, res, ro, \
+        rr, rc, h, ho, hr, iv
 #define NORM_BWD_PARAMS                                                                        \
     const i64 R, const i64 N, const int layer, const T *dy, const i64 go, const i64 gr,       \
         const i64 gc, const T *x, const i64 xo, const i64 xr, const i64 xc, const C *rstd,    \
@@ -336,14 +403,23 @@ __device__ __forceinline__ void norm_bwd(const i64 R, const i64 N, const int lay
         dxr, dxc, part
 
 extern "C" __global__ void __launch_bounds__(1024) k_norm(NORM_FWD_PARAMS) {
-    norm_fwd<1>(NORM_FWD_ARGS);
+    norm_fwd<1, false>(NORM_FWD_ARGS);
 }
 extern "C" __global__ void __launch_bounds__(1024) k_norm_vec(NORM_FWD_PARAMS) {
-    norm_fwd<VEC>(NORM_FWD_ARGS);
+    norm_fwd<VEC, false>(NORM_FWD_ARGS);
 }
 extern "C" __global__ void __launch_bounds__(256) k_norm_warp(NORM_FWD_PARAMS) {
-    norm_fwd_warp<WARP_VECS>(R, N, layer, eps, x, xo, xr, w, wo, b, bo, y, yo, yr, rstd, so, ss,
-                             mean, mo, ms);
+    norm_fwd_warp<WARP_VECS, false>(NORM_WARP_ARGS);
+}
+// the same three with the residual add (RES above)
+extern "C" __global__ void __launch_bounds__(1024) k_norm_res(NORM_FWD_PARAMS) {
+    norm_fwd<1, true>(NORM_FWD_ARGS);
+}
+extern "C" __global__ void __launch_bounds__(1024) k_norm_vec_res(NORM_FWD_PARAMS) {
+    norm_fwd<VEC, true>(NORM_FWD_ARGS);
+}
+extern "C" __global__ void __launch_bounds__(256) k_norm_warp_res(NORM_FWD_PARAMS) {
+    norm_fwd_warp<WARP_VECS, true>(NORM_WARP_ARGS);
 }
 extern "C" __global__ void __launch_bounds__(1024) k_norm_bwd(NORM_BWD_PARAMS) {
     norm_bwd<1>(NORM_BWD_ARGS);
