@@ -326,7 +326,11 @@ fn wrong_attentions_are_caught() {
 /// with wrong values in every dtype.
 #[test]
 fn wrong_cached_attentions_are_caught() {
-    let entry = || registry::find("nn.attention_with_kv_cache").unwrap().clone();
+    let entry = || {
+        registry::find("nn.attention_with_kv_cache")
+            .unwrap()
+            .clone()
+    };
     let stale = entry().functional(|a, _| {
         let _g = stride_core::autograd::no_grad();
         let (kc, vc) = (a[3].t().clone_tensor()?, a[4].t().clone_tensor()?);
@@ -344,7 +348,10 @@ fn wrong_cached_attentions_are_caught() {
             scale: None,
         };
         a[0].t().attention_with_kv_cache(&step)?;
-        let earlier = a[5].t().sub(&Tensor::from_vec(vec![1i64], [1])?)?.clamp_min(0i64)?;
+        let earlier = a[5]
+            .t()
+            .sub(&Tensor::from_vec(vec![1i64], [1])?)?
+            .clamp_min(0i64)?;
         let (kc2, vc2) = (kc.clone_tensor()?, vc.clone_tensor()?);
         // re-run over the written cache with the earlier length and the cached keys at that
         // slot as the "new" ones: the result misses each query's own key

@@ -97,10 +97,15 @@ fn cases() -> Vec<Case> {
 }
 
 fn normal(shape: &[usize], seed: u64, dtype: DType) -> Tensor {
-    Tensor::randn(shape.to_vec(), DType::F64, &Device::Cpu, Some(&Generator::new(seed)))
-        .unwrap()
-        .to_dtype(dtype)
-        .unwrap()
+    Tensor::randn(
+        shape.to_vec(),
+        DType::F64,
+        &Device::Cpu,
+        Some(&Generator::new(seed)),
+    )
+    .unwrap()
+    .to_dtype(dtype)
+    .unwrap()
 }
 
 /// `(B, H, N, E)` values stored as `(B, N, H, E)` when `permuted`.
@@ -120,7 +125,11 @@ fn laid_out(t: &Tensor, permuted: bool) -> Tensor {
 fn tables(c: &Case, dtype: DType) -> Option<(Tensor, Tensor, RotaryStyle)> {
     let (style, r) = c.rotary?;
     let p = c.cap + 3;
-    let cd = if dtype == DType::F64 { DType::F64 } else { DType::F32 };
+    let cd = if dtype == DType::F64 {
+        DType::F64
+    } else {
+        DType::F32
+    };
     let mut cs = vec![];
     let mut sn = vec![];
     for pos in 0..p {
@@ -269,7 +278,9 @@ fn run(dev: &Device, dtype: DType, c: &Case, seed: u64) {
             .to_device(dev)
             .unwrap()
     });
-    let tdev = t.as_ref().map(|(a, b, s)| (a.to_device(dev).unwrap(), b.to_device(dev).unwrap(), *s));
+    let tdev = t
+        .as_ref()
+        .map(|(a, b, s)| (a.to_device(dev).unwrap(), b.to_device(dev).unwrap(), *s));
     let step = KvCacheStep {
         k_cache: &kc,
         v_cache: &vc,
@@ -286,7 +297,11 @@ fn run(dev: &Device, dtype: DType, c: &Case, seed: u64) {
         q.attention_with_kv_cache(&step).unwrap()
     };
     assert_eq!(o.shape(), &[c.b, c.hq, c.l, c.ev], "{what}");
-    assert_eq!(host(&kc), host(&want_k), "{what}: key cache (the rotary's bits)");
+    assert_eq!(
+        host(&kc),
+        host(&want_k),
+        "{what}: key cache (the rotary's bits)"
+    );
     assert_eq!(host(&vc), host(&want_v), "{what}: value cache");
     let (want, bound) = reference(c, dtype, &host(&q_rot), &host(&want_k), &host(&want_v));
     within(&what, &host(&o), &want, &bound);
@@ -338,7 +353,10 @@ fn bad_length(dev: &Device) {
         x.v.to_device(dev).unwrap(),
     );
     for bad in [7i64, -1, 100] {
-        let len = Tensor::from_vec(vec![bad], [1]).unwrap().to_device(dev).unwrap();
+        let len = Tensor::from_vec(vec![bad], [1])
+            .unwrap()
+            .to_device(dev)
+            .unwrap();
         let step = KvCacheStep {
             k_cache: &kc,
             v_cache: &vc,
@@ -361,7 +379,11 @@ fn bad_length(dev: &Device) {
         };
         let msg = err.to_string();
         assert!(msg.contains(&format!("cache length {bad}")), "{msg}");
-        assert_eq!(host(&kc), before, "a failed step must leave the cache as it was");
+        assert_eq!(
+            host(&kc),
+            before,
+            "a failed step must leave the cache as it was"
+        );
     }
 }
 
@@ -394,16 +416,41 @@ fn bad_operands_are_refused() {
         assert!(e.contains("attention_with_kv_cache"), "{why}: {e}");
     };
     let f16 = x.kc.to_dtype(DType::F16).unwrap();
-    refused(KvCacheStep { k_cache: &f16, ..ok }, &x.q, "a cache of another dtype");
+    refused(
+        KvCacheStep {
+            k_cache: &f16,
+            ..ok
+        },
+        &x.q,
+        "a cache of another dtype",
+    );
     let short = x.kc.narrow(2, 0, 4).unwrap().contiguous().unwrap();
-    refused(KvCacheStep { k_cache: &short, ..ok }, &x.q, "caches of different capacities");
+    refused(
+        KvCacheStep {
+            k_cache: &short,
+            ..ok
+        },
+        &x.q,
+        "caches of different capacities",
+    );
     let exp_base = Tensor::zeros([1, 1, 8, 16], DType::F32, &Device::Cpu)
         .unwrap()
         .expand(&[1, 2, 8, 16])
         .unwrap();
-    refused(KvCacheStep { k_cache: &exp_base, ..ok }, &x.q, "an expanded cache");
+    refused(
+        KvCacheStep {
+            k_cache: &exp_base,
+            ..ok
+        },
+        &x.q,
+        "an expanded cache",
+    );
     let alias = x.kc.narrow(2, 0, 1).unwrap();
-    refused(KvCacheStep { k: &alias, ..ok }, &x.q, "new keys inside the cache");
+    refused(
+        KvCacheStep { k: &alias, ..ok },
+        &x.q,
+        "new keys inside the cache",
+    );
     let f_len = Tensor::from_vec(vec![2.0f32], [1]).unwrap();
     refused(KvCacheStep { len: &f_len, ..ok }, &x.q, "a float length");
     let q3 = normal(&[1, 3, 1, 16], 5, DType::F32);

@@ -1909,7 +1909,11 @@ fn cached_sample(ctx: &mut SampleCtx, c: CachedCase) -> Sample {
         draw(VALUES, vec![c.b, c.hk, c.l, c.ev], ctx),
         draw(QK, vec![c.b, c.hk, c.cap, c.e], ctx),
         draw(VALUES, vec![c.b, c.hk, c.cap, c.ev], ctx),
-        tensor(DType::I64, vec![c.b], c.len.iter().map(|&n| n as f64).collect()),
+        tensor(
+            DType::I64,
+            vec![c.b],
+            c.len.iter().map(|&n| n as f64).collect(),
+        ),
     ];
     Sample::new(args, Params::default())
 }
@@ -1929,16 +1933,52 @@ fn cached_sampler(ctx: &mut SampleCtx) -> Vec<Sample> {
         (0..b).map(|_| ctx.rng.below(cap - l + 1)).collect()
     };
     let len = lens(ctx, b, cap, l);
-    let base = CachedCase { b, hq: h, hk: h, l, cap, e: 4, ev: 4, len };
+    let base = CachedCase {
+        b,
+        hq: h,
+        hk: h,
+        l,
+        cap,
+        e: 4,
+        ev: 4,
+        len,
+    };
     if !ctx.variants {
         return vec![cached_sample(ctx, base)];
     }
     let mut cases = vec![base];
     let len = lens(ctx, 1, 7, 2);
-    cases.push(CachedCase { b: 1, hq: 4, hk: 2, l: 2, cap: 7, e: 3, ev: 3, len });
+    cases.push(CachedCase {
+        b: 1,
+        hq: 4,
+        hk: 2,
+        l: 2,
+        cap: 7,
+        e: 3,
+        ev: 3,
+        len,
+    });
     let chunk = [255, 256, 257][ctx.rng.below(3)];
-    cases.push(CachedCase { b: 1, hq: 1, hk: 1, l: 1, cap: chunk + 1, e: 8, ev: 8, len: vec![chunk] });
-    cases.push(CachedCase { b: 2, hq: 2, hk: 1, l: 1, cap: 6, e: 4, ev: 6, len: vec![0, 5] });
+    cases.push(CachedCase {
+        b: 1,
+        hq: 1,
+        hk: 1,
+        l: 1,
+        cap: chunk + 1,
+        e: 8,
+        ev: 8,
+        len: vec![chunk],
+    });
+    cases.push(CachedCase {
+        b: 2,
+        hq: 2,
+        hk: 1,
+        l: 1,
+        cap: 6,
+        e: 4,
+        ev: 6,
+        len: vec![0, 5],
+    });
     cases.into_iter().map(|c| cached_sample(ctx, c)).collect()
 }
 
@@ -1970,8 +2010,7 @@ fn cached_attention_ref(c: &RefCtx, a: &[RefArg]) -> Result<Computed, String> {
             for t in 0..l {
                 let (dst, src) = (((bi * hk + h) * cap + n + t), ((bi * hk + h) * l + t));
                 keys[dst * e..(dst + 1) * e].copy_from_slice(&k.values[src * e..(src + 1) * e]);
-                vals[dst * ev..(dst + 1) * ev]
-                    .copy_from_slice(&v.values[src * ev..(src + 1) * ev]);
+                vals[dst * ev..(dst + 1) * ev].copy_from_slice(&v.values[src * ev..(src + 1) * ev]);
             }
         }
     }

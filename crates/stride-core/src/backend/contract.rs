@@ -286,7 +286,12 @@ pub(crate) trait Backend: Sync {
 
     /// Attention of new tokens over a key/value cache, writing the cache (see
     /// [`super::cached_attention`]): a CPU round trip unless the backend has a kernel.
-    fn cached_attention(&self, a: CachedAttention, inputs: &[View], outputs: &[View]) -> Result<()> {
+    fn cached_attention(
+        &self,
+        a: CachedAttention,
+        inputs: &[View],
+        outputs: &[View],
+    ) -> Result<()> {
         via_cpu(self, "attention_with_kv_cache", inputs, outputs, |i, o| {
             crate::cpu::cached_attention::cached_attention(a, i, o)
         })

@@ -88,16 +88,16 @@ fn run<T: FloatElem>(a: CachedAttention, i: &[View], o: &[View]) -> Result<()> {
     let len = Quad::<i64>::of(&acc, &ops.len);
     let start = ops.start.as_ref().map(|s| Quad::<i64>::of(&acc, s));
     let rot = match (a.rotary, &ops.tables) {
-        (Some(style), Some((c, s))) => Some((
-            style,
-            Quad::<T::C>::of(&acc, c),
-            Quad::<T::C>::of(&acc, s),
-        )),
+        (Some(style), Some((c, s))) => {
+            Some((style, Quad::<T::C>::of(&acc, c), Quad::<T::C>::of(&acc, s)))
+        }
         _ => None,
     };
     // SAFETY (every block below): the frontend checked every operand's shape, so each index
     // is inside its view; the checks below keep the cache positions and table rows inside.
-    let rows: Vec<(i64, i64)> = (0..d.b).map(|b| unsafe { bounds(&len, &start, b) }).collect();
+    let rows: Vec<(i64, i64)> = (0..d.b)
+        .map(|b| unsafe { bounds(&len, &start, b) })
+        .collect();
     // a valid length keeps every position below the capacity, so inside the tables (the
     // frontend checked that they have a row per cache position)
     for &(n, _) in &rows {

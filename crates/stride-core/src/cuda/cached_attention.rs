@@ -67,9 +67,8 @@ fn module(t: DType) -> String {
 /// so that `tests/cached_attention.rs` can be seen to fail on the GPU.
 fn source() -> String {
     static MUTANT: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    let on = *MUTANT.get_or_init(|| {
-        std::env::var("STRIDE_CACHED_ATTN_MUTANT").is_ok_and(|m| m == "own_key")
-    });
+    let on = *MUTANT
+        .get_or_init(|| std::env::var("STRIDE_CACHED_ATTN_MUTANT").is_ok_and(|m| m == "own_key"));
     match on {
         true => SOURCE.replace("end = n + t + 1;", "end = n + t;"),
         false => SOURCE.to_string(),

@@ -42,8 +42,8 @@
 
 pub(crate) mod alloc;
 pub(crate) mod attention;
-pub(crate) mod cached_attention;
 pub(crate) mod buffer;
+pub(crate) mod cached_attention;
 pub(crate) mod compile;
 pub(crate) mod cross_entropy;
 pub(crate) mod deferred;

@@ -248,7 +248,10 @@ impl Tensor {
         };
         let scale = c.scale.unwrap_or(1.0 / (e as f64).sqrt());
         if !scale.is_finite() {
-            return Err(Error::invalid(OP, format!("the scale {scale} is not finite")));
+            return Err(Error::invalid(
+                OP,
+                format!("the scale {scale} is not finite"),
+            ));
         }
         let a = CachedAttention {
             scale,
@@ -262,7 +265,8 @@ impl Tensor {
         if b * l == 0 {
             return Ok(o);
         }
-        let mut inputs: Vec<View> = vec![q.view_ref(), c.k.view_ref(), c.v.view_ref(), len.view_ref()];
+        let mut inputs: Vec<View> =
+            vec![q.view_ref(), c.k.view_ref(), c.v.view_ref(), len.view_ref()];
         inputs.extend(start.as_ref().map(Tensor::view_ref));
         if let Some((cs, sn, _)) = &tables {
             inputs.extend([cs.view_ref(), sn.view_ref()]);

@@ -20,7 +20,8 @@ pub struct LlamaCache {
     /// `left_pad` as an i64 `(batch, 1, 1, 1)` tensor on the device (for the key mask).
     pub(crate) pad_t: Tensor,
     /// `len` as an i64 `[1]` tensor on the device, for steps that read the position on the
-    /// device (a decode step captured as a CUDA graph); set from `len` before each use.
+    /// device (`Tensor::attention_with_kv_cache`; a decode step captured as a CUDA graph
+    /// replays at whatever it holds); set from `len` before each use.
     pub(crate) len_t: Tensor,
     /// Which cache this is (a captured decode step belongs to one cache).
     pub(crate) id: u64,

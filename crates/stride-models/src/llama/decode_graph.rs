@@ -7,14 +7,16 @@ use crate::lm::{CausalLm, DecodeGraph, KvCache};
 use stride_core::cuda::CudaGraph;
 use stride_core::{DType, Error, Result, Tensor};
 
-/// One decode step of a [`Llama`] on CUDA — about twenty kernels per layer — captured once
-/// and replayed with one launch per token. Made by [`crate::CausalLm::capture_decode`].
+/// One decode step of a [`Llama`] on CUDA captured once and replayed with one launch per
+/// token. Made by [`crate::CausalLm::capture_decode`].
 ///
 /// The captured step reads everything that changes from device memory: the token ids from
 /// its own input buffer (copied in before each replay), the position from the cache's
-/// device-side length (set before each replay), so the rotary rows are gathered, the new
-/// keys and values written with an `index_copy_`, and attention reads the whole cache buffer
-/// under a mask of the positions written so far. The graph holds the model's and the
+/// device-side length (set before each replay), which
+/// [`Tensor::attention_with_kv_cache`](stride_core::Tensor::attention_with_kv_cache) reads
+/// to rotate, write the new keys and values, and attend to the positions written so far
+/// (f32; in f16/bf16 the rotary rows are gathered, the keys and values written with an
+/// `index_copy_`, and the fused attention kernel reads the whole buffer under a mask). The graph holds the model's and the
 /// cache's buffers by address: it borrows the model, and keeps the cache's buffers alive.
 pub struct LlamaDecodeGraph<'m> {
     model: &'m Llama,

@@ -6,6 +6,7 @@
 mod cache;
 mod config;
 mod decode_graph;
+mod fused;
 mod linear;
 mod model;
 #[cfg(test)]

@@ -1,13 +1,16 @@
 //! [`Llama`]: the forward pass.
 
-use super::{LinearWeight, LlamaCache, LlamaConfig, LlamaWeights};
+use super::fused::FusedProjection;
+use super::{LlamaCache, LlamaConfig, LlamaWeights};
 use crate::invalid;
 use crate::lm::{CausalLm, DecodeGraph, KvCache, WeightFormat};
 use std::collections::BTreeMap;
 use std::path::Path;
-use stride_core::{DType, Device, Error, Generator, Result, Tensor};
+use stride_core::{DType, Device, Error, Generator, KvCacheStep, Result, Tensor};
 use stride_gguf::Gguf;
-use stride_nn::functional::{rms_norm, scaled_dot_product_attention, Rotary, RotaryStyle};
+use stride_nn::functional::{
+    add_rms_norm, rms_norm, scaled_dot_product_attention, Rotary, RotaryStyle,
+};
 
 /// A Llama-family causal language model for inference:
 ///
@@ -73,6 +76,8 @@ use stride_nn::functional::{rms_norm, scaled_dot_product_attention, Rotary, Rota
 pub struct Llama {
     config: LlamaConfig,
     weights: LlamaWeights,
+    /// Per layer, the q/k/v and the gate/up projections as one product each.
+    fused: Vec<[FusedProjection; 2]>,
     rotary: Rotary,
     dtype: DType,
     device: Device,
@@ -87,7 +92,11 @@ impl Llama {
     /// The weights must agree: dense tensors of one dtype on one device, or (when any matrix
     /// is quantized) every tensor on the quantized matrices' device — the CPU, or a CUDA GPU
     /// ([`LlamaWeights::quantized_to_device`]) — with the dense ones in f32.
-    pub fn new(config: LlamaConfig, weights: LlamaWeights, style: RotaryStyle) -> Result<Llama> {
+    pub fn new(
+        config: LlamaConfig,
+        mut weights: LlamaWeights,
+        style: RotaryStyle,
+    ) -> Result<Llama> {
         let op = "Llama::new";
         config.validate(op, "")?;
         let quantized = weights.is_quantized();
@@ -139,6 +148,16 @@ impl Llama {
         } else {
             WeightFormat::Dequantized(dtype)
         };
+        let fused = weights
+            .layers
+            .iter_mut()
+            .map(|l| {
+                Ok([
+                    FusedProjection::fuse(&mut [&mut l.wq, &mut l.wk, &mut l.wv])?,
+                    FusedProjection::fuse(&mut [&mut l.w_gate, &mut l.w_up])?,
+                ])
+            })
+            .collect::<Result<Vec<_>>>()?;
         let rotary = Rotary::new(
             config.rope_dim,
             config.rope_base,
@@ -149,6 +168,7 @@ impl Llama {
         Ok(Llama {
             config,
             weights,
+            fused,
             rotary,
             dtype,
             device,
@@ -378,10 +398,11 @@ impl CausalLm for Llama {
 /// Where a forward pass finds the positions of its tokens.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Positions {
-    /// From the cache's host-side length: the keys read are exactly `0..len + t`.
+    /// From the cache's host-side length: the keys read are exactly `0..len + t` (copied
+    /// into `len_t` for the cached-attention op).
     Host,
-    /// From the cache's device-side length (one token per row): the whole buffer is read
-    /// under a mask, so the same kernels serve every position (a captured decode step).
+    /// From the cache's device-side length (one token per row, `len_t` already set): the
+    /// same kernels serve every position (a captured decode step).
     Device,
 }
 
@@ -400,58 +421,95 @@ impl Llama {
         let (bi, ti) = (b as i64, t as i64);
         let eps = Some(c.rms_eps);
 
-        // which keys each query sees, and one set of rotary rows for every layer
-        let (mask, rope) = match at {
-            Positions::Host => {
-                let (mask, offsets) = cache.visibility(t)?;
-                (mask, self.rotary.row_tables(4, t, self.dtype, &offsets)?)
+        // Where the fused attention kernel runs (every dtype on the CPU, f16/bf16 on CUDA),
+        // the cache is written by rotary + copy ops and read under a mask (the whole buffer
+        // for a captured step); elsewhere (f32 on CUDA, where attention would be composed)
+        // one op rotates, writes the cache and attends, reading the cache length on the
+        // device. (The fused kernel is the faster of the two for bf16 decode on the GPU:
+        // docs/PERFORMANCE.md.)
+        let cached = !stride_core::attention_supported(self.device, self.dtype, hd, hd);
+        let visible = match (cached, at) {
+            (true, Positions::Host) => {
+                cache.len_t.fill_(cache.len as i64)?;
+                None
             }
-            Positions::Device => {
+            (true, Positions::Device) => None,
+            (false, Positions::Host) => {
+                let (mask, offsets) = cache.visibility(t)?;
+                Some((mask, self.rotary.row_tables(4, t, self.dtype, &offsets)?))
+            }
+            (false, Positions::Device) => {
                 let (mask, positions) = cache.step_on_device()?;
-                (mask, self.rotary.row_tables_at(4, &positions, self.dtype)?)
+                Some((mask, self.rotary.row_tables_at(4, &positions, self.dtype)?))
             }
         };
+        let (cos, sin) = self.rotary.angle_tables(self.dtype);
+        let padded = cache.left_pad.iter().any(|&p| p > 0);
 
         let w = &self.weights;
         let mut x = w.embed.embedding(tokens)?; // (B, T, D)
-        for (l, layer) in w.layers.iter().enumerate() {
-            let h = rms_norm(&x, &[d], Some(&layer.attn_norm), eps)?;
-            let heads = |wt: &LinearWeight, n: usize| -> Result<Tensor> {
-                wt.forward(&h)?
-                    .view(&[bi, ti, n as i64, hd as i64])?
-                    .permute(&[0, 2, 1, 3]) // (B, n, T, hd), a view
+                                                // each residual add is fused with the norm that follows it (the next layer's
+                                                // attention norm, or the output norm)
+        let mut n = rms_norm(&x, &[d], w.layers.first().map(|l| &l.attn_norm), eps)?;
+        for (l, (layer, [qkv, gate_up])) in w.layers.iter().zip(&self.fused).enumerate() {
+            let heads = |y: &Tensor, n: usize| -> Result<Tensor> {
+                y.reshape(&[bi, ti, n as i64, hd as i64])?
+                    .permute(&[0, 2, 1, 3]) // (B, n, T, hd)
             };
-            let q = self
-                .rotary
-                .apply_row_tables(&heads(&layer.wq, hq)?, &rope)?;
-            let k = self
-                .rotary
-                .apply_row_tables(&heads(&layer.wk, hk)?, &rope)?;
-            let v = heads(&layer.wv, hk)?;
-            let (keys, values) = match at {
-                Positions::Host => cache.append(l, &k, &v)?,
-                Positions::Device => cache.append_on_device(l, &k, &v)?,
-            };
-            let a = scaled_dot_product_attention(
-                &q,
-                &keys,
-                &values,
-                Some(&mask),
-                0.0,
-                false,
-                None,
-                true,
-            )?
+            let proj = qkv.forward(&[&layer.wq, &layer.wk, &layer.wv], &n)?;
+            let (q, k, v) = (
+                heads(&proj[0], hq)?,
+                heads(&proj[1], hk)?,
+                heads(&proj[2], hk)?,
+            );
+            let a = match &visible {
+                None => q.attention_with_kv_cache(&KvCacheStep {
+                    k_cache: &cache.k[l],
+                    v_cache: &cache.v[l],
+                    k: &k,
+                    v: &v,
+                    len: &cache.len_t,
+                    start: padded.then_some(&cache.pad_t),
+                    rotary: Some((cos, sin, self.rotary.style())),
+                    scale: None,
+                })?,
+                Some((mask, rope)) => {
+                    let q = self.rotary.apply_row_tables(&q, rope)?;
+                    let k = self.rotary.apply_row_tables(&k, rope)?;
+                    let (keys, values) = match at {
+                        Positions::Host => cache.append(l, &k, &v)?,
+                        Positions::Device => cache.append_on_device(l, &k, &v)?,
+                    };
+                    scaled_dot_product_attention(
+                        &q,
+                        &keys,
+                        &values,
+                        Some(mask),
+                        0.0,
+                        false,
+                        None,
+                        true,
+                    )?
+                }
+            }
             .permute(&[0, 2, 1, 3])?
             .reshape(&[bi, ti, (hq * hd) as i64])?;
-            let h = x.add(&layer.wo.forward(&a)?)?;
-            let m = rms_norm(&h, &[d], Some(&layer.ffn_norm), eps)?;
-            let g = layer.w_gate.forward(&m)?;
-            let u = layer.w_up.forward(&m)?;
-            x = h.add(&layer.w_down.forward(&g.swiglu(&u)?)?)?;
+            let (h, m) =
+                add_rms_norm(&x, &layer.wo.forward(&a)?, &[d], Some(&layer.ffn_norm), eps)?;
+            let gu = gate_up.forward(&[&layer.w_gate, &layer.w_up], &m)?;
+            let next = w.layers.get(l + 1).map_or(&w.output_norm, |n| &n.attn_norm);
+            (x, n) = add_rms_norm(
+                &h,
+                &layer.w_down.forward(&gu[0].swiglu(&gu[1])?)?,
+                &[d],
+                Some(next),
+                eps,
+            )?;
         }
-        let x = rms_norm(&x, &[d], Some(&w.output_norm), eps)?;
-        let logits = w.lm_head.forward(&x)?.to_dtype(DType::F32)?;
+        if w.layers.is_empty() {
+            n = rms_norm(&x, &[d], Some(&w.output_norm), eps)?;
+        }
+        let logits = w.lm_head.forward(&n)?.to_dtype(DType::F32)?;
         Ok(logits)
     }
 }

@@ -115,6 +115,24 @@ impl Rotary {
         self.style
     }
 
+    /// The `(cos, sin)` angle tables `(max_len, dim/2)` in the compute dtype of `dtype` (f64
+    /// for f64, else f32), row `p` the angles of position `p` — what
+    /// [`Tensor::attention_with_kv_cache`](stride_core::Tensor::attention_with_kv_cache)
+    /// takes to rotate inside its kernels.
+    ///
+    /// ```
+    /// use stride_core::{DType, Device, RotaryStyle};
+    /// use stride_nn::functional::Rotary;
+    /// let r = Rotary::new(8, 10000.0, 16, RotaryStyle::HalfSplit, &Device::Cpu)?;
+    /// let (cos, sin) = r.angle_tables(DType::BF16);
+    /// assert_eq!((cos.shape(), cos.dtype()), (&[16, 4][..], DType::F32));
+    /// assert_eq!(sin.shape(), &[16, 4]);
+    /// # Ok::<(), stride_core::Error>(())
+    /// ```
+    pub fn angle_tables(&self, dtype: DType) -> (&Tensor, &Tensor) {
+        self.tables(dtype)
+    }
+
     fn tables(&self, dtype: DType) -> (&Tensor, &Tensor) {
         if dtype == DType::F64 {
             (&self.cos64, &self.sin64)
