@@ -36,6 +36,9 @@ unsafe fn bounds(len: &Quad<i64>, start: &Option<Quad<i64>>, b: usize) -> (i64, 
     (*len.at(b, 0, 0, 0), s.max(0))
 }
 
+/// The rotary tables of a call with rotary, typed: `(style, cos, sin)`.
+type Rotation<C> = Option<(RotaryStyle, Quad<C>, Quad<C>)>;
+
 /// The pair `(a, b)` indices of rotated pair `p` of a head of `half` pairs.
 #[inline(always)]
 fn pair(style: RotaryStyle, half: usize, p: usize) -> (usize, usize) {
@@ -55,7 +58,7 @@ unsafe fn rotated_row<T: FloatElem>(
     x: &Quad<T>,
     (b, h, i): (usize, usize, usize),
     e: usize,
-    rot: &Option<(RotaryStyle, Quad<T::C>, Quad<T::C>)>,
+    rot: &Rotation<T::C>,
     half: usize,
     pos: usize,
     out: &mut [T],
@@ -111,8 +114,8 @@ fn run<T: FloatElem>(a: CachedAttention, i: &[View], o: &[View]) -> Result<()> {
     };
     // the new keys (rotated) and values, into the caches at len..len + L
     let mut row = vec![T::store(T::C::zero()); d.e.max(d.ev)];
-    for b in 0..d.b {
-        let at = rows[b].0 as usize;
+    for (b, &(at, _)) in rows.iter().enumerate() {
+        let at = at as usize;
         for h in 0..d.hk {
             for t in 0..d.l {
                 unsafe {
