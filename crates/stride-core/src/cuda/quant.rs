@@ -153,8 +153,8 @@ fn mutant(name: &str) -> Option<String> {
             "__shfl_down_sync(FULL, l, 2);\n        l = l + __shfl_down_sync(FULL, l, 4);",
         ),
         "fused_block" => (
-            "v[t] = ld_x(x, xdt, o + (i64)(b * 32 + lane) * es);",
-            "v[t] = ld_x(x, xdt, o + (i64)(((b + 1) % nb) * 32 + lane) * es);",
+            "return ld_x(x, xdt, o + (i64)(b * 32 + lane) * es);",
+            "return ld_x(x, xdt, o + (i64)(((b + 1) % nb) * 32 + lane) * es);",
         ),
         _ => return None,
     };

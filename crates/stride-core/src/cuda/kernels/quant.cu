@@ -333,6 +333,19 @@ struct QRows {
     i64 off[8];
 };
 
+// The lane's value of activation unit u (row u / nb, block u % nb; 0 past the units).
+__device__ __forceinline__ float act_unit(const void *x, const int xdt, const QRows &rows,
+                                          const i64 es, const int nb, const int units,
+                                          const int u, const int lane) {
+    if (u >= units) return 0.0f;
+    const int r = u / nb, b = u - r * nb;
+    i64 o = rows.off[0];
+#pragma unroll
+    for (int i = 1; i < 8; ++i)
+        if (r == i) o = rows.off[i];
+    return ld_x(x, xdt, o + (i64)(b * 32 + lane) * es);
+}
+
 // x: the input's first element; row r starts at element rows.off[r], its values are es
 // elements apart (the last dim's stride). m ≤ R rows; the block rounds them all into shared
 // memory (m·k i8, then m·nb f32 scales and m·nb f32 sums), each warp QT blocks at a time,
@@ -361,15 +374,7 @@ __device__ __forceinline__ void qmvf(const QMany &ws, const i64 F, const int nb,
 #pragma unroll
     for (int t = 0; t < QT; ++t) {
         const int u = warp + t * warps;
-        v[t] = 0.0f;
-        if (u < units) {
-            const int r = u / nb, b = u - r * nb;
-            i64 o = rows.off[0];
-#pragma unroll
-            for (int i = 1; i < 8; ++i)
-                if (r == i) o = rows.off[i];
-            v[t] = ld_x(x, xdt, o + (i64)(b * 32 + lane) * es);
-        }
+        v[t] = act_unit(x, xdt, rows, es, nb, units, u, lane);
     }
     // meanwhile the first chunk of this warp's first weight row, in registers
     int pw[8];
@@ -418,15 +423,7 @@ __device__ __forceinline__ void qmvf(const QMany &ws, const i64 F, const int nb,
 #pragma unroll
         for (int t = 0; t < QT; ++t) {
             const int u = u0 + QT * warps + t * warps;
-            v[t] = 0.0f;
-            if (u < units) {
-                const int r = u / nb, b = u - r * nb;
-                i64 o = rows.off[0];
-#pragma unroll
-                for (int i = 1; i < 8; ++i)
-                    if (r == i) o = rows.off[i];
-                v[t] = ld_x(x, xdt, o + (i64)(b * 32 + lane) * es);
-            }
+            v[t] = act_unit(x, xdt, rows, es, nb, units, u, lane);
         }
     }
     __syncthreads();
