@@ -321,8 +321,8 @@ fn wrong_attentions_are_caught() {
     }
 }
 
-/// `nn.attention_with_kv_cache` catches a step that reads one position too few (the length
-/// before this step's tokens: the new token does not see itself) and one with a wrong scale,
+/// `nn.attention_with_kv_cache` catches a step given a stale length (one position short: the
+/// new keys overwrite the last cached one and the queries miss it) and one with a wrong scale,
 /// with wrong values in every dtype.
 #[test]
 fn wrong_cached_attentions_are_caught() {
@@ -332,54 +332,13 @@ fn wrong_cached_attentions_are_caught() {
             .clone()
     };
     let stale = entry().functional(|a, _| {
-        let _g = stride_core::autograd::no_grad();
-        let (kc, vc) = (a[3].t().clone_tensor()?, a[4].t().clone_tensor()?);
-        let l = a[0].t().shape()[2];
-        // write the new tokens, then attend as if they were one position further back: the
-        // queries miss their own keys and see a stale one instead
-        let step = stride_core::KvCacheStep {
-            k_cache: &kc,
-            v_cache: &vc,
-            k: a[1].t(),
-            v: a[2].t(),
-            len: a[5].t(),
-            start: None,
-            rotary: None,
-            scale: None,
-        };
-        a[0].t().attention_with_kv_cache(&step)?;
         let earlier = a[5]
             .t()
             .sub(&Tensor::from_vec(vec![1i64], [1])?)?
             .clamp_min(0i64)?;
-        let (kc2, vc2) = (kc.clone_tensor()?, vc.clone_tensor()?);
-        // re-run over the written cache with the earlier length and the cached keys at that
-        // slot as the "new" ones: the result misses each query's own key
-        let kn = kc.narrow(2, 0, l)?.clone_tensor()?;
-        let vn = vc.narrow(2, 0, l)?.clone_tensor()?;
-        a[0].t().attention_with_kv_cache(&stride_core::KvCacheStep {
-            k_cache: &kc2,
-            v_cache: &vc2,
-            k: &kn,
-            v: &vn,
-            len: &earlier,
-            ..step
-        })
+        nn::cached_attention_call(a, &earlier, None)
     });
-    let scaled = entry().functional(|a, _| {
-        let _g = stride_core::autograd::no_grad();
-        let (kc, vc) = (a[3].t().clone_tensor()?, a[4].t().clone_tensor()?);
-        a[0].t().attention_with_kv_cache(&stride_core::KvCacheStep {
-            k_cache: &kc,
-            v_cache: &vc,
-            k: a[1].t(),
-            v: a[2].t(),
-            len: a[5].t(),
-            start: None,
-            rotary: None,
-            scale: Some(1.0),
-        })
-    });
+    let scaled = entry().functional(|a, _| nn::cached_attention_call(a, a[5].t(), Some(1.0)));
     for (what, op) in [("stale length", stale), ("scale 1", scaled)] {
         let report = run(&[op]);
         let fails = report.failures();

@@ -141,22 +141,28 @@ fn norm_input(shape: &[usize]) -> Vec<usize> {
 const LONG_ROWS: [usize; 4] = [257, 1025, 8193, 16385];
 const LONG_CLASSES: [usize; 2] = [2049, 8193];
 
+/// The `(input shape, normalized dims)` cases of a norm's samples: the base shape over its
+/// last dim and, with variants, its last two, and `(2, n)` rows for each `n` of `long`.
+fn norm_cases(ctx: &SampleCtx, long: &[usize]) -> Vec<(Vec<usize>, usize)> {
+    let base = norm_input(&ctx.shape);
+    let mut cases = vec![(base.clone(), 1usize)];
+    if ctx.variants && base.len() >= 2 {
+        cases.push((base, 2));
+    }
+    if ctx.variants {
+        cases.extend(long.iter().map(|&n| (vec![2, n], 1)));
+    }
+    cases
+}
+
 /// Samples of LayerNorm (`with_bias`) and RmsNorm: over the last dim and, with variants, the
 /// last two, and rows of [`LONG_ROWS`]; values in [-4, 4] and — the large common offset —
 /// 100 + [-1, 1].
 fn norm_sampler(with_bias: bool) -> impl Fn(&mut SampleCtx) -> Vec<Sample> + Send + Sync {
     move |ctx: &mut SampleCtx| {
         let d = ctx.dtype;
-        let base = norm_input(&ctx.shape);
-        let mut cases = vec![(base.clone(), 1usize)];
-        if ctx.variants && base.len() >= 2 {
-            cases.push((base, 2));
-        }
-        if ctx.variants {
-            cases.extend(LONG_ROWS.iter().map(|&n| (vec![2, n], 1)));
-        }
         let mut out = vec![];
-        for (x_shape, nd) in cases {
+        for (x_shape, nd) in norm_cases(ctx, &LONG_ROWS) {
             let w_shape = x_shape[x_shape.len() - nd..].to_vec();
             for offset in [0.0, 100.0] {
                 let n = numel(&x_shape);
@@ -343,16 +349,8 @@ const ADD_NORM_ROWS: [usize; 9] = [1, 31, 32, 33, 576, 1023, 1024, 1025, 4097];
 /// also rows of [`ADD_NORM_ROWS`].
 fn add_norm_sampler(ctx: &mut SampleCtx) -> Vec<Sample> {
     let d = ctx.dtype;
-    let base = norm_input(&ctx.shape);
-    let mut cases = vec![(base.clone(), 1usize)];
-    if ctx.variants && base.len() >= 2 {
-        cases.push((base, 2));
-    }
-    if ctx.variants {
-        cases.extend(ADD_NORM_ROWS.iter().map(|&n| (vec![2, n], 1)));
-    }
     let mut out = vec![];
-    for (x_shape, nd) in cases {
+    for (x_shape, nd) in norm_cases(ctx, &ADD_NORM_ROWS) {
         let w_shape = x_shape[x_shape.len() - nd..].to_vec();
         let n = numel(&x_shape);
         for offset in [0.0, 100.0] {
@@ -2062,20 +2060,29 @@ fn cached_attention() -> OpInfo {
         cached_attention_ref,
     )
     .sampler(cached_sampler)
-    .functional(|a, _| {
-        let _g = stride_core::autograd::no_grad();
-        // the caches are written in place: write into copies (the entry checks the result;
-        // stride-core's tests check the writes, through strided caches)
-        let (kc, vc) = (a[3].t().clone_tensor()?, a[4].t().clone_tensor()?);
-        a[0].t().attention_with_kv_cache(&stride_core::KvCacheStep {
-            k_cache: &kc,
-            v_cache: &vc,
-            k: a[1].t(),
-            v: a[2].t(),
-            len: a[5].t(),
-            start: None,
-            rotary: None,
-            scale: None,
-        })
+    .functional(|a, _| cached_attention_call(a, a[5].t(), None))
+}
+
+/// `attention_with_kv_cache` of an `nn.attention_with_kv_cache` sample's operands with the
+/// cache length `len` and `scale` (the entry passes the sample's length and `None`; tests pass
+/// wrong ones). The caches are written in place, so the call writes into copies: the entry
+/// checks the result, stride-core's `tests/cached_attention.rs` the writes, through strided
+/// caches.
+pub fn cached_attention_call(
+    a: &[Arg],
+    len: &Tensor,
+    scale: Option<f64>,
+) -> stride_core::Result<Tensor> {
+    let _g = stride_core::autograd::no_grad();
+    let (kc, vc) = (a[3].t().clone_tensor()?, a[4].t().clone_tensor()?);
+    a[0].t().attention_with_kv_cache(&stride_core::KvCacheStep {
+        k_cache: &kc,
+        v_cache: &vc,
+        k: a[1].t(),
+        v: a[2].t(),
+        len,
+        start: None,
+        rotary: None,
+        scale,
     })
 }
