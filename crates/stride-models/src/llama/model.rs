@@ -450,7 +450,8 @@ impl Llama {
         let mut x = w.embed.embedding(tokens)?; // (B, T, D)
                                                 // each residual add is fused with the norm that follows it (the next layer's
                                                 // attention norm, or the output norm)
-        let mut n = rms_norm(&x, &[d], w.layers.first().map(|l| &l.attn_norm), eps)?;
+        let first = w.layers.first().map_or(&w.output_norm, |l| &l.attn_norm);
+        let mut n = rms_norm(&x, &[d], Some(first), eps)?;
         for (l, (layer, [qkv, gate_up])) in w.layers.iter().zip(&self.fused).enumerate() {
             let heads = |y: &Tensor, n: usize| -> Result<Tensor> {
                 y.reshape(&[bi, ti, n as i64, hd as i64])?
@@ -505,9 +506,6 @@ impl Llama {
                 Some(next),
                 eps,
             )?;
-        }
-        if w.layers.is_empty() {
-            n = rms_norm(&x, &[d], Some(&w.output_norm), eps)?;
         }
         let logits = w.lm_head.forward(&n)?.to_dtype(DType::F32)?;
         Ok(logits)
