@@ -3,7 +3,9 @@
 //! and the new values; the output is the f64 attention of the rotated queries over the
 //! written cache within an error bound; a bad length is an error (at the call on the CPU, at
 //! the next read on CUDA) that writes nothing; bad operands are refused. Lengths on both
-//! sides of the CUDA kernel's key chunk (256) and of one key per row, grouped-query heads,
+//! sides of the CUDA kernel's key chunk (256) and of one key per row, rows whose keys the CUDA
+//! kernel splits over many blocks (a short row in a long cache, where most splits are empty,
+//! beside a long one; one split per 32 keys of a full cache), grouped-query heads,
 //! left padding, partial rotary of both styles, several new tokens, the model's layouts (queries
 //! a permuted view of a projection, caches a permuted `(B, Cap, Hk, E)` buffer). Every float
 //! dtype on the CPU and CUDA (skipped, saying so, without a GPU — mandatory under
@@ -65,7 +67,12 @@ fn cases() -> Vec<Case> {
         case(1, 1, 256, 260),
         case(1, 2, 257, 300),
         case(1, 1, 600, 601),
+        case(1, 1, 40, 2048),
     ];
+    all.push(Case {
+        len: vec![3, 900],
+        ..case(2, 1, 0, 1024)
+    });
     // left padding (one row sees nothing of its padding), ragged lengths, half-split partial
     // rotary, values wider than keys, multi-query heads, model layouts
     all.push(Case {

@@ -1,6 +1,7 @@
 //! Attention over a key/value cache on CUDA (kernels/cached_attention.cu; the math and the
 //! operand order: `backend/cached_attention.rs`): two launches — the cache write (which
-//! also writes the length check's verdict), then one block per query row — and no check
+//! also writes the length check's verdict), then the attention, whose query rows are split
+//! over several blocks each when there are few of them (a decode step) — and no check
 //! launch: the attention kernel records the verdict for the deferred check itself.
 
 use super::buffer::CudaBuffer;
@@ -16,6 +17,13 @@ const SOURCE: &str = include_str!("kernels/cached_attention.cu");
 const THREADS: u32 = 256;
 /// The widest head the attention kernel holds in shared memory (`MAXD` in the .cu).
 pub(crate) const MAX_HEAD_DIM: usize = 512;
+/// Blocks the attention launch aims for when it splits query rows' keys (a few per SM of an
+/// H100; a constant rather than the device's SM count, so that every GPU gives the same bits).
+const TARGET_BLOCKS: usize = 512;
+/// The fewest keys a split takes (the kernel rounds spans to whole warps' keys).
+const MIN_SPAN: usize = 32;
+/// The most splits per row (`CHUNK` in the .cu: the combine keeps one weight per split in shared memory).
+const MAX_SPLITS: usize = 256;
 
 /// The kernels' argument block (`CaArgs` in the .cu): element pointers (offsets applied)
 /// and strides of every operand.
@@ -35,6 +43,8 @@ struct Args {
     gate: u64,
     rec: u64,
     id: u64,
+    ws: u64,
+    cnt: u64,
     qs: [i64; 4],
     ks: [i64; 4],
     vs: [i64; 4],
@@ -56,23 +66,42 @@ struct Args {
     groups: i32,
     has_start: i32,
     style: i32,
+    splits: i32,
 }
 
 fn module(t: DType) -> String {
     format!("{COMMON}{}{}", float_preamble(t), source())
 }
 
-/// The kernels' source. `STRIDE_CACHED_ATTN_MUTANT=own_key` (read once; for testing the
-/// tests, never set otherwise) swaps in a broken variant whose queries miss their own new key,
-/// so that `tests/cached_attention.rs` can be seen to fail on the GPU.
+/// The kernels' source. `STRIDE_CACHED_ATTN_MUTANT` (read once; for testing the tests, never
+/// set otherwise) swaps in a broken variant, so that `tests/cached_attention.rs` can be seen to
+/// fail on the GPU: `own_key` (queries miss their own new key) or `drop_split` (the combine of
+/// a split row leaves out its first split's values).
 fn source() -> String {
-    static MUTANT: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    let on = *MUTANT
-        .get_or_init(|| std::env::var("STRIDE_CACHED_ATTN_MUTANT").is_ok_and(|m| m == "own_key"));
-    match on {
-        true => SOURCE.replace("end = n + t + 1;", "end = n + t;"),
-        false => SOURCE.to_string(),
+    static MUTANT: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    let mutant =
+        MUTANT.get_or_init(|| std::env::var("STRIDE_CACHED_ATTN_MUTANT").unwrap_or_default());
+    match mutant.as_str() {
+        "own_key" => SOURCE.replace("end = n + t + 1;", "end = n + t;"),
+        "drop_split" => SOURCE.replace(
+            "for (int j = 0; j < ns; ++j) s = s + ps[j]",
+            "for (int j = 1; j < ns; ++j) s = s + ps[j]",
+        ),
+        _ => SOURCE.to_string(),
     }
+}
+
+/// How many blocks share each query row's keys: enough rows fill the GPU alone; a few rows
+/// (a decode step) split their keys so that about [`TARGET_BLOCKS`] blocks run, no split
+/// shorter than [`MIN_SPAN`] keys of a full cache. Shapes only, so a graph of the step serves
+/// every length and every GPU gives the same bits.
+fn split_count(rows: usize, cap: usize) -> usize {
+    if rows >= TARGET_BLOCKS {
+        return 1;
+    }
+    (TARGET_BLOCKS / rows.max(1))
+        .min(cap.div_ceil(MIN_SPAN))
+        .clamp(1, MAX_SPLITS)
 }
 
 /// Every module of the family (for warmup).
@@ -169,6 +198,23 @@ pub(crate) fn cached_attention(a: CachedAttention, i: &[View], o: &[View]) -> Re
     );
     let gate = CudaBuffer::new(&dev, 16, false)?;
     args.gate = gate.ptr;
+    let splits = split_count(rows_a as usize, d.cap);
+    args.splits = splits as i32;
+    // the split rows' arrival counters (zeroed by the write kernel), then their partials
+    let _work = match splits {
+        1 => None,
+        _ => {
+            let unit = if t == DType::F64 { 8 } else { 4 };
+            let counters = (rows_a as usize * 4).next_multiple_of(8);
+            let bytes = (rows_a as usize)
+                .checked_mul(splits * (2 + d.ev) * unit)
+                .and_then(|w| w.checked_add(counters))
+                .ok_or_else(|| too_large("the batch"))?;
+            let w = CudaBuffer::new(&dev, bytes, false)?;
+            (args.cnt, args.ws) = (w.ptr, w.ptr + counters as u64);
+            Some(w)
+        }
+    };
     let name = format!("cached_attention_{}", tag(t));
     let write = dev.function(&name, "cache_write", || module(t))?;
     let attend = dev.function(&name, "cached_attn", || module(t))?;
@@ -210,7 +256,7 @@ pub(crate) fn cached_attention(a: CachedAttention, i: &[View], o: &[View]) -> Re
             &dev,
             &attend,
             "attention_with_kv_cache",
-            (rows_a, 1, 1),
+            (rows_a, splits as u32, 1),
             block,
             0,
             &mut params,

@@ -421,13 +421,14 @@ impl Llama {
         let (bi, ti) = (b as i64, t as i64);
         let eps = Some(c.rms_eps);
 
-        // Where the fused attention kernel runs (every dtype on the CPU, f16/bf16 on CUDA),
-        // the cache is written by rotary + copy ops and read under a mask (the whole buffer
-        // for a captured step); elsewhere (f32 on CUDA, where attention would be composed)
-        // one op rotates, writes the cache and attends, reading the cache length on the
-        // device. (The fused kernel is the faster of the two for bf16 decode on the GPU:
-        // docs/PERFORMANCE.md.)
-        let cached = !stride_core::attention_supported(self.device, self.dtype, hd, hd);
+        // A GPU decode step (one token per row), and any step where the fused attention
+        // kernel does not run (f32 on CUDA, where attention would be composed), uses one op
+        // that rotates, writes the cache and attends, reading the cache length on the device
+        // and splitting the keys over blocks. Elsewhere (a prompt on the GPU, every step on
+        // the CPU) the cache is written by rotary + copy ops and read by the fused attention
+        // kernel under a mask (the whole buffer for a captured step). Why: docs/PERFORMANCE.md.
+        let cached = !stride_core::attention_supported(self.device, self.dtype, hd, hd)
+            || (!self.device.is_cpu() && t == 1);
         let visible = match (cached, at) {
             (true, Positions::Host) => {
                 cache.len_t.fill_(cache.len as i64)?;

@@ -1,21 +1,27 @@
 // Attention over a key/value cache (backend/cached_attention.rs has the math and the operand
 // order). Two kernels: k_cache_write puts the new keys (rotated) and values at positions
-// len[b] + t, then k_cached_attn gives each query row one block that reads the keys
-// start[b]..=len[b] + t in chunks of CHUNK with an online softmax, a warp per key. Every block checks its
+// len[b] + t, then k_cached_attn reads the keys start[b]..=len[b] + t of each query row in
+// chunks of CHUNK with an online softmax, a warp per key. A decode step has a handful of query
+// rows, so each row's keys are split over `splits` blocks (gridDim.y, FlashDecoding): every
+// block writes its partial maximum, normaliser and weighted sum to a workspace, and the row's
+// last block to finish adds them in split order (so the bits do not depend on which block is
+// last). The split count comes from the shapes only, and each row's span from its length read
+// on the device, so a CUDA graph of the step serves every position. Every block checks its
 // row's length itself and writes nothing when it is out of range; block 0 of the write
 // kernel writes the verdict for the deferred check (deferred.rs), so no check launch is
-// needed. Sums in a fixed order: the same bits every run.
+// needed, and the write kernel zeroes the rows' arrival counters. Sums in a fixed order: the
+// same bits every run.
 
 #define CHUNK 256
 #define MAXD 512
 #define THREADS 256
 
 struct CaArgs {
-    u64 q, k, v, o, kc, vc, len, start, cs, sn, gate, rec, id;
+    u64 q, k, v, o, kc, vc, len, start, cs, sn, gate, rec, id, ws, cnt;
     i64 qs[4], ks[4], vs[4], os[4], kcs[4], vcs[4];
     i64 lens, starts, ts[2];
     double scale;
-    int b, hq, hk, l, e, ev, cap, half, groups, has_start, style;
+    int b, hq, hk, l, e, ev, cap, half, groups, has_start, style, splits;
 };
 
 __device__ __forceinline__ i64 row_len(const CaArgs& a, int b) { return ((const i64*)a.len)[b * a.lens]; }
@@ -61,6 +67,11 @@ extern "C" __global__ void k_cache_write(const __grid_constant__ CaArgs a) {
         u64* g = (u64*)a.gate;
         g[0] = bad;
         g[1] = value;
+    }
+    if (a.splits > 1) {  // the attention rows' arrival counters
+        const i64 rows = (i64)a.b * a.hq * a.l;
+        for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < rows; i += (i64)gridDim.x * blockDim.x)
+            ((unsigned*)a.cnt)[i] = 0;
     }
     const int r = blockIdx.x;  // (b, h, t)
     const int t = r % a.l, h = (r / a.l) % a.hk, b = r / (a.l * a.hk);
@@ -114,7 +125,7 @@ extern "C" __global__ void __launch_bounds__(THREADS) k_cached_attn(const __grid
     __shared__ C ps[CHUNK];
     __shared__ C red[32];
     __shared__ C part[(THREADS / 32) * MAXD];
-    if (a.rec && blockIdx.x == 0 && threadIdx.x == 0) {
+    if (a.rec && blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x == 0) {
         // the record kernel's work (deferred.rs) for k_cache_write's verdict
         const u64* g = (const u64*)a.gate;
         volatile u64* rec = (volatile u64*)a.rec;
@@ -135,6 +146,16 @@ extern "C" __global__ void __launch_bounds__(THREADS) k_cached_attn(const __grid
     const i64 first = row_start(a, b), end = n + t + 1;  // keys first..end
     i64 pos = n + t - first;
     if (pos < 0) pos = 0;
+    // this block's keys lo..hi: split blockIdx.y of a.splits, spans a whole number of warps' keys
+    i64 lo = first, hi = end;
+    if (a.splits > 1) {
+        const i64 total = end > first ? end - first : 0;
+        i64 span = (total + a.splits - 1) / a.splits;
+        span = span < 32 ? 32 : (span + 31) / 32 * 32;
+        lo = first + (i64)blockIdx.y * span;
+        hi = lo + span < end ? lo + span : end;
+        if (lo > hi) lo = hi;
+    }
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
     const T* qr = (const T*)a.q + b * a.qs[0] + h * a.qs[1] + t * a.qs[2];
     C q[PER];
@@ -152,8 +173,8 @@ extern "C" __global__ void __launch_bounds__(THREADS) k_cached_attn(const __grid
     const C scale = (C)a.scale;
     const C ninf = -(C)(1.0 / 0.0);
     C m = ninf, l = 0;
-    for (i64 base = first; base < end; base += CHUNK) {
-        const int cn = (int)(end - base < CHUNK ? end - base : CHUNK);
+    for (i64 base = lo; base < hi; base += CHUNK) {
+        const int cn = (int)(hi - base < CHUNK ? hi - base : CHUNK);
         // scores: UNROLL keys of this warp at a time
         for (int j0 = warp; j0 < cn; j0 += nw * UNROLL) {
             C s[UNROLL];
@@ -227,9 +248,55 @@ extern "C" __global__ void __launch_bounds__(THREADS) k_cached_attn(const __grid
     }
     __syncthreads();
     T* orow = (T*)a.o + b * a.os[0] + h * a.os[1] + t * a.os[2];
+    if (a.splits == 1) {
+        for (int c = threadIdx.x; c < a.ev; c += blockDim.x) {
+            C s = part[c];
+            for (int w = 1; w < nw; ++w) s = s + part[w * a.ev + c];
+            orow[c * a.os[3]] = m == ninf ? S((C)0) : S(s / l);
+        }
+        return;
+    }
+    // a split: the partial (m, l, sum) to the workspace, then the row's last block combines
+    const int ns = a.splits;
+    C* wr = (C*)a.ws + (i64)r * ns * (2 + a.ev);  // the row's partials, split by split
+    C* mine = wr + (i64)blockIdx.y * (2 + a.ev);
     for (int c = threadIdx.x; c < a.ev; c += blockDim.x) {
         C s = part[c];
         for (int w = 1; w < nw; ++w) s = s + part[w * a.ev + c];
-        orow[c * a.os[3]] = m == ninf ? S((C)0) : S(s / l);
+        mine[2 + c] = s;
+    }
+    if (threadIdx.x == 0) {
+        mine[0] = m;
+        mine[1] = l;
+    }
+    __threadfence();
+    __syncthreads();
+    __shared__ bool last;
+    if (threadIdx.x == 0) last = atomicAdd((unsigned*)a.cnt + r, 1u) == (unsigned)(ns - 1);
+    __syncthreads();
+    if (!last) return;
+    __threadfence();
+    // the splits' weights exp(m_s − M) (0 for a split without keys) and the normaliser, in order
+    __shared__ C tot;
+    if (threadIdx.x == 0) {
+        C mm = ninf;
+        for (int j = 0; j < ns; ++j) {
+            const C x = __ldcg(wr + (i64)j * (2 + a.ev));
+            mm = (x > mm || (x != x && mm == mm)) ? x : mm;
+        }
+        C lt = 0;
+        for (int j = 0; j < ns; ++j) {
+            const C x = __ldcg(wr + (i64)j * (2 + a.ev));
+            const C w = (x == ninf || mm == ninf) ? (C)0 : m_exp(x - mm);
+            ps[j] = w;
+            lt = lt + __ldcg(wr + (i64)j * (2 + a.ev) + 1) * w;
+        }
+        tot = mm == ninf ? (C)0 : lt;
+    }
+    __syncthreads();
+    for (int c = threadIdx.x; c < a.ev; c += blockDim.x) {
+        C s = 0;
+        for (int j = 0; j < ns; ++j) s = s + ps[j] * __ldcg(wr + (i64)j * (2 + a.ev) + 2 + c);
+        orow[c * a.os[3]] = tot == (C)0 ? S((C)0) : S(s / tot);
     }
 }
