@@ -3,8 +3,9 @@
 //! and on CUDA (skipped, saying so, without a GPU — mandatory under STRIDE_REQUIRE_CUDA=1),
 //! in every float dtype, for addends laid densely, transposed, narrowed (rows not 16-byte
 //! aligned) and permuted (a sum with no rows view), with and without a weight, at row lengths
-//! on both sides of the CUDA kernels' sizes (16-byte vectors, the warp-per-row forward up to
-//! 256 vectors: 2,048 halves, 1,024 f32, 512 f64; 16 elements a thread in registers, at most
+//! on both sides of the CUDA kernels' sizes (16-byte vectors, the warp-per-row forward — taken
+//! from 4 rows a SM on — up to 256 vectors: 2,048 halves, 1,024 f32, 512 f64; a block per
+//! row below that; 16 elements a thread in registers, at most
 //! 1,024 threads: rows past 16,384 are read twice). Bit equality is the contract, not a
 //! tolerance: the kernels sum in the plain forward's order over the rounded sum, and a kernel
 //! that differs in one rounding (eps added twice, checked by mutating both backends) fails
@@ -148,6 +149,15 @@ fn add_rms_norm_is_the_composed_ops_bit_for_bit_on_cuda() {
     // past the warp-per-row forward's caps (2,048 halves), and past the register cache
     // (16,384 elements: the rows are read again, from the stored sum)
     forward_sweep(&dev, &[2048, 2056, 16384, 16385, 16392]);
+    // more rows than the few-row threshold (4 a SM of a 132-SM GPU), where the forward gives
+    // each row a warp instead of a block
+    for cols in [8, 576, 1024, 2048] {
+        for dtype in [DType::F32, DType::F64, DType::F16, DType::BF16] {
+            for weight in [true, false] {
+                forward_case(&dev, dtype, &[600, cols], Lay::Dense, Lay::Dense, weight);
+            }
+        }
+    }
 }
 
 /// Gradients of `Σ y·gy + Σ h·gh` (`gh`: `None`, only `y` is used) to x, residual and weight:

@@ -5,7 +5,8 @@
 //! the next read on CUDA) that writes nothing; bad operands are refused. Lengths on both
 //! sides of the CUDA kernel's key chunk (256) and of one key per row, rows whose keys the CUDA
 //! kernel splits over many blocks (a short row in a long cache, where most splits are empty,
-//! beside a long one; one split per 32 keys of a full cache), grouped-query heads,
+//! beside a long one; one split per 32 keys of a full cache), head widths on both sides of
+//! each of the kernel's widths (32 · 1, 2, 4, 8, 16 features), grouped-query heads,
 //! left padding, partial rotary of both styles, several new tokens, the model's layouts (queries
 //! a permuted view of a projection, caches a permuted `(B, Cap, Hk, E)` buffer). Every float
 //! dtype on the CPU and CUDA (skipped, saying so, without a GPU — mandatory under
@@ -73,6 +74,15 @@ fn cases() -> Vec<Case> {
         len: vec![3, 900],
         ..case(2, 1, 0, 1024)
     });
+    // heads on both sides of the CUDA kernels' widths (32 · 1, 2, 4, 8, 16 features)
+    for (e, ev) in [(40, 33), (128, 96), (256, 200), (512, 300)] {
+        all.push(Case {
+            e,
+            ev,
+            rotary: Some((RotaryStyle::HalfSplit, e)),
+            ..case(1, 1, 40, 64)
+        });
+    }
     // left padding (one row sees nothing of its padding), ragged lengths, half-split partial
     // rotary, values wider than keys, multi-query heads, model layouts
     all.push(Case {

@@ -1,7 +1,7 @@
 //! `Tensor::rms_norm` and `Tensor::layer_norm` (the fused row kernels) against the same math
 //! in f64 from the rounded inputs, within error bounds: the output, and the gradients of the
 //! input, weight and bias. Row lengths on both sides of the CUDA kernels' warp, block, vector
-//! and register-cache sizes (the forward's warp per row up to 256 vectors: 2,048 bf16/f16,
+//! and register-cache sizes (the forward's warp per row, from 4 rows a SM on, up to 256 vectors: 2,048 bf16/f16,
 //! 1,024 f32, 512 f64 elements; 16 elements a thread forward, 8 backward, 1,024 threads: rows
 //! longer than 16,384 / 8,192 take the uncached paths; 16-byte vectors where rows are dense and
 //! aligned), row counts on both sides of their grids (grid-stride rows, several rows per
@@ -220,6 +220,15 @@ fn sweep(dev: &Device, big: bool) {
                         continue;
                     }
                     case(dev, kind, dtype, rows, cols, layout);
+                }
+            }
+            if big && cols <= 2048 {
+                // more rows than the few-row threshold (4 a SM of a 132-SM GPU), where the
+                // forward gives each row a warp instead of a block
+                for dtype in [DType::F32, DType::BF16, DType::F16, DType::F64] {
+                    if cols <= 520 || !matches!(dtype, DType::F64 | DType::F16) {
+                        case(dev, kind, dtype, 600, cols, Layout::Dense);
+                    }
                 }
             }
             if big {

@@ -15,7 +15,7 @@ const COMMON: &str = include_str!("kernels/common.cuh");
 const SOURCE: &str = include_str!("kernels/cached_attention.cu");
 /// Threads per block of both kernels (`THREADS` in the .cu).
 const THREADS: u32 = 256;
-/// The widest head the attention kernel holds in shared memory (`MAXD` in the .cu).
+/// The widest head the attention kernels take (32 lanes of the widest kernel's 16 features).
 pub(crate) const MAX_HEAD_DIM: usize = 512;
 /// Blocks the attention launch aims for when it splits query rows' keys (a few per SM of an
 /// H100; a constant rather than the device's SM count, so that every GPU gives the same bits).
@@ -217,7 +217,15 @@ pub(crate) fn cached_attention(a: CachedAttention, i: &[View], o: &[View]) -> Re
     };
     let name = format!("cached_attention_{}", tag(t));
     let write = dev.function(&name, "cache_write", || module(t))?;
-    let attend = dev.function(&name, "cached_attn", || module(t))?;
+    // features a lane holds: the smallest kernel that takes the head (`PER` in the .cu)
+    let kernel = match d.e.max(d.ev).div_ceil(32) {
+        0 | 1 => "cached_attn_1",
+        2 => "cached_attn_2",
+        3 | 4 => "cached_attn_4",
+        5..=8 => "cached_attn_8",
+        _ => "cached_attn_16",
+    };
+    let attend = dev.function(&name, kernel, || module(t))?;
     let block = (THREADS, 1, 1);
     {
         let mut params = [arg(&args)];

@@ -23,6 +23,8 @@ const MAX_BLOCK: usize = 1024;
 /// threads a block (its `__launch_bounds__`).
 const WARP_VECS: usize = 8;
 const WARP_BLOCK: usize = 256;
+/// Below this many rows per SM the forward gives each row a block instead of a warp.
+const FEW_ROWS_PER_SM: usize = 4;
 /// Threads one SM runs at once.
 const THREADS_PER_SM: usize = 2048;
 
@@ -108,7 +110,15 @@ pub(crate) fn norm(n: Norm, i: &[View], o: &[View]) -> Result<()> {
     ];
     let vector = vectorised(cols, &[normed, y, w, b], t);
     let per_warp = WARP_VECS * 32 * (16 / t.size_in_bytes());
+    // a lone warp per row issues its row's instructions one after another (~17 µs for a bf16
+    // row of 576 on an H100): with too few rows to give each SM several warps, a block per
+    // row, a vector per thread
+    let few = rows < FEW_ROWS_PER_SM * dev.sm_count as usize;
     let (kernel, block, grid) = match vector {
+        true if few => {
+            let block = block_for(cols, 16 / t.size_in_bytes());
+            ("norm_vec", block, grid_for(dev.sm_count, rows, block))
+        }
         // a warp per row: blocks of WARP_BLOCK / 32 rows, one row per warp up to a cap
         true if cols <= per_warp => {
             let rows_per_block = WARP_BLOCK / 32;

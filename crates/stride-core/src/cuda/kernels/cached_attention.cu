@@ -13,7 +13,6 @@
 // same bits every run.
 
 #define CHUNK 256
-#define MAXD 512
 #define THREADS 256
 
 struct CaArgs {
@@ -113,18 +112,20 @@ __device__ __forceinline__ C block_sum(C v, C* sh) {
     return s;
 }
 
-// Features per lane: lane l holds features l, l + 32, ... (MAXD / 32 at most).
-#define PER (MAXD / 32)
+// Features per lane: lane l holds features l, l + 32, ..., PER of them (a template parameter:
+// the host picks the smallest of 1, 2, 4, 8, 16 that holds the head, since every feature slot
+// costs instructions for every key).
 // Keys a warp has in flight at once (independent loads: the loop is bound by memory latency).
 #define UNROLL 4
 
 // One block of THREADS per query row (b, h, t); warp w takes the keys w, w + NW, ... of each
 // chunk, its lanes the features (coalesced row reads): the scores (a butterfly per key), then
 // the weighted sum of the values. The warps' sums are added in order at the end.
-extern "C" __global__ void __launch_bounds__(THREADS) k_cached_attn(const __grid_constant__ CaArgs a) {
+template <int PER>
+__device__ __forceinline__ void cached_attn(const CaArgs& a) {
     __shared__ C ps[CHUNK];
     __shared__ C red[32];
-    __shared__ C part[(THREADS / 32) * MAXD];
+    __shared__ C part[(THREADS / 32) * 32 * PER];
     if (a.rec && blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x == 0) {
         // the record kernel's work (deferred.rs) for k_cache_write's verdict
         const u64* g = (const u64*)a.gate;
@@ -300,3 +301,13 @@ extern "C" __global__ void __launch_bounds__(THREADS) k_cached_attn(const __grid
         orow[c * a.os[3]] = tot == (C)0 ? S((C)0) : S(s / tot);
     }
 }
+
+#define CACHED_ATTN(P) \
+    extern "C" __global__ void __launch_bounds__(THREADS) k_cached_attn_##P(const __grid_constant__ CaArgs a) { \
+        cached_attn<P>(a); \
+    }
+CACHED_ATTN(1)
+CACHED_ATTN(2)
+CACHED_ATTN(4)
+CACHED_ATTN(8)
+CACHED_ATTN(16)
