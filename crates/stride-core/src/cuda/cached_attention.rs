@@ -22,7 +22,8 @@ pub(crate) const MAX_HEAD_DIM: usize = 512;
 const TARGET_BLOCKS: usize = 512;
 /// The fewest keys a split takes (the kernel rounds spans to whole warps' keys).
 const MIN_SPAN: usize = 32;
-/// The most splits per row (`CHUNK` in the .cu: the combine keeps one weight per split in shared memory).
+/// The most splits per row: the combine gives each split a thread (`THREADS`) and a weight in
+/// shared memory (`CHUNK` in the .cu).
 const MAX_SPLITS: usize = 256;
 
 /// The kernels' argument block (`CaArgs` in the .cu): element pointers (offsets applied)

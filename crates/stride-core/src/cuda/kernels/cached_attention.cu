@@ -4,8 +4,8 @@
 // chunks of CHUNK with an online softmax, a warp per key. A decode step has a handful of query
 // rows, so each row's keys are split over `splits` blocks (gridDim.y, FlashDecoding): every
 // block writes its partial maximum, normaliser and weighted sum to a workspace, and the row's
-// last block to finish adds them in split order (so the bits do not depend on which block is
-// last). The split count comes from the shapes only, and each row's span from its length read
+// last block to finish combines them, a thread a split, in fixed orders (so the bits do not
+// depend on which block is last). The split count comes from the shapes only, and each row's span from its length read
 // on the device, so a CUDA graph of the step serves every position. Every block checks its
 // row's length itself and writes nothing when it is out of range; block 0 of the write
 // kernel writes the verdict for the deferred check (deferred.rs), so no check launch is
@@ -277,26 +277,18 @@ __device__ __forceinline__ void cached_attn(const CaArgs& a) {
     __syncthreads();
     if (!last) return;
     __threadfence();
-    // the splits' weights exp(m_s − M) (0 for a split without keys) and the normaliser, in order
-    __shared__ C tot;
-    if (threadIdx.x == 0) {
-        C mm = ninf;
-        for (int j = 0; j < ns; ++j) {
-            const C x = __ldcg(wr + (i64)j * (2 + a.ev));
-            mm = (x > mm || (x != x && mm == mm)) ? x : mm;
-        }
-        C lt = 0;
-        for (int j = 0; j < ns; ++j) {
-            const C x = __ldcg(wr + (i64)j * (2 + a.ev));
-            const C w = (x == ninf || mm == ninf) ? (C)0 : m_exp(x - mm);
-            ps[j] = w;
-            lt = lt + __ldcg(wr + (i64)j * (2 + a.ev) + 1) * w;
-        }
-        tot = mm == ninf ? (C)0 : lt;
-    }
-    __syncthreads();
+    // the splits' weights exp(m_s − M) (0 for a split without keys) and the normaliser: a
+    // thread a split, the maximum and the sum in block_max/block_sum's fixed trees
+    const int sj = threadIdx.x;
+    const C mj = sj < ns ? __ldcg(wr + (i64)sj * (2 + a.ev)) : ninf;
+    const C lj = sj < ns ? __ldcg(wr + (i64)sj * (2 + a.ev) + 1) : (C)0;
+    const C mm = block_max(mj, red);
+    const C wj = (mj == ninf || mm == ninf) ? (C)0 : m_exp(mj - mm);
+    if (sj < ns) ps[sj] = wj;
+    const C tot = mm == ninf ? (C)0 : block_sum(lj * wj, red);  // ends with a barrier
     for (int c = threadIdx.x; c < a.ev; c += blockDim.x) {
         C s = 0;
+#pragma unroll 8
         for (int j = 0; j < ns; ++j) s = s + ps[j] * __ldcg(wr + (i64)j * (2 + a.ev) + 2 + c);
         orow[c * a.os[3]] = tot == (C)0 ? S((C)0) : S(s / tot);
     }
