@@ -13,7 +13,9 @@
 use crate::error::{bad_size, QuantError, Result};
 use crate::QMatrix;
 use std::fmt;
-use stride_core::cuda::quant::{quantized_matmul, quantized_matmul_many, BlockFormat};
+use stride_core::cuda::quant::{
+    quantized_matmul, quantized_matmul_many, quantized_matmul_swiglu, BlockFormat,
+};
 use stride_core::{DType, Device, Tensor};
 use stride_gguf::GgmlType;
 
@@ -112,6 +114,38 @@ impl DeviceQMatrix {
     pub fn matmul(&self, x: &Tensor) -> Result<Tensor> {
         Ok(quantized_matmul(
             x,
+            &self.blocks,
+            self.format,
+            self.rows,
+            self.cols,
+        )?)
+    }
+
+    /// `y = swiglu(gate, up) · Wᵀ` — a SwiGLU MLP's down projection — with `silu(gate) · up`
+    /// computed by the kernel that rounds the activations (no launch of its own): the bits of
+    /// `self.matmul(&gate.swiglu(up)?)`. `gate` and `up` share a shape, dtype and device; f32
+    /// inputs take the fused kernel, others the composed ops.
+    ///
+    /// ```
+    /// use stride_core::{cuda, Tensor};
+    /// use stride_gguf::GgmlType;
+    /// use stride_quant::QMatrix;
+    /// let w: Vec<f32> = (0..4 * 64).map(|i| ((i * 7) % 11) as f32 - 5.0).collect();
+    /// let q = QMatrix::quantize(GgmlType::Q4_1, 4, 64, &w)?;
+    /// if let Some(gpu) = cuda::require_or_skip("doc: DeviceQMatrix::matmul_swiglu") {
+    ///     let dq = q.to_device(&gpu)?;
+    ///     let v = |s: f32| (0..64).map(|i| (i % 9) as f32 * s - 1.0).collect::<Vec<_>>();
+    ///     let g = Tensor::from_vec(v(0.5), [1, 64])?.to_device(&gpu)?;
+    ///     let u = Tensor::from_vec(v(0.25), [1, 64])?.to_device(&gpu)?;
+    ///     let y = dq.matmul_swiglu(&g, &u)?;
+    ///     assert_eq!(y.to_vec::<f32>()?, dq.matmul(&g.swiglu(&u)?)?.to_vec::<f32>()?);
+    /// }
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn matmul_swiglu(&self, gate: &Tensor, up: &Tensor) -> Result<Tensor> {
+        Ok(quantized_matmul_swiglu(
+            gate,
+            up,
             &self.blocks,
             self.format,
             self.rows,

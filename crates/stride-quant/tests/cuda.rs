@@ -588,3 +588,84 @@ fn cuda_matmul_many_errors() {
     .unwrap();
     assert_eq!((ys[0].shape(), ys[1].shape()), (&[1, 4][..], &[1, 0][..]));
 }
+
+/// `matmul_swiglu` (the SwiGLU computed by the kernel that rounds the activations) against
+/// the composed `matmul(&gate.swiglu(up))`, bit for bit: every block type, `m` across the row
+/// tiles and row groups, `k` across the lane groups and chunks, gates whose silu saturates or
+/// whose `exp` overflows (±100, ±1e30) and non-finite values; two launches where the composed
+/// ops take three; half inputs take the composed ops; mismatched halves are an error.
+/// `STRIDE_QUANT_MUTANT=swiglu_plain` (a kernel that drops the silu) must make it fail.
+#[test]
+fn cuda_matmul_swiglu_is_the_composed_ops_bit_for_bit() {
+    let Some(gpu) = cuda::require_or_skip("cuda_matmul_swiglu_is_the_composed_ops_bit_for_bit")
+    else {
+        return;
+    };
+    let Device::Cuda(ordinal) = gpu else {
+        unreachable!()
+    };
+    let mut rng = Rng::new(31);
+    for ty in TYPES {
+        for &k in &KS {
+            let w = QMatrix::from_vec(ty, N, k, random_weights(ty, N, k, &mut rng))
+                .unwrap()
+                .to_device(&gpu)
+                .unwrap();
+            for m in [1usize, 3, 8, 9, 33, 130] {
+                let mut g: Vec<f32> = (0..m * k).map(|_| rng.sym() * 6.0).collect();
+                let u: Vec<f32> = (0..m * k).map(|_| rng.sym() * 3.0).collect();
+                // the last row: silu saturated and exp overflowing; the first (m > 1):
+                // an infinity and a NaN (that row's products are NaN on both sides)
+                let last = (m - 1) * k;
+                for (i, v) in [100.0f32, -100.0, 1e30, -1e30].into_iter().enumerate() {
+                    g[last + (i * 7) % k] = v;
+                }
+                if m > 1 {
+                    g[3 % k] = f32::INFINITY;
+                    g[5 % k] = f32::NAN;
+                }
+                let (gt, ut) = (to_gpu(g, &[m, k], &gpu), to_gpu(u, &[m, k], &gpu));
+                let got = bits_of(&w.matmul_swiglu(&gt, &ut).unwrap());
+                let want = bits_of(&w.matmul(&gt.swiglu(&ut).unwrap()).unwrap());
+                assert_same_bits(&got, &want, &format!("{ty:?} swiglu, m {m}, k {k}"));
+            }
+        }
+    }
+    // two launches (rounding with the SwiGLU, product), not three
+    let w = QMatrix::from_vec(
+        GgmlType::Q4_1,
+        N,
+        64,
+        random_weights(GgmlType::Q4_1, N, 64, &mut rng),
+    )
+    .unwrap()
+    .to_device(&gpu)
+    .unwrap();
+    let g = to_gpu(
+        (0..64).map(|i| i as f32 / 8.0 - 4.0).collect(),
+        &[1, 64],
+        &gpu,
+    );
+    let u = to_gpu((0..64).map(|i| (i % 5) as f32).collect(), &[1, 64], &gpu);
+    w.matmul_swiglu(&g, &u).unwrap(); // compiled, outside the count
+    cuda::synchronize(ordinal).unwrap();
+    let before = cuda::launch_count(ordinal);
+    w.matmul_swiglu(&g, &u).unwrap();
+    assert_eq!(cuda::launch_count(ordinal) - before, 2);
+    // half inputs: the composed ops' bits
+    let (gh, uh) = (
+        g.to_dtype(DType::BF16).unwrap(),
+        u.to_dtype(DType::BF16).unwrap(),
+    );
+    assert_same_bits(
+        &bits_of(&w.matmul_swiglu(&gh, &uh).unwrap()),
+        &bits_of(&w.matmul(&gh.swiglu(&uh).unwrap()).unwrap()),
+        "bf16 swiglu",
+    );
+    // mismatched halves
+    let e = w
+        .matmul_swiglu(&g, &to_gpu(vec![0.0; 32], &[1, 32], &gpu))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("must match"), "{e}");
+}

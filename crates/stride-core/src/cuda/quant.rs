@@ -144,7 +144,8 @@ fn source() -> String {
 /// The broken variants of the kernels: `skip_last` drops each row's last block (fails the
 /// error bound), `lane_order` sums the eight lanes in another tree (within the bound, but not
 /// the CPU's bits), `fused_block` makes the one-launch kernel round each activation block
-/// from its neighbour's values (the block index off by one; the two-launch path is intact).
+/// from its neighbour's values (the block index off by one; the two-launch path is intact),
+/// `swiglu_plain` makes the SwiGLU rounding kernel drop the silu (`g · u`).
 fn mutant(name: &str) -> Option<String> {
     let (from, to) = match name {
         "skip_last" => ("if (c + src < nb) {", "if (c + src < nb - 1) {"),
@@ -155,6 +156,10 @@ fn mutant(name: &str) -> Option<String> {
         "fused_block" => (
             "return ld_x(x, xdt, o + (i64)(b * 32 + lane) * es);",
             "return ld_x(x, xdt, o + (i64)(((b + 1) % nb) * 32 + lane) * es);",
+        ),
+        "swiglu_plain" => (
+            "float v[1] = {gv * sigmoid(gv) * u[b * 32 + lane]}",
+            "float v[1] = {gv * u[b * 32 + lane]}",
         ),
         _ => return None,
     };
@@ -286,13 +291,85 @@ pub fn quantized_matmul_with(
     k: usize,
     path: QuantPath,
 ) -> Result<Tensor> {
-    let mut ys = many("cuda::quantized_matmul", x, &[(blocks, format, n)], k, path)?;
+    let mut ys = many(
+        "cuda::quantized_matmul",
+        x,
+        None,
+        &[(blocks, format, n)],
+        k,
+        path,
+    )?;
     ys.pop().ok_or_else(|| {
         Error::invalid(
             "cuda::quantized_matmul",
             "no output for one weight (a stride bug)",
         )
     })
+}
+
+/// `y = swiglu(gate, up) · Wᵀ` on CUDA: the SwiGLU MLP's down projection with the gated
+/// activation `silu(gate) · up` computed by the kernel that rounds the activations, so it
+/// costs no launch of its own. `gate` and `up` are `[..., k]` of one shape on `blocks`'
+/// device; the rest is [`quantized_matmul`]'s.
+///
+/// The bits of `quantized_matmul(&gate.swiglu(up)?, ..)` (and so of the CPU's product of the
+/// CPU's SwiGLU): f32 inputs take the fused rounding, others the composed ops.
+///
+/// Errors: `gate` and `up` of different shapes, dtypes or devices, and those of
+/// [`quantized_matmul`].
+///
+/// ```
+/// use stride_core::cuda::{self, quant::{quantized_matmul, quantized_matmul_swiglu, BlockFormat}};
+/// use stride_core::{DType, Tensor};
+/// if let Some(gpu) = cuda::require_or_skip("doc: quantized_matmul_swiglu") {
+///     let mut w = vec![0x00u8, 0x3c]; // a 1 × 32 Q8_0 weight: scale 1.0, values 0..32
+///     w.extend((0..32).map(|i| i as u8));
+///     let blocks = Tensor::from_vec(w, [34])?.to_device(&gpu)?;
+///     let g = Tensor::from_vec((0..64).map(|i| i as f32 / 16.0 - 2.0).collect::<Vec<_>>(), [2, 32])?
+///         .to_device(&gpu)?;
+///     let u = Tensor::ones([2, 32], DType::F32, &gpu)?;
+///     let y = quantized_matmul_swiglu(&g, &u, &blocks, BlockFormat::Q8_0, 1, 32)?;
+///     let want = quantized_matmul(&g.swiglu(&u)?, &blocks, BlockFormat::Q8_0, 1, 32)?;
+///     assert_eq!(y.to_vec::<f32>()?, want.to_vec::<f32>()?); // the same bits
+/// }
+/// # Ok::<(), stride_core::Error>(())
+/// ```
+pub fn quantized_matmul_swiglu(
+    gate: &Tensor,
+    up: &Tensor,
+    blocks: &Tensor,
+    format: BlockFormat,
+    n: usize,
+    k: usize,
+) -> Result<Tensor> {
+    const OP: &str = "cuda::quantized_matmul_swiglu";
+    if gate.shape() != up.shape() || gate.dtype() != up.dtype() || gate.device() != up.device() {
+        return Err(Error::invalid(
+            OP,
+            format!(
+                "gate is {} {:?} on {} but up is {} {:?} on {}; the SwiGLU's halves must match",
+                gate.dtype(),
+                gate.shape(),
+                gate.device(),
+                up.dtype(),
+                up.shape(),
+                up.device()
+            ),
+        ));
+    }
+    if gate.dtype() != DType::F32 || gate.requires_grad() || up.requires_grad() {
+        return quantized_matmul(&gate.swiglu(up)?, blocks, format, n, k);
+    }
+    let mut ys = many(
+        OP,
+        gate,
+        Some(up),
+        &[(blocks, format, n)],
+        k,
+        QuantPath::TwoLaunch,
+    )?;
+    ys.pop()
+        .ok_or_else(|| Error::invalid(OP, "no output for one weight (a stride bug)"))
 }
 
 /// Several products with one input: `ys[i] = x · W_iᵀ` for `weights[i] = (blocks, format,
@@ -334,6 +411,7 @@ pub fn quantized_matmul_many(
     many(
         "cuda::quantized_matmul_many",
         x,
+        None,
         weights,
         k,
         QuantPath::Auto,
@@ -347,7 +425,7 @@ pub fn quantized_matmul_many_with(
     k: usize,
     path: QuantPath,
 ) -> Result<Vec<Tensor>> {
-    many("cuda::quantized_matmul_many", x, weights, k, path)
+    many("cuda::quantized_matmul_many", x, None, weights, k, path)
 }
 
 /// The fused kernel's description of the weights of one launch (`QMany` in
@@ -374,9 +452,12 @@ fn fused_shared(m: usize, nb: usize) -> Option<usize> {
     m.checked_mul(nb)?.checked_mul(32 + 8)
 }
 
+/// The products of `x` — or, with `up`, of `swiglu(x, up)` (both f32, one shape; two
+/// launches whatever the path) — by each weight.
 fn many(
     op: &'static str,
     x: &Tensor,
+    up: Option<&Tensor>,
     weights: &[(&Tensor, BlockFormat, usize)],
     k: usize,
     path: QuantPath,
@@ -486,6 +567,7 @@ fn many(
         && x.dtype() == DType::F32
         && x.is_contiguous();
     let fused = match path {
+        _ if up.is_some() => false,
         QuantPath::Auto => fits && !plain,
         QuantPath::Fused if fits => true,
         QuantPath::Fused => {
@@ -521,7 +603,7 @@ fn many(
             }
         }
     } else {
-        two_launch(op, &dev, x, weights, nb, m, &mut ys)?;
+        two_launch(op, &dev, x, up, weights, nb, m, &mut ys)?;
     }
     weights
         .iter()
@@ -662,12 +744,15 @@ fn fused_launch(
     Ok(outs)
 }
 
-/// The two-launch path: `x` made dense f32 and rounded once (with the block sums when a
-/// weight has a minimum), then one product launch per weight; outputs into `ys`.
+/// The two-launch path: `x` (or `swiglu(x, up)`, computed by the rounding kernel) made dense
+/// f32 and rounded once (with the block sums when a weight has a minimum), then one product
+/// launch per weight; outputs into `ys`.
+#[allow(clippy::too_many_arguments)]
 fn two_launch(
     op: &'static str,
     dev: &super::device::CudaDevice,
     x: &Tensor,
+    up: Option<&Tensor>,
     weights: &[(&Tensor, BlockFormat, usize)],
     nb: usize,
     m: usize,
@@ -701,15 +786,34 @@ fn two_launch(
     };
 
     // 1. the activations, a warp per block
-    let f = dev.function(MODULE, "q8_quantize", source)?;
     let blocks_i = total as i64;
     let grid = (total.div_ceil(8) as u64)
         .min(dev.sm_count as u64 * 64)
         .max(1) as u32;
-    let mut args = [arg(&px), arg(&blocks_i), arg(&pq), arg(&pd), arg(&ps)];
-    // SAFETY: the arguments match k_q8_quantize's parameters; every buffer holds `total`
-    // blocks (x: 32·total f32, qs: 32·total i8, d and s: total f32)
-    unsafe { launch_cfg(dev, &f, op, (grid, 1, 1), (256, 1, 1), 0, &mut args)? };
+    match up {
+        None => {
+            let f = dev.function(MODULE, "q8_quantize", source)?;
+            let mut args = [arg(&px), arg(&blocks_i), arg(&pq), arg(&pd), arg(&ps)];
+            // SAFETY: the arguments match k_q8_quantize's parameters; every buffer holds
+            // `total` blocks (x: 32·total f32, qs: 32·total i8, d and s: total f32)
+            unsafe { launch_cfg(dev, &f, op, (grid, 1, 1), (256, 1, 1), 0, &mut args)? };
+        }
+        Some(up) => {
+            let uf = up.contiguous()?; // f32, x's shape (checked by the caller)
+            let (pu, _) = element_ptr(&uf.view_ref())?;
+            let f = dev.function(MODULE, "q8_quantize_swiglu", source)?;
+            let mut args = [
+                arg(&px),
+                arg(&pu),
+                arg(&blocks_i),
+                arg(&pq),
+                arg(&pd),
+                arg(&ps),
+            ];
+            // SAFETY: as above, with up: 32·total f32 like x
+            unsafe { launch_cfg(dev, &f, op, (grid, 1, 1), (256, 1, 1), 0, &mut args)? };
+        }
+    }
 
     // 2. the products
     let r = rows_per_warp(m);

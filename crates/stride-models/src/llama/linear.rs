@@ -317,6 +317,34 @@ impl LinearWeight {
         weights.iter().map(|w| w.forward(x)).collect()
     }
 
+    /// `y = swiglu(gate, up) · Wᵀ`, the SwiGLU MLP's down projection: `gate` and `up` are
+    /// `[..., in_features]`. A quantized weight on CUDA computes `silu(gate) · up` in the
+    /// kernel that rounds the activations ([`DeviceQMatrix::matmul_swiglu`]: one launch
+    /// fewer); elsewhere `self.forward(&gate.swiglu(up)?)`. The same bits either way.
+    ///
+    /// ```
+    /// use stride_core::{DType, Device, Tensor};
+    /// use stride_gguf::GgmlType;
+    /// use stride_models::llama::LinearWeight;
+    /// use stride_quant::QMatrix;
+    /// let w: Vec<f32> = (0..6 * 64).map(|i| ((i * 7) % 11) as f32 - 5.0).collect();
+    /// let q = LinearWeight::from(QMatrix::quantize(GgmlType::Q4_1, 6, 64, &w)?);
+    /// let g = Tensor::ones([2, 64], DType::F32, &Device::Cpu)?;
+    /// let u = Tensor::full([2, 64], 0.5, DType::F32, &Device::Cpu)?;
+    /// let y = q.forward_swiglu(&g, &u)?;
+    /// assert_eq!(y.to_vec::<f32>()?, q.forward(&g.swiglu(&u)?)?.to_vec::<f32>()?);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn forward_swiglu(&self, gate: &Tensor, up: &Tensor) -> Result<Tensor> {
+        const OP: &str = "LinearWeight::forward_swiglu";
+        match self.as_quantized_cuda() {
+            Some(q) if gate.device() == q.device() && up.device() == q.device() => {
+                q.matmul_swiglu(gate, up).map_err(quant_err(OP))
+            }
+            _ => self.forward(&gate.swiglu(up)?),
+        }
+    }
+
     /// The embedding lookup: the rows at `tokens` (i64, any shape), giving
     /// `tokens.shape ++ [dim]`. Dense: [`Tensor::embedding`]. Quantized: each row is
     /// dequantized straight into the output ([`QMatrix::row_into`]; the table is never

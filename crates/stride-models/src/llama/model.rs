@@ -502,7 +502,7 @@ impl Llama {
             let next = w.layers.get(l + 1).map_or(&w.output_norm, |n| &n.attn_norm);
             (x, n) = add_rms_norm(
                 &h,
-                &layer.w_down.forward(&gu[0].swiglu(&gu[1])?)?,
+                &layer.w_down.forward_swiglu(&gu[0], &gu[1])?,
                 &[d],
                 Some(next),
                 eps,

@@ -87,6 +87,26 @@ extern "C" __global__ void __launch_bounds__(256)
     }
 }
 
+// k_q8_quantize of swiglu(g, u) (g, u: f32, m × k row-major), the gated activation computed as
+// pointwise.cu's k_gated computes it for f32 — silu(g) = g·sigmoid(g), times u — so the
+// rounded values are those of the composed swiglu-then-product: the SwiGLU costs no launch.
+extern "C" __global__ void __launch_bounds__(256)
+    k_q8_quantize_swiglu(const float *g, const float *u, const i64 blocks, i8 *qs, float *d, float *s) {
+    const int lane = threadIdx.x & 31;
+    const i64 warps = ((i64)gridDim.x * blockDim.x) >> 5;
+    for (i64 b = ((i64)blockIdx.x * blockDim.x + threadIdx.x) >> 5; b < blocks; b += warps) {
+        const float gv = g[b * 32 + lane];
+        float v[1] = {gv * sigmoid(gv) * u[b * 32 + lane]}, dh[1], sum[1];
+        int q[1];
+        q8_round<1>(v, q, dh, sum);
+        qs[b * 32 + lane] = (i8)q[0];
+        if (lane == 0) {
+            d[b] = dh[0];
+            if (s) s[b] = sum[0];
+        }
+    }
+}
+
 // ---- weight blocks: the 32 integer values as 8 words of 4 signed bytes, in value order ----
 __device__ __forceinline__ u32 ld16x2(const u8 *p) { // 4 bytes at a 2-byte-aligned address
     const u16 *h = (const u16 *)p;
