@@ -10,7 +10,8 @@
 //! every input layout it reads in place (transposed, narrowed with a row stride ≠ k, f16 and
 //! bf16), at `k` on both sides of a warp's 32-block chunk, and `matmul_many` against separate
 //! products, bit for bit, with its launch count. `STRIDE_QUANT_MUTANT=fused_block` (a broken
-//! kernel) must make these fail.
+//! kernel) must make these fail. `matmul_swiglu` against `matmul` of the composed SwiGLU, bit
+//! for bit (`swiglu_plain` must fail it; its messages name the composed result "CPU").
 //!
 //! Skipped, saying so, without a CUDA device (`STRIDE_REQUIRE_CUDA=1` makes that a failure).
 
