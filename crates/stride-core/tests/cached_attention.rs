@@ -5,7 +5,7 @@
 //! the next read on CUDA) that writes nothing; bad operands are refused. Lengths on both
 //! sides of the CUDA kernel's key chunk (256) and of one key per row, rows whose keys the CUDA
 //! kernel splits over many blocks (a short row in a long cache, where most splits are empty,
-//! beside a long one; one split per 32 keys of a full cache), head widths on both sides of
+//! beside a long one; one split per 32 keys of a full cache; the most splits, 256), head widths on both sides of
 //! each of the kernel's widths (32 · 1, 2, 4, 8, 16 features), grouped-query heads,
 //! left padding, partial rotary of both styles, several new tokens, the model's layouts (queries
 //! a permuted view of a projection, caches a permuted `(B, Cap, Hk, E)` buffer). Every float
@@ -74,6 +74,8 @@ fn cases() -> Vec<Case> {
         len: vec![3, 900],
         ..case(2, 1, 0, 1024)
     });
+    // the most splits a row takes (256: 4 rows, a cache of 256 spans of 32 keys)
+    all.push(case(1, 1, 8000, 8192));
     // heads on both sides of the CUDA kernels' widths (32 · 1, 2, 4, 8, 16 features)
     for (e, ev) in [(40, 33), (128, 96), (256, 200), (512, 300)] {
         all.push(Case {

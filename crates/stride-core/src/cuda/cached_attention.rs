@@ -17,9 +17,9 @@ const SOURCE: &str = include_str!("kernels/cached_attention.cu");
 const THREADS: u32 = 256;
 /// The widest head the attention kernels take (32 lanes of the widest kernel's 16 features).
 pub(crate) const MAX_HEAD_DIM: usize = 512;
-/// Blocks the attention launch aims for when it splits query rows' keys (a few per SM of an
+/// Blocks the attention launch aims for when it splits query rows' keys (~8 per SM of an
 /// H100; a constant rather than the device's SM count, so that every GPU gives the same bits).
-const TARGET_BLOCKS: usize = 512;
+const TARGET_BLOCKS: usize = 1024;
 /// The fewest keys a split takes (the kernel rounds spans to whole warps' keys).
 const MIN_SPAN: usize = 32;
 /// The most splits per row: the combine gives each split a thread (`THREADS`) and a weight in
