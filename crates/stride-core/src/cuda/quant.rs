@@ -158,8 +158,8 @@ fn mutant(name: &str) -> Option<String> {
             "return ld_x(x, xdt, o + (i64)(((b + 1) % nb) * 32 + lane) * es);",
         ),
         "swiglu_plain" => (
-            "float v[1] = {gv * sigmoid(gv) * u[b * 32 + lane]}",
-            "float v[1] = {gv * u[b * 32 + lane]}",
+            "xv * sigmoid(xv) * u[b * 32 + lane]",
+            "xv * u[b * 32 + lane]",
         ),
         _ => return None,
     };

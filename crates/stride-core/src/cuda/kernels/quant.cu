@@ -69,14 +69,18 @@ __device__ __forceinline__ void q8_round(const float (&v)[T], int (&q)[T], float
         sum[t] = finite[t] ? d[t] * (float)qs[t] : __int_as_float(0x7fc00000);
 }
 
-// x: f32, m × k row-major (k = 32·nb), one warp per block; qs: i8 values, d: f32 scales, s:
-// the block sums (Q8_1; null for Q8_0).
-extern "C" __global__ void __launch_bounds__(256)
-    k_q8_quantize(const float *x, const i64 blocks, i8 *qs, float *d, float *s) {
+// Rounds `blocks` 32-value blocks of x (f32, m × k row-major, k = 32·nb), a warp per block —
+// or of swiglu(x, u) when u is set, computed as pointwise.cu's k_gated computes it for f32
+// (silu(g) = g·sigmoid(g), times u), so the values are those of the composed
+// swiglu-then-product and the SwiGLU costs no launch. qs: i8 values, d: f32 scales, s: the
+// block sums (Q8_1; null for Q8_0).
+__device__ __forceinline__ void q8_quantize_blocks(const float *x, const float *u, const i64 blocks,
+                                                   i8 *qs, float *d, float *s) {
     const int lane = threadIdx.x & 31;
     const i64 warps = ((i64)gridDim.x * blockDim.x) >> 5;
     for (i64 b = ((i64)blockIdx.x * blockDim.x + threadIdx.x) >> 5; b < blocks; b += warps) {
-        float v[1] = {x[b * 32 + lane]}, dh[1], sum[1];
+        const float xv = x[b * 32 + lane];
+        float v[1] = {u ? xv * sigmoid(xv) * u[b * 32 + lane] : xv}, dh[1], sum[1];
         int q[1];
         q8_round<1>(v, q, dh, sum);
         qs[b * 32 + lane] = (i8)q[0];
@@ -86,25 +90,13 @@ extern "C" __global__ void __launch_bounds__(256)
         }
     }
 }
-
-// k_q8_quantize of swiglu(g, u) (g, u: f32, m × k row-major), the gated activation computed as
-// pointwise.cu's k_gated computes it for f32 — silu(g) = g·sigmoid(g), times u — so the
-// rounded values are those of the composed swiglu-then-product: the SwiGLU costs no launch.
+extern "C" __global__ void __launch_bounds__(256)
+    k_q8_quantize(const float *x, const i64 blocks, i8 *qs, float *d, float *s) {
+    q8_quantize_blocks(x, nullptr, blocks, qs, d, s);
+}
 extern "C" __global__ void __launch_bounds__(256)
     k_q8_quantize_swiglu(const float *g, const float *u, const i64 blocks, i8 *qs, float *d, float *s) {
-    const int lane = threadIdx.x & 31;
-    const i64 warps = ((i64)gridDim.x * blockDim.x) >> 5;
-    for (i64 b = ((i64)blockIdx.x * blockDim.x + threadIdx.x) >> 5; b < blocks; b += warps) {
-        const float gv = g[b * 32 + lane];
-        float v[1] = {gv * sigmoid(gv) * u[b * 32 + lane]}, dh[1], sum[1];
-        int q[1];
-        q8_round<1>(v, q, dh, sum);
-        qs[b * 32 + lane] = (i8)q[0];
-        if (lane == 0) {
-            d[b] = dh[0];
-            if (s) s[b] = sum[0];
-        }
-    }
+    q8_quantize_blocks(g, u, blocks, qs, d, s);
 }
 
 // ---- weight blocks: the 32 integer values as 8 words of 4 signed bytes, in value order ----
