@@ -2,7 +2,7 @@
 //! print what passed.
 //!
 //! ```text
-//! stride check [--device cpu|cuda[:N]] [--json] [--full] [--op NAME]... [--allow-unimplemented]
+//! stride check [--device cpu|cuda[:N]|wgpu[:N]] [--json] [--full] [--op NAME]... [--allow-unimplemented]
 //! ```
 //!
 //! Exits non-zero when any check fails, when the device has no backend in this build, and
@@ -14,7 +14,8 @@ use stride_check::{registry, Config};
 
 #[derive(clap::Args)]
 pub struct CheckArgs {
-    /// The device to check: `cpu`, `cuda` or `cuda:N`.
+    /// The device to check: `cpu`, `cuda`, `cuda:N`, `wgpu` or `wgpu:N` (wgpu lists its
+    /// adapters first).
     #[arg(long, default_value = "cpu")]
     device: String,
     /// Print the report as JSON instead of tables.
@@ -40,8 +41,19 @@ pub struct CheckArgs {
 }
 
 pub fn run(a: CheckArgs) -> Result<(), String> {
-    let device = Device::parse(&a.device)
-        .ok_or_else(|| format!("unknown device {:?}; use cpu, cuda or cuda:N", a.device))?;
+    let device = Device::parse(&a.device).ok_or_else(|| {
+        format!(
+            "unknown device {:?}; use cpu, cuda, cuda:N, wgpu or wgpu:N",
+            a.device
+        )
+    })?;
+    if let Device::Wgpu(_) = device {
+        let adapters = stride::webgpu::adapters();
+        eprintln!("wgpu adapters ({}):", adapters.len());
+        for a in &adapters {
+            eprintln!("  {a}");
+        }
+    }
     stride_check::device_available(&device).map_err(|e| format!("can't check {device}: {e}"))?;
     for name in &a.ops {
         if registry::select(name).is_empty() {

@@ -145,12 +145,13 @@ impl ModelArgs {
         }
     }
     pub fn device(&self) -> Result<Device, String> {
-        let d = Device::parse(&self.device)
-            .ok_or_else(|| format!("unknown device {:?}; use cpu, cuda or cuda:N", self.device))?;
-        match d {
-            Device::Cpu => Ok(d),
-            Device::Cuda(n) => Device::cuda(n).map_err(|e| e.to_string()),
-        }
+        let d = Device::parse(&self.device).ok_or_else(|| {
+            format!(
+                "unknown device {:?}; use cpu, cuda, cuda:N, wgpu or wgpu:N",
+                self.device
+            )
+        })?;
+        crate::train::open_device(d)
     }
     /// `--weights`, `--dtype` and `--device` together; errors for the combinations that
     /// can't run (quantized on CUDA, a dtype with quantized weights).

@@ -122,13 +122,20 @@ fn parse_dtype(s: &str) -> Result<DType, String> {
     }
 }
 
-/// `cpu`, `cuda` or `cuda:N`, the GPU opened (an error naming what is missing).
+/// `cpu`, `cuda`, `cuda:N`, `wgpu` or `wgpu:N`, the GPU opened (an error naming what is
+/// missing).
 pub(crate) fn parse_device(s: &str) -> Result<Device, String> {
-    let d =
-        Device::parse(s).ok_or_else(|| format!("unknown device {s:?}; use cpu, cuda or cuda:N"))?;
+    let d = Device::parse(s)
+        .ok_or_else(|| format!("unknown device {s:?}; use cpu, cuda, cuda:N, wgpu or wgpu:N"))?;
+    open_device(d)
+}
+
+/// Opens a parsed device (an error naming what is missing).
+pub(crate) fn open_device(d: Device) -> Result<Device, String> {
     match d {
         Device::Cpu => Ok(d),
         Device::Cuda(n) => Device::cuda(n).map_err(|e| e.to_string()),
+        Device::Wgpu(n) => Device::wgpu(n).map_err(|e| e.to_string()),
     }
 }
 

@@ -174,7 +174,7 @@ impl Tensor {
                 format!("[{sf}, {ef}) in steps of {stf} has more elements than usize can count; use a larger step or a smaller range"),
             ));
         };
-        if !device.is_cpu() {
+        if builds_on_device(device) {
             return Tensor::arange_on_device(n, s, st, all_int, dtype, device)
                 .map_err(|e| e.in_op("arange"));
         }
@@ -251,7 +251,7 @@ impl Tensor {
             0.0
         };
         let half = steps / 2;
-        if !device.is_cpu() {
+        if builds_on_device(device) {
             // on the GPU from an index (no upload): the host formula below, op by op in f64
             let _ng = crate::autograd::no_grad();
             let i = Tensor::index_on_device(steps, device)?.to_dtype(DType::F64)?;
@@ -299,4 +299,11 @@ impl Tensor {
         backend::fill(d.view_ref(), Scalar::Int(1))?;
         Ok(t)
     }
+}
+
+/// Whether creation ops build their values on `device` from an index instead of on the host:
+/// on CUDA, where an upload from pageable memory waits for the device. wgpu's queue writes
+/// do not wait (and wgpu holds no f64 to compute them in), so there the host builds them.
+fn builds_on_device(device: &Device) -> bool {
+    matches!(device, Device::Cuda(_))
 }

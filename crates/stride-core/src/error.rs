@@ -40,6 +40,15 @@ pub enum Error {
         hint: String,
     },
 
+    /// The device cannot hold tensors of this dtype at all (f64 on wgpu: see
+    /// [`Device::holds`]); `why` names the missing capability and what to do instead.
+    #[error("{device} cannot hold {dtype} tensors: {why}")]
+    DeviceLacksDType {
+        device: Device,
+        dtype: DType,
+        why: String,
+    },
+
     /// The op's result dtype cannot be stored in the given output without a lossy cast.
     #[error("{op}: result dtype {result} can't be cast to the output dtype {output} (an in-place or _out op never changes a category: float -> int or int -> bool); cast explicitly with to_dtype")]
     UnsafeCast {
@@ -186,6 +195,7 @@ fn oom_advice(device: Device) -> &'static str {
     match device {
         Device::Cpu => "Check the sizes, free tensors you no longer need, or use smaller batches",
         Device::Cuda(_) => "Free tensors you no longer need, call stride::cuda::empty_cache, or use smaller batches",
+        Device::Wgpu(_) => "Free tensors you no longer need, or use smaller batches",
     }
 }
 

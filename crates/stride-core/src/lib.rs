@@ -35,6 +35,7 @@ pub mod storage;
 mod tensor;
 mod transfer;
 mod view;
+pub mod webgpu;
 
 pub use backend::cross_entropy::CrossEntropyRows;
 pub use backend::optim::AdamStep;

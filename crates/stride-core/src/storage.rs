@@ -179,6 +179,7 @@ impl CpuBuffer {
 pub enum StorageData {
     Cpu(CpuBuffer),
     Cuda(crate::cuda::CudaBuffer),
+    Wgpu(crate::webgpu::WgpuBuffer),
 }
 
 #[derive(Debug)]
@@ -210,6 +211,9 @@ pub(crate) fn allocated_total(device: Device) -> u64 {
     match device {
         Device::Cpu => CPU_TOTAL.load(Ordering::Relaxed),
         Device::Cuda(i) => crate::cuda::device::existing(i).map_or(0, |d| d.allocator().total),
+        Device::Wgpu(i) => crate::webgpu::device::existing(i).map_or(0, |g| {
+            g.allocator.lock().unwrap_or_else(|e| e.into_inner()).total
+        }),
     }
 }
 
@@ -223,6 +227,12 @@ pub(crate) fn take_window_peak(device: Device) -> u64 {
         }
         Device::Cuda(i) => crate::cuda::device::existing(i).map_or(0, |d| {
             let mut a = d.allocator();
+            let p = a.window_peak.max(a.allocated);
+            a.window_peak = a.allocated;
+            p
+        }),
+        Device::Wgpu(i) => crate::webgpu::device::existing(i).map_or(0, |g| {
+            let mut a = g.allocator.lock().unwrap_or_else(|e| e.into_inner());
             let p = a.window_peak.max(a.allocated);
             a.window_peak = a.allocated;
             p
@@ -285,6 +295,7 @@ pub fn memory_stats(device: Device) -> MemoryStats {
             }
         }
         Device::Cuda(i) => crate::cuda::memory_stats(i),
+        Device::Wgpu(i) => crate::webgpu::memory_stats(i),
     }
 }
 
@@ -358,6 +369,18 @@ impl Storage {
             dtype,
             len,
             data: RwLock::new(StorageData::Cuda(buf)),
+            version: AtomicU64::new(0),
+        }))
+    }
+    /// A storage of `len` elements of `dtype` in a wgpu buffer.
+    pub(crate) fn from_wgpu(buf: crate::webgpu::WgpuBuffer, dtype: DType, len: usize) -> Storage {
+        let device = buf.gpu.device();
+        Storage(Arc::new(StorageInner {
+            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
+            device,
+            dtype,
+            len,
+            data: RwLock::new(StorageData::Wgpu(buf)),
             version: AtomicU64::new(0),
         }))
     }

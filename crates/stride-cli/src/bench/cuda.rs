@@ -1024,7 +1024,7 @@ fn attention_time(
     use stride::nn::functional::scaled_dot_product_attention;
     let d = match dev {
         Device::Cuda(i) => *i,
-        Device::Cpu => 0,
+        Device::Cpu | Device::Wgpu(_) => 0,
     };
     let qkv = Tensor::randn([b, s, 3, h, dh], DType::BF16, dev, Some(gen))?.requires_grad_(true)?;
     let part = |i: i64| qkv.select(2, i)?.permute(&[0, 2, 1, 3]); // (b, h, s, dh)
@@ -1100,7 +1100,7 @@ fn sae_step_time(
     let x = t.data().batch(batch)?;
     let d = match dev {
         Device::Cuda(i) => *i,
-        Device::Cpu => 0,
+        Device::Cpu | Device::Wgpu(_) => 0,
     };
     let mut step = || -> SResult<()> {
         t.optimizer_mut().zero_grad()?;

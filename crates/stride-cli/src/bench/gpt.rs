@@ -405,7 +405,9 @@ fn grouped_products(
     };
     let ordinal = match device {
         Device::Cuda(i) => i,
-        Device::Cpu => return Err("the grouped products are timed on a GPU".into()),
+        Device::Cpu | Device::Wgpu(_) => {
+            return Err("the grouped products are timed on a CUDA GPU".into())
+        }
     };
     let mut out = vec![];
     for (i, (shape, x, w, flops)) in cases.iter().enumerate() {

@@ -448,6 +448,7 @@ pub(crate) fn backend_for(device: Device) -> &'static dyn Backend {
     match device {
         Device::Cpu => &crate::cpu::primitives::Cpu,
         Device::Cuda(_) => &crate::cuda::primitives::Cuda,
+        Device::Wgpu(_) => &crate::webgpu::primitives::Wgpu,
     }
 }
 

@@ -7,7 +7,7 @@ use super::launch::{arg, dense, dptr, launch, launch_dense, queued, walk, Walk};
 use super::source;
 use super::tile;
 use crate::backend::{BinaryOp, TernaryOp, UnaryOp, View};
-use crate::{with_dtype, DType, Error, Result, Scalar};
+use crate::{DType, Error, Result, Scalar};
 use std::collections::HashMap;
 use std::ffi::c_void;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -191,14 +191,7 @@ pub(crate) fn fill(dst: View, value: Scalar) -> Result<()> {
     let (dev, po) = dptr(&dst)?;
     let w = walk("fill", [&dst])?;
     // the element's bits, made on the host by the CPU's own conversion
-    let bits: u64 = with_dtype!(dst.dtype, T => {
-        let v: T = value.to_elem();
-        let mut b = [0u8; 8];
-        let n = std::mem::size_of::<T>();
-        // SAFETY: T is a plain element type of n ≤ 8 bytes
-        unsafe { std::ptr::copy_nonoverlapping(&v as *const T as *const u8, b.as_mut_ptr(), n) };
-        u64::from_le_bytes(b)
-    });
+    let bits = crate::backend::common::element_bits(value, dst.dtype);
     let b = dst.dtype.size_in_bytes();
     let dn = dense(&w, [(po, b)]);
     if let Some(d) = dn.as_ref().filter(|d| d.rows.rows == 1) {

@@ -507,6 +507,7 @@ fn launches(device: Device) -> u64 {
     match device {
         Device::Cpu => 0,
         Device::Cuda(i) => crate::cuda::launch_count(i),
+        Device::Wgpu(i) => crate::webgpu::launch_count(i),
     }
 }
 

@@ -221,6 +221,16 @@ impl ProcessGroup {
         let nccl = match env.device {
             Device::Cpu => None,
             Device::Cuda(i) => Some(NcclGroup::new(&store, &env, i, timeout)?),
+            Device::Wgpu(_) => {
+                return Err(Error::invalid(
+                    op,
+                    format!(
+                        "process groups run on the CPU or CUDA, not on {}; train on wgpu \
+                         devices one process at a time",
+                        env.device
+                    ),
+                ))
+            }
         };
         store.barrier(op, "ready", env.world_size)?;
         store.mark_joined();

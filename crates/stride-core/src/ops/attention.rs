@@ -27,6 +27,8 @@ pub fn attention_supported(device: Device, dtype: DType, e: usize, ev: usize) ->
                 && e.is_multiple_of(8)
                 && e <= CUDA_MAX_HEAD_DIM
         }
+        // the fused kernel runs as a CPU round trip there: the composed path is faster
+        Device::Wgpu(_) => false,
     }
 }
 

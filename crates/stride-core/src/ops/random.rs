@@ -476,17 +476,15 @@ impl Tensor {
             low: 0.0,
             high: 1.0,
         };
-        let u = draw(
-            op,
-            dist,
-            Dest::New,
-            &[rows, m],
-            DType::F64,
-            self.device(),
-            None,
-            gen,
-        )?
-        .to_vec::<f64>()?;
+        // the draws are read on the host: made on a device without f64 they come from the
+        // CPU, which gives the same values (a pure function of the generator's seed and offset)
+        let at = if self.device().holds(DType::F64) {
+            self.device()
+        } else {
+            Device::Cpu
+        };
+        let u =
+            draw(op, dist, Dest::New, &[rows, m], DType::F64, at, None, gen)?.to_vec::<f64>()?;
         let mut out: Vec<i64> =
             crate::alloc::try_with_capacity(rows * n, op, &[rows, n], Some(DType::I64))?;
         for r in 0..rows {

@@ -1,0 +1,221 @@
+//! Copy/cast, fill, unary, binary and ternary ops: one generated shader per (op, dtypes,
+//! binding pattern), walking every operand through its layout.
+
+use super::launch::{bindings, check_count, declare, gpu_of, groups_for, launch};
+use super::wgsl::{self, ctype};
+use crate::backend::common::plan::Plan;
+use crate::backend::op_table::Out;
+use crate::backend::{BinaryOp, TernaryOp, UnaryOp, View};
+use crate::{DType, Error, Result, Scalar};
+
+/// `geo` for N operands over the output's shape: `[n, rank, shape…, (offset, strides…)×N]`.
+fn geo<const N: usize>(op: &'static str, views: [View; N]) -> Result<Vec<u32>> {
+    let shape = views[0].layout.shape();
+    let plan = Plan::<N>::new(
+        shape,
+        std::array::from_fn(|k| views[k].layout.strides()),
+        std::array::from_fn(|k| views[k].layout.offset()),
+    );
+    let n = check_count(op, plan.numel())?;
+    let (shape, strides, offsets) = plan.parts();
+    let word = |x: isize| -> Result<u32> {
+        u32::try_from(x).map_err(|_| {
+            Error::invalid(
+                op,
+                format!(
+                    "an offset or stride of {x} elements is past the wgpu backend's 32-bit indices"
+                ),
+            )
+        })
+    };
+    let mut g = vec![n, shape.len() as u32];
+    for &s in shape {
+        g.push(word(s as isize)?);
+    }
+    for k in 0..N {
+        g.push(word(offsets[k])?);
+        for &s in &strides[k] {
+            g.push(word(s)?);
+        }
+    }
+    Ok(g)
+}
+
+/// Runs the loop body `body` (which may use `ld{k}`, `raw{k}`, `st0` and `at`) over the
+/// operands, operand 0 the output; `scalars` are appended to `geo` (read as
+/// `geo[geo_len + j]` through `scalar_decl`).
+fn run<const N: usize>(
+    op: &'static str,
+    views: [View; N],
+    loads: &[bool],
+    raws: &[bool],
+    scalar_decl: impl Fn(usize) -> String,
+    scalars: &[u32],
+    body: &str,
+) -> Result<()> {
+    let gpu = gpu_of(op, &views[0])?;
+    let mut g = geo(op, views)?;
+    let n = g[0] as usize;
+    if n == 0 {
+        return Ok(());
+    }
+    let scalar_at = g.len();
+    g.extend_from_slice(scalars);
+    let b = bindings(&views, 1);
+    let mut src = String::from(wgsl::PRELUDE);
+    src += &declare(&b.kinds);
+    src += wgsl::AT_FN;
+    for k in 0..N {
+        let slot = b.slot[k];
+        let atomic = b.kinds[slot].atomic;
+        if k == 0 {
+            src += &wgsl::store_fn(0, slot, views[0].dtype);
+        }
+        if loads.get(k).copied().unwrap_or(false) {
+            src += &wgsl::load_fn(k, slot, atomic, views[k].dtype);
+        }
+        if raws.get(k).copied().unwrap_or(false) {
+            src += &wgsl::raw_load_fn(k, slot, atomic, views[k].dtype);
+        }
+    }
+    src += wgsl::LOOP_HEAD;
+    src += &scalar_decl(scalar_at);
+    src += body;
+    src += "\n    }\n}\n";
+    launch(&gpu, op, src, &b, &g, groups_for(n))
+}
+
+fn no_i64(views: &[View]) -> bool {
+    views
+        .iter()
+        .all(|v| !matches!(v.dtype, DType::I64 | DType::F64))
+}
+
+/// Whether the native kernels take these operands (else the CPU round trip does).
+pub(crate) fn native(views: &[View]) -> bool {
+    no_i64(views)
+}
+
+pub(crate) fn copy_cast(src: View, dst: View) -> Result<()> {
+    let body = if src.dtype == dst.dtype {
+        "        st0(at(0u, i), raw1(at(1u, i)));".to_string()
+    } else {
+        format!(
+            "        st0(at(0u, i), {});",
+            wgsl::cast_raw(src.dtype, dst.dtype, "ld1(at(1u, i))")
+        )
+    };
+    let same = src.dtype == dst.dtype;
+    run(
+        "copy",
+        [dst, src],
+        &[false, !same],
+        &[false, same],
+        |_| String::new(),
+        &[],
+        &body,
+    )
+}
+
+pub(crate) fn fill(dst: View, value: Scalar) -> Result<()> {
+    // the CPU's conversion, made on the host (at most 4 bytes: no 8-byte dtype runs here)
+    let bits = crate::backend::common::element_bits(value, dst.dtype) as u32;
+    run(
+        "fill",
+        [dst],
+        &[],
+        &[],
+        |at| format!("        let bits = geo[{at}u];\n"),
+        &[bits],
+        "        st0(at(0u, i), bits);",
+    )
+}
+
+fn no_kernel(op: &'static str, d: DType) -> Error {
+    Error::UnsupportedDType {
+        op,
+        dtype: d,
+        hint: String::new(),
+    }
+}
+
+pub(crate) fn unary(op: UnaryOp, src: View, dst: View) -> Result<()> {
+    let k = op
+        .kernel(src.dtype)
+        .ok_or_else(|| no_kernel(op.name(), src.dtype))?;
+    let e = wgsl::translate(k.c, ctype(src.dtype));
+    let body = format!(
+        "        let x = ld1(at(1u, i));\n        st0(at(0u, i), {});",
+        wgsl::to_raw(dst.dtype, &e)
+    );
+    run(
+        op.name(),
+        [dst, src],
+        &[false, true],
+        &[],
+        |_| String::new(),
+        &[],
+        &body,
+    )
+}
+
+pub(crate) fn binary(op: BinaryOp, a: View, b: View, dst: View) -> Result<()> {
+    let k = op
+        .kernel(a.dtype)
+        .ok_or_else(|| no_kernel(op.name(), a.dtype))?;
+    let e = wgsl::translate(k.c, ctype(a.dtype));
+    let body = format!(
+        "        let x = ld1(at(1u, i));\n        let y = ld2(at(2u, i));\n        st0(at(0u, i), {});",
+        wgsl::to_raw(dst.dtype, &e)
+    );
+    run(
+        op.name(),
+        [dst, a, b],
+        &[false, true, true],
+        &[],
+        |_| String::new(),
+        &[],
+        &body,
+    )
+}
+
+pub(crate) fn ternary(op: TernaryOp, a: View, b: View, c: View, dst: View) -> Result<()> {
+    let t = dst.dtype;
+    let k = op.kernel(t).ok_or_else(|| no_kernel(op.name(), t))?;
+    let ty = ctype(t);
+    let e = wgsl::translate(k.c, ty);
+    // the op's scalar (addcmul's value) in the compute type, rounded on the host as the
+    // CPU rounds it
+    let (scalar, decl): (Vec<u32>, Box<dyn Fn(usize) -> String>) = match op {
+        TernaryOp::Addcmul(v) | TernaryOp::Addcdiv(v) => {
+            let bits = match ty {
+                "f32" => (v.to_f64() as f32).to_bits(),
+                _ => v.to_i64() as u32,
+            };
+            let conv = match ty {
+                "f32" => "bitcast<f32>",
+                "i32" => "bitcast<i32>",
+                _ => "",
+            };
+            (
+                vec![bits],
+                Box::new(move |at| format!("        let v = {conv}(geo[{at}u]);\n")),
+            )
+        }
+        _ => (vec![], Box::new(|_| String::new())),
+    };
+    debug_assert!(k.out != Out::Bool);
+    let body = format!(
+        "        let x = ld1(at(1u, i));\n        let y = ld2(at(2u, i));\n        let z = ld3(at(3u, i));\n        st0(at(0u, i), {});",
+        wgsl::to_raw(t, &e)
+    );
+    run(
+        op.name(),
+        [dst, a, b, c],
+        &[false, true, true, true],
+        &[],
+        decl,
+        &scalar,
+        &body,
+    )
+}

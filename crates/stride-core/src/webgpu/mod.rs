@@ -1,0 +1,106 @@
+//! The wgpu backend: Apple GPUs (Metal), Vulkan and DirectX 12 from one implementation of
+//! the backend contract, with compute shaders in WGSL.
+//!
+//! - [`device`]: the adapters and one device per adapter (`Device::Wgpu(i)`), made on first
+//!   use; `STRIDE_WGPU_ADAPTER` picks adapters by name;
+//! - `alloc` / `buffer`: the caching allocator (the CUDA allocator's statistics) and a
+//!   storage's buffer of packed 32-bit words;
+//! - `transfer`: host ↔ device bytes (reads are the counted host waits);
+//! - `wgsl`: the op tables' expressions translated to WGSL, and each dtype's packed loads,
+//!   stores and casts; `prelude.wgsl`: conversions bit-exact with the CPU's and the tables'
+//!   math functions;
+//! - `launch`: bindings and one compute pass per op; `elementwise`: copy/cast, fill, unary,
+//!   binary, ternary;
+//! - `primitives`: the contract, and what still runs as a counted CPU round trip.
+//!
+//! Dtypes: f32, f16, bf16, i32, u32, i8, u8 and bool run in the shaders on every adapter
+//! (halves and bytes are packed in words and converted with integer arithmetic, so no
+//! adapter feature is needed and the bits are the CPU's); i64 tensors live on the device
+//! and their ops run as CPU round trips; f64 is refused with an error (WGSL has no portable
+//! 64-bit float).
+//!
+//! ```
+//! use stride_core::{webgpu, DType, Device, Tensor};
+//! if webgpu::is_available() {
+//!     let d = Device::Wgpu(0);
+//!     let x = Tensor::from_vec(vec![1.0f32, 2.0, 3.0], [3])?.to_device(&d)?;
+//!     let y = x.mul(2.0)?.exp()?;
+//!     assert_eq!(y.to_vec::<f32>()?, vec![2f32.exp(), 4f32.exp(), 6f32.exp()]);
+//! } else {
+//!     assert!(Device::wgpu(0).is_err()); // a clear error, never a crash
+//! }
+//! # Ok::<(), stride_core::Error>(())
+//! ```
+
+pub(crate) mod alloc;
+pub(crate) mod buffer;
+pub(crate) mod device;
+pub(crate) mod elementwise;
+pub(crate) mod launch;
+pub(crate) mod primitives;
+pub(crate) mod transfer;
+pub(crate) mod wgsl;
+
+pub use buffer::WgpuBuffer;
+pub use device::{adapters, is_available, AdapterSummary};
+
+use crate::MemoryStats;
+use std::sync::atomic::Ordering;
+
+/// Allocation statistics of `Device::Wgpu(ordinal)` (zeros for a device never used).
+pub(crate) fn memory_stats(ordinal: usize) -> MemoryStats {
+    match device::existing(ordinal) {
+        None => MemoryStats::default(),
+        Some(g) => {
+            let a = g.allocator.lock().unwrap_or_else(|e| e.into_inner());
+            MemoryStats {
+                allocated_bytes: a.allocated,
+                peak_bytes: a.peak,
+                allocation_count: a.count,
+                reserved_bytes: a.allocated + a.cached,
+                largest_free_block: a.largest_free(),
+            }
+        }
+    }
+}
+
+/// Host waits on `Device::Wgpu(ordinal)` so far (each read back is one).
+pub fn sync_count(ordinal: usize) -> u64 {
+    device::existing(ordinal).map_or(0, |g| g.syncs.load(Ordering::Relaxed))
+}
+
+/// Compute passes submitted to `Device::Wgpu(ordinal)` so far.
+pub fn launch_count(ordinal: usize) -> u64 {
+    device::existing(ordinal).map_or(0, |g| g.launches.load(Ordering::Relaxed))
+}
+
+/// Whether `STRIDE_REQUIRE_WGPU` (`1`, `true`, `yes`) makes wgpu tests mandatory.
+fn wgpu_required() -> bool {
+    std::env::var("STRIDE_REQUIRE_WGPU")
+        .map(|v| matches!(v.trim().to_ascii_lowercase().as_str(), "1" | "true" | "yes"))
+        .unwrap_or(false)
+}
+
+/// For tests that need a wgpu adapter: `wgpu:0`, or `None` after printing that the test is
+/// skipped (no adapter here) — a panic instead under `STRIDE_REQUIRE_WGPU=1`, so a machine
+/// with an adapter (CI installs Mesa's lavapipe) can make them mandatory.
+///
+/// ```
+/// # fn main() {
+/// let Some(gpu) = stride_core::webgpu::require_or_skip("my_wgpu_test") else { return };
+/// # let _ = gpu;
+/// # }
+/// ```
+pub fn require_or_skip(test: &str) -> Option<crate::Device> {
+    let required = wgpu_required();
+    match crate::Device::wgpu(0) {
+        Ok(d) => Some(d),
+        Err(e) if required => {
+            panic!("{test}: STRIDE_REQUIRE_WGPU is set but wgpu:0 can't be used: {e}")
+        }
+        Err(e) => {
+            eprintln!("{test}: skipped ({e}; STRIDE_REQUIRE_WGPU=1 makes this a failure)");
+            None
+        }
+    }
+}

@@ -1,0 +1,344 @@
+//! The wgpu backend: its device, memory, transfers and the properties its kernels promise
+//! beyond what the registry checks (`stride check --device wgpu`, and stride-check's
+//! `tests/wgpu.rs`): casts bit for bit the CPU's, no host wait between reads, no write lost
+//! between invocations that share a word. Every test but the first skips, saying so, without
+//! an adapter (CI installs Mesa's lavapipe; `STRIDE_REQUIRE_WGPU=1` makes them mandatory).
+
+use stride_core::{debug, memory_stats, webgpu, DType, Device, Error, Tensor};
+
+/// `wgpu:0` and a lock held for the whole test, or None after printing why the test is
+/// skipped. The tests read process-wide counters (host waits, allocator statistics), so
+/// they take turns on the device.
+fn gpu(test: &str) -> Option<(Device, std::sync::MutexGuard<'static, ()>)> {
+    static TURN: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let device = webgpu::require_or_skip(test)?;
+    Some((device, TURN.lock().unwrap_or_else(|e| e.into_inner())))
+}
+
+const NATIVE: [DType; 8] = [
+    DType::F32,
+    DType::F16,
+    DType::BF16,
+    DType::I32,
+    DType::U32,
+    DType::I8,
+    DType::U8,
+    DType::Bool,
+];
+
+#[test]
+fn no_adapter_and_no_f64_are_clear_errors() {
+    let n = webgpu::adapters().len();
+    let e = Device::wgpu(n).unwrap_err();
+    assert!(matches!(e, Error::DeviceUnavailable { .. }), "{e}");
+    assert!(e.to_string().contains(&format!("wgpu:{n}")), "{e}");
+    if n == 0 {
+        assert!(e.to_string().contains("lavapipe"), "{e}");
+        return;
+    }
+    // f64 is refused, naming what the device lacks and what to do, never downcast
+    let e = Tensor::zeros([3], DType::F64, &Device::Wgpu(0)).unwrap_err();
+    assert!(
+        matches!(
+            e,
+            Error::DeviceLacksDType {
+                dtype: DType::F64,
+                ..
+            }
+        ),
+        "{e}"
+    );
+    let msg = e.to_string();
+    assert!(msg.contains("64-bit float") && msg.contains("f32"), "{msg}");
+    let e = Tensor::from_vec(vec![1.0f64], [1])
+        .unwrap()
+        .to_device(&Device::Wgpu(0))
+        .unwrap_err();
+    assert!(matches!(e, Error::DeviceLacksDType { .. }), "{e}");
+}
+
+/// Values that probe every cast: NaN, infinities, signed zeros, subnormals of each float
+/// format, ties of each rounding (f32 from integers, f16/bf16 from f32 and from integers:
+/// 2^30 + 2^22 + 2^6 rounds up to bf16 directly but down through f32), integer extremes and
+/// the saturation edges of each integer type.
+fn probe_values() -> Vec<f64> {
+    let mut v = vec![
+        f64::NAN,
+        f64::INFINITY,
+        f64::NEG_INFINITY,
+        0.0,
+        -0.0,
+        1.0,
+        -1.0,
+        0.5,
+        1.5,
+        2.5,
+        -2.5,
+        127.5,
+        128.0,
+        -128.5,
+        -129.0,
+        255.5,
+        256.0,
+        65504.0,
+        65520.0,
+        65536.0,
+        1e-8,
+        -6e-8,
+        5.96e-8,
+        1e-40,
+        -1e-45,
+        1.17549435e-38,
+        3.0e38,
+        3.4028235e38,
+        16777217.0,
+        -16777219.0,
+        2147483520.0,
+        2147483648.0,
+        -2147483648.0,
+        -2147483904.0,
+        4294967040.0,
+        4294967296.0,
+        (1u64 << 30) as f64 + (1u64 << 22) as f64 + 64.0,
+        1_077_936_193.0,
+        -1_077_936_192.0,
+        2_139_095_040.0,
+        1.0 + f64::powi(2.0, -8),
+        1.0 + f64::powi(2.0, -11),
+        1.0 + 3.0 * f64::powi(2.0, -11),
+        0.1,
+        -0.3,
+        3.14159,
+    ];
+    // every f16 bit pattern's value, and a spread of bf16 ones
+    for b in (0..=u16::MAX).step_by(7) {
+        v.push(half::f16::from_bits(b).to_f64());
+        v.push(half::bf16::from_bits(b).to_f64());
+    }
+    v
+}
+
+/// Each element's bits (NaN payloads included), read on the host.
+fn bits(t: &Tensor) -> Vec<u64> {
+    use stride_core::half::{bf16, f16};
+    let c = t.to_device(&Device::Cpu).unwrap();
+    match c.dtype() {
+        DType::F32 => c
+            .to_vec::<f32>()
+            .unwrap()
+            .iter()
+            .map(|x| x.to_bits() as u64)
+            .collect(),
+        DType::F16 => c
+            .to_vec::<f16>()
+            .unwrap()
+            .iter()
+            .map(|x| x.to_bits() as u64)
+            .collect(),
+        DType::BF16 => c
+            .to_vec::<bf16>()
+            .unwrap()
+            .iter()
+            .map(|x| x.to_bits() as u64)
+            .collect(),
+        DType::I32 => c
+            .to_vec::<i32>()
+            .unwrap()
+            .iter()
+            .map(|&x| x as u64)
+            .collect(),
+        DType::U32 => c
+            .to_vec::<u32>()
+            .unwrap()
+            .iter()
+            .map(|&x| x as u64)
+            .collect(),
+        DType::I8 => c
+            .to_vec::<i8>()
+            .unwrap()
+            .iter()
+            .map(|&x| x as u64)
+            .collect(),
+        DType::U8 => c
+            .to_vec::<u8>()
+            .unwrap()
+            .iter()
+            .map(|&x| x as u64)
+            .collect(),
+        DType::Bool => c
+            .to_vec::<bool>()
+            .unwrap()
+            .iter()
+            .map(|&x| x as u64)
+            .collect(),
+        DType::I64 => c
+            .to_vec::<i64>()
+            .unwrap()
+            .iter()
+            .map(|&x| x as u64)
+            .collect(),
+        DType::F64 => c
+            .to_vec::<f64>()
+            .unwrap()
+            .iter()
+            .map(|x| x.to_bits())
+            .collect(),
+    }
+}
+
+#[test]
+fn casts_are_the_cpus_bits() {
+    let Some((d, _turn)) = gpu("casts_are_the_cpus_bits") else {
+        return;
+    };
+    let values = Tensor::from_vec(probe_values(), [probe_values().len()]).unwrap();
+    for from in NATIVE.into_iter().chain([DType::I64]) {
+        // the source values as the CPU rounds them into `from`
+        let src = values.to_dtype(from).unwrap();
+        let on_gpu = src.to_device(&d).unwrap();
+        for to in NATIVE.into_iter().chain([DType::I64]) {
+            let want = bits(&src.to_dtype(to).unwrap());
+            let got = bits(&on_gpu.to_dtype(to).unwrap());
+            if let Some(i) = (0..want.len()).find(|&i| want[i] != got[i]) {
+                panic!(
+                    "{from} -> {to}: element {i} (source {}) is {:#x} on {d}, {:#x} on the CPU",
+                    src.to_f64_vec().unwrap()[i],
+                    got[i],
+                    want[i]
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn elementwise_work_never_waits_for_the_host() {
+    let Some((d, _turn)) = gpu("elementwise_work_never_waits_for_the_host") else {
+        return;
+    };
+    let x = Tensor::arange(0.0f64, 600.0f64, &Device::Cpu)
+        .unwrap()
+        .to_dtype(DType::F32)
+        .unwrap()
+        .reshape(&[20, 30])
+        .unwrap()
+        .mul(0.37)
+        .unwrap()
+        .sub(100.0)
+        .unwrap();
+    let compute = |x: &Tensor| -> Vec<Tensor> {
+        let xt = x.t().unwrap(); // a transposed operand
+        let mut outs = vec![];
+        for dt in NATIVE {
+            let a = xt.to_dtype(dt).unwrap();
+            let b = x.narrow(1, 5, 20).unwrap().to_dtype(dt).unwrap(); // stepped rows
+            let s = a
+                .narrow(0, 0, 20)
+                .unwrap()
+                .maximum(&b.t().unwrap())
+                .unwrap();
+            let c = if dt.is_float() {
+                s.mul(&s)
+                    .unwrap()
+                    .sqrt()
+                    .unwrap()
+                    .exp2()
+                    .unwrap()
+                    .neg()
+                    .unwrap()
+            } else if dt == DType::Bool {
+                s.logical_not().unwrap().logical_xor(&s).unwrap()
+            } else {
+                s.abs().unwrap().bitwise_xor(&s).unwrap()
+            };
+            let w = c.ge(&s).unwrap().where_cond(&c, &s).unwrap();
+            outs.push(w.to_dtype(DType::F32).unwrap());
+        }
+        outs
+    };
+    let want = compute(&x);
+    let xg = x.to_device(&d).unwrap();
+    let before = webgpu::sync_count(0);
+    let got = {
+        let _no_waits = debug::forbid_sync();
+        compute(&xg)
+    };
+    assert_eq!(webgpu::sync_count(0), before, "a host wait inside the step");
+    // what still runs as a CPU round trip (i64 arithmetic) is a counted wait, refused here
+    let i = Tensor::from_vec(vec![1i64, 2, 3], [3])
+        .unwrap()
+        .to_device(&d)
+        .unwrap();
+    {
+        let _no_waits = debug::forbid_sync();
+        let e = i.add(&i).unwrap_err();
+        assert!(matches!(e, Error::HostSync { .. }), "{e}");
+    }
+    for (dt, (g, w)) in NATIVE.iter().zip(got.iter().zip(&want)) {
+        let (g, w) = (g.to_vec::<f32>().unwrap(), w.to_vec::<f32>().unwrap());
+        let same = g
+            .iter()
+            .zip(&w)
+            .all(|(a, b)| a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan()));
+        assert!(same, "{dt}: {g:?} vs {w:?}");
+    }
+}
+
+#[test]
+fn writes_into_shared_words_are_never_lost() {
+    let Some((d, _turn)) = gpu("writes_into_shared_words_are_never_lost") else {
+        return;
+    };
+    // four u8 / bool / i8 elements and two halves share each word; a transposed output
+    // puts a word's elements in different workgroups, a stepped one leaves gaps between
+    for dt in [DType::U8, DType::I8, DType::Bool, DType::F16, DType::BF16] {
+        let n = 257;
+        let src = Tensor::arange(0i64, (n * n) as i64, &Device::Cpu)
+            .unwrap()
+            .to_dtype(DType::F32)
+            .unwrap()
+            .reshape(&[n as i64, n as i64])
+            .unwrap()
+            .to_dtype(dt)
+            .unwrap();
+        let dst_cpu = Tensor::ones([n, 2 * n], dt, &Device::Cpu).unwrap();
+        let dst_gpu = dst_cpu.to_device(&d).unwrap();
+        let src_gpu = src.to_device(&d).unwrap();
+        for (dst, s) in [(&dst_cpu, &src), (&dst_gpu, &src_gpu)] {
+            // every other column, from a transposed source
+            let view = dst.narrow(1, 0, 2 * n - 1).unwrap();
+            let stepped = view.as_strided(&[n, n], &[2 * n, 2], 0).unwrap();
+            stepped.copy_(&s.t().unwrap()).unwrap();
+        }
+        assert_eq!(bits(&dst_gpu), bits(&dst_cpu), "{dt}");
+    }
+}
+
+#[test]
+fn the_allocator_reuses_freed_buffers_and_counts_them() {
+    let Some((d, _turn)) = gpu("the_allocator_reuses_freed_buffers_and_counts_them") else {
+        return;
+    };
+    let n = 3 << 20; // a size no other test of this file makes
+    let t = Tensor::zeros([n], DType::F32, &d).unwrap();
+    let s1 = memory_stats(d);
+    assert!(s1.allocated_bytes >= (n * 4) as u64, "{s1}");
+    drop(t);
+    let s2 = memory_stats(d);
+    assert_eq!(
+        s2.allocated_bytes + (n * 4) as u64,
+        s1.allocated_bytes,
+        "{s2}"
+    );
+    assert!(s2.largest_free_block >= (n * 4) as u64, "{s2}");
+    // the same size again comes from the cache: reserved does not grow, and it reads zeros
+    let t = Tensor::zeros([n], DType::F32, &d).unwrap();
+    let s3 = memory_stats(d);
+    assert_eq!(s3.reserved_bytes, s2.reserved_bytes, "{s3}");
+    assert_eq!(s3.allocation_count, s2.allocation_count + 1, "{s3}");
+    let v = t.to_vec::<f32>().unwrap();
+    assert!(v.iter().all(|&x| x == 0.0));
+    // an impossible size is an error, not an abort
+    let e = Tensor::zeros([1usize << 40], DType::F32, &d).unwrap_err();
+    assert!(matches!(e, Error::OutOfMemory { .. }), "{e}");
+}
