@@ -242,6 +242,9 @@ pub struct Row {
     pub refused: u64,
     /// Cases the device has no kernel for (`Error::NotImplemented`): not run, not passed.
     pub not_implemented: u64,
+    /// Cases that need a dtype the device cannot hold (f64 on wgpu): not run, not passed,
+    /// not failed.
+    pub device_lacks: u64,
 }
 
 impl Row {
@@ -268,6 +271,7 @@ impl Recorder {
                 self.record(key, Ok(()));
             }
             Outcome::NotImplemented => self.rows.entry(key).or_default().not_implemented += 1,
+            Outcome::DeviceLacksDType => self.rows.entry(key).or_default().device_lacks += 1,
             Outcome::Failed(f) => self.record(key, Err(f)),
         }
     }
@@ -346,6 +350,7 @@ impl Report {
             row.failed += v.failed;
             row.refused += v.refused;
             row.not_implemented += v.not_implemented;
+            row.device_lacks += v.device_lacks;
             if row.first_failure.is_none() {
                 row.first_failure = v.first_failure;
             }
@@ -356,6 +361,10 @@ impl Report {
     }
     pub fn failed(&self) -> u64 {
         self.rows.values().map(|r| r.failed).sum()
+    }
+    /// Cases not run because they need a dtype the device cannot hold.
+    pub fn device_lacks_total(&self) -> u64 {
+        self.rows.values().map(|r| r.device_lacks).sum()
     }
     /// Cases not run because the device has no kernel for them.
     pub fn not_implemented_total(&self) -> u64 {
@@ -465,6 +474,15 @@ impl Report {
                 names.join(", ")
             );
         }
+        let lacks = self.device_lacks_total();
+        if lacks > 0 {
+            let _ = writeln!(
+                s,
+                "NOT RUN: {lacks} cases need a dtype {} cannot hold (f64 on wgpu: WGSL has no \
+                 portable 64-bit float); a documented limit of the device, not a failure\n",
+                self.device
+            );
+        }
         // (op, form) × layout
         let mut by_form: BTreeMap<(String, Form), [(u64, u64, u64); 10]> = BTreeMap::new();
         let mut by_dtype: BTreeMap<String, [(u64, u64, u64); 11]> = BTreeMap::new();
@@ -556,13 +574,14 @@ impl Report {
         let mut s = String::new();
         let _ = write!(
             s,
-            "{{\"device\":{},\"full\":{},\"elapsed_s\":{:.3},\"checks\":{},\"failed\":{},\"device_error\":{},\"not_implemented\":{{{}}},\"rows\":[",
+            "{{\"device\":{},\"full\":{},\"elapsed_s\":{:.3},\"checks\":{},\"failed\":{},\"device_error\":{},\"device_lacks_dtype\":{},\"not_implemented\":{{{}}},\"rows\":[",
             js(&self.device.to_string()),
             self.full,
             self.elapsed_s,
             self.passed() + self.failed(),
             self.failed(),
             self.device_error.as_deref().map_or("null".to_string(), js),
+            self.device_lacks_total(),
             self.not_implemented
                 .iter()
                 .map(|(k, v)| format!("{}:{v}", js(k)))

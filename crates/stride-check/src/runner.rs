@@ -600,7 +600,7 @@ pub fn run_case(
 ) -> Option<Result<(), Failure>> {
     match run_case_outcome(op, form, sample, asg, device)? {
         Outcome::Failed(f) => Some(Err(f)),
-        Outcome::NotImplemented => None,
+        Outcome::NotImplemented | Outcome::DeviceLacksDType => None,
         Outcome::Checked | Outcome::Refused => Some(Ok(())),
     }
 }
@@ -615,6 +615,9 @@ pub enum Outcome {
     Refused,
     /// The device has no kernel for it (`Error::NotImplemented`): not run, never a pass.
     NotImplemented,
+    /// The case needs a dtype the device cannot hold ([`Device::holds`]: f64 on wgpu): not
+    /// run, never a pass, not a failure — a documented limit of the device.
+    DeviceLacksDType,
     Failed(Failure),
 }
 
@@ -628,6 +631,12 @@ pub fn run_case_outcome(
 ) -> Option<Outcome> {
     let mut how = CaseEnd::default();
     let r = case(op, form, sample, asg, device, &mut how);
+    if how
+        .device_lacks
+        .is_some_and(|d| visibly_needs(op, sample, d))
+    {
+        return Some(Outcome::DeviceLacksDType);
+    }
     if how.not_implemented {
         return Some(Outcome::NotImplemented);
     }
@@ -643,6 +652,24 @@ pub fn run_case_outcome(
 struct CaseEnd {
     refused: bool,
     not_implemented: bool,
+    /// The device refused to hold this dtype (`Error::DeviceLacksDType`).
+    device_lacks: Option<DType>,
+}
+
+/// Whether the case itself asks for `dtype` (an operand, the output, the result or a
+/// parameter): only then is the device's refusal of that dtype a limit rather than a bug
+/// (an op must not make f64 temporaries of f32 inputs on a device without f64).
+fn visibly_needs(op: &OpInfo, sample: &Sample, dtype: DType) -> bool {
+    sample.args.iter().any(|a| match a {
+        SampleArg::Tensor { dtype: d, .. } => *d == dtype,
+        SampleArg::Scalar(_) => false,
+    }) || sample.out_dtype == Some(dtype)
+        || op.state_dtypes.contains(&dtype)
+        || {
+            let e = op.expected(sample);
+            e.key == dtype || e.result == dtype || e.compute == dtype
+        }
+        || sample.params.to_string().contains(&dtype.to_string())
 }
 
 fn case(
@@ -698,7 +725,12 @@ fn case(
                 let spec = spec_for(&choice, shape);
                 let b = match build(&spec, values, *dtype, device) {
                     Ok(b) => b,
-                    Err(e) => return harness(fail, format!("could not build operand {i}: {e}")),
+                    Err(e) => {
+                        if let stride_core::Error::DeviceLacksDType { dtype, .. } = &e {
+                            how.device_lacks = Some(*dtype);
+                        }
+                        return harness(fail, format!("could not build operand {i}: {e}"));
+                    }
                 };
                 fail.operands.push(describe(&role(i), &b));
                 args.push(Arg::Tensor(b.tensor.clone()));
@@ -862,7 +894,12 @@ fn case(
             .collect();
         let b = match build(&spec, &values, dest_dtype, device) {
             Ok(b) => b,
-            Err(e) => return harness(fail, format!("could not build the output: {e}")),
+            Err(e) => {
+                if let stride_core::Error::DeviceLacksDType { dtype, .. } = &e {
+                    how.device_lacks = Some(*dtype);
+                }
+                return harness(fail, format!("could not build the output: {e}"));
+            }
         };
         fail.operands.push(describe("out", &b));
         out_built = Some(b);
@@ -904,6 +941,9 @@ fn case(
         }
     };
 
+    if let Err(stride_core::Error::DeviceLacksDType { dtype, .. }) = &got {
+        how.device_lacks = Some(*dtype);
+    }
     if let Err(stride_core::Error::NotImplemented { .. }) = &got {
         // no kernel on this device yet: counted apart, never a pass (see
         // `Report::not_implemented`)

@@ -588,6 +588,9 @@ pub struct OpInfo {
     /// Whether the functional form is differentiable, once or twice ([`Grad`]; default
     /// [`Grad::No`]). The gradcheck sweep ([`crate::grad`]) checks it both ways.
     pub grad: Grad,
+    /// Dtypes the op keeps state in on the device besides its operands (the skippable Adam's
+    /// f64 step counters): a device that cannot hold one refuses the op, as documented.
+    pub state_dtypes: Vec<DType>,
 }
 
 impl fmt::Debug for OpInfo {
@@ -636,7 +639,13 @@ impl OpInfo {
             exact_dest_dtype: false,
             bound: None,
             grad: Grad::No,
+            state_dtypes: vec![],
         }
+    }
+    /// Dtypes of the op's device-side state (see [`OpInfo::state_dtypes`]).
+    pub fn state_dtypes(mut self, d: &[DType]) -> Self {
+        self.state_dtypes = d.to_vec();
+        self
     }
     /// How far the functional form is differentiable (see [`Grad`]).
     pub fn grad(mut self, g: Grad) -> Self {

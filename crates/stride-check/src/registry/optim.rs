@@ -250,9 +250,14 @@ fn entry(name: &'static str, part: Part, how: Call) -> OpInfo {
         ArgSpec::tensor("exp_avg_sq", Domain::range(0.0, 2.0)),
         ArgSpec::tensor("max_exp_avg_sq", Domain::range(0.0, 3.0)),
     ];
+    let state: &[DType] = match how {
+        Call::Skippable => &[DType::F64],
+        _ => &[],
+    };
     OpInfo::new(name, Family::Nn)
         .args(specs.clone())
         .dtypes(dtypes::FLOATS)
+        .state_dtypes(state)
         .sampler(elementwise_sampler(specs, adam_params))
         .reference(move |c, a| adam_ref(c, a, part, how))
         .tol(|_| Tol::EXACT)
