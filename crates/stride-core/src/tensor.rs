@@ -311,6 +311,29 @@ impl Tensor {
         Ok(self.to_vec::<T>()?[0])
     }
 
+    /// The one element of a tensor of any dtype as f64, converted on the host (exact for
+    /// every dtype, and it works on devices that hold no f64, where
+    /// `to_dtype(DType::F64)?.item::<f64>()` cannot). A read: one host wait on a GPU.
+    ///
+    /// ```
+    /// use stride_core::{DType, Device, Tensor};
+    /// let t = Tensor::full([1], 2.5, DType::BF16, &Device::Cpu)?;
+    /// assert_eq!(t.item_f64()?, 2.5);
+    /// # Ok::<(), stride_core::Error>(())
+    /// ```
+    pub fn item_f64(&self) -> Result<f64> {
+        if self.numel() != 1 {
+            return Err(Error::invalid(
+                "item_f64",
+                format!(
+                    "needs a tensor with exactly one element, got shape {:?}",
+                    self.shape()
+                ),
+            ));
+        }
+        Ok(self.to_device(&crate::Device::Cpu)?.to_f64_vec()?[0])
+    }
+
     // ----- dtype and device -----------------------------------------------------------------
 
     /// A copy converted to `dtype` (the only op that casts). Returns `self` (shared) when the

@@ -295,9 +295,18 @@ impl SaeTrainer {
         }
         let _ng = no_grad();
         let g = Generator::new(derive_seed(self.config.seed, streams::EVAL));
-        let x = self.data.batch_from(n, &g)?.to_dtype(DType::F64)?;
-        let x_model = x.to_dtype(self.config.sae.dtype)?;
-        let x_hat = self.model.forward(&x_model)?.to_dtype(DType::F64)?;
+        let batch = self.data.batch_from(n, &g)?;
+        let x_hat = self
+            .model
+            .forward(&batch.to_dtype(self.config.sae.dtype)?)?;
+        // the metric in f64: on the CPU where the device holds no f64 (wgpu)
+        let at = if batch.device().holds(DType::F64) {
+            batch.device()
+        } else {
+            Device::Cpu
+        };
+        let x = batch.to_device(&at)?.to_dtype(DType::F64)?;
+        let x_hat = x_hat.to_device(&at)?.to_dtype(DType::F64)?;
         let mse = scalar_f64(&x_hat.sub(&x)?.square()?.mean()?)?;
         let mean = x.mean_dims(&[0], true)?;
         let baseline = scalar_f64(&x.sub(&mean)?.square()?.mean()?)?;

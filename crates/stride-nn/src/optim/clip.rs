@@ -43,7 +43,7 @@ pub fn clip_grad_norm_(
     let refs: Vec<&Tensor> = norms.iter().collect();
     let total = Tensor::stack(&refs, 0)?.norm_all(norm_type)?;
     if error_if_nonfinite {
-        let total_f = total.to_dtype(DType::F64)?.item::<f64>()?;
+        let total_f = total.item_f64()?;
         if !total_f.is_finite() {
             return Err(invalid(
                 "clip_grad_norm_",

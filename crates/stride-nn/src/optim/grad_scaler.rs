@@ -281,7 +281,7 @@ impl GradScaler {
             return Ok(1.0);
         }
         match (&self.scale, self.pending) {
-            (Some(s), _) => s.to_dtype(DType::F64)?.item::<f64>(),
+            (Some(s), _) => s.item_f64(),
             (None, Some((s, _))) => Ok(s),
             (None, None) => Ok(self.config.init_scale),
         }
@@ -310,7 +310,7 @@ impl GradScaler {
             return Ok(BTreeMap::new());
         }
         let tracker = match (&self.growth_tracker, self.pending) {
-            (Some(t), _) => t.to_dtype(DType::F64)?.item::<f64>()?,
+            (Some(t), _) => t.item_f64()?,
             (None, Some((_, t))) => t as f64,
             (None, None) => 0.0,
         };

@@ -10,7 +10,7 @@
 //! 2-core CPU; `cargo run --release -p stride-nn --example health_overhead`). Long runs can
 //! turn it on every N steps with [`Optimizer::set_health_check`](super::Optimizer::set_health_check).
 
-use stride_core::{DType, Result, Tensor};
+use stride_core::{Result, Tensor};
 
 /// What went wrong with one parameter.
 #[derive(Debug, Clone, PartialEq)]
@@ -104,7 +104,7 @@ impl Snapshot {
         let grad_abs_max = if grad.numel() == 0 {
             0.0
         } else {
-            grad.abs()?.max()?.to_dtype(DType::F64)?.item::<f64>()?
+            grad.abs()?.max()?.item_f64()?
         };
         Ok(Snapshot {
             name: name.to_string(),

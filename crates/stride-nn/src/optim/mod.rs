@@ -141,7 +141,7 @@ pub trait Optimizer {
 
 /// Whether a gradient scaler's `found_inf` flag is set, read back (a host wait).
 fn flag_set(found_inf: &Tensor) -> Result<bool> {
-    Ok(found_inf.to_dtype(DType::F64)?.item::<f64>()? != 0.0)
+    Ok(found_inf.item_f64()? != 0.0)
 }
 
 /// One optimizer algorithm: its hyperparameters, per-parameter state and update.
