@@ -1,6 +1,6 @@
 //! The conformance matrix on the wgpu backend (Mesa's lavapipe in CI): the families whose
-//! kernels are WGSL — elementwise unary, binary and ternary ops, copies and casts, creation
-//! and views — over every layout and dtype, with zero failures. Skips, saying so, without an
+//! kernels are WGSL — elementwise unary, binary and ternary ops, copies and casts, creation,
+//! views and matrix products — over every layout and dtype, with zero failures. Skips, saying so, without an
 //! adapter (`STRIDE_REQUIRE_WGPU=1` makes it mandatory). The whole registry, including the
 //! families that still run as CPU round trips: `stride check --device wgpu`.
 
@@ -18,6 +18,7 @@ fn sampled_elementwise_matrix_passes_on_wgpu() {
         Family::Copy,
         Family::Creation,
         Family::View,
+        Family::Matmul,
     ];
     let ops: Vec<String> = registry::all()
         .iter()

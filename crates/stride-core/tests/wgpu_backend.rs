@@ -342,3 +342,26 @@ fn the_allocator_reuses_freed_buffers_and_counts_them() {
     let e = Tensor::zeros([1usize << 40], DType::F32, &d).unwrap_err();
     assert!(matches!(e, Error::OutOfMemory { .. }), "{e}");
 }
+
+#[test]
+fn long_products_sum_every_term() {
+    let Some((d, _turn)) = gpu("long_products_sum_every_term") else {
+        return;
+    };
+    // llvmpipe (lavapipe) ends a shader loop after 65,535 iterations without a word: a k loop
+    // of one iteration per term lost ~10% of a 65,025-term dot product before the unrolling
+    for k in [65_025i64, 200_003] {
+        let a = Tensor::full([1, k as usize], 0.33, DType::F32, &Device::Cpu).unwrap();
+        let b = a.t().unwrap();
+        let want = a.matmul(&b).unwrap().item_f64().unwrap();
+        let (ag, bg) = (a.to_device(&d).unwrap(), b.to_device(&d).unwrap());
+        let got = ag.matmul(&bg).unwrap().item_f64().unwrap();
+        // γ_{k−1}·Σ|terms| for any summation order in f32, plus the CPU's own share
+        let sum_abs = k as f64 * (0.33f32 as f64).powi(2);
+        let bound = 2.0 * (k - 1) as f64 * f32::EPSILON as f64 / 2.0 * sum_abs;
+        assert!(
+            (got - want).abs() <= bound,
+            "k {k}: {got} on {d}, {want} on the CPU (bound {bound})"
+        );
+    }
+}

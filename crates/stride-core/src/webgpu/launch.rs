@@ -101,16 +101,16 @@ pub(crate) fn gpu_of(op: &'static str, v: &View) -> Result<Arc<Gpu>> {
 }
 
 /// Runs `source` (a module with entry point `main`) over the bindings with `geo`,
-/// dispatching `workgroups` workgroups (x, y).
+/// dispatching `workgroups` workgroups (x, y, z).
 pub(crate) fn launch(
     gpu: &Gpu,
     op: &'static str,
     source: String,
     b: &Bindings,
     geo: &[u32],
-    workgroups: (u32, u32),
+    workgroups: (u32, u32, u32),
 ) -> Result<()> {
-    if workgroups.0 == 0 || workgroups.1 == 0 {
+    if workgroups.0 == 0 || workgroups.1 == 0 || workgroups.2 == 0 {
         return Ok(());
     }
     let mut written: Vec<bool> = b.kinds.iter().map(|k| k.written).collect();
@@ -178,7 +178,7 @@ pub(crate) fn launch(
         });
         pass.set_pipeline(&pipeline.pipeline);
         pass.set_bind_group(0, &group, &[]);
-        pass.dispatch_workgroups(workgroups.0, workgroups.1, 1);
+        pass.dispatch_workgroups(workgroups.0, workgroups.1, workgroups.2);
     }
     gpu.queue.submit([enc.finish()]);
     gpu.launches
@@ -188,9 +188,9 @@ pub(crate) fn launch(
 
 /// Workgroups for `n` invocations of a grid-stride loop (at most 65,535: every adapter's
 /// limit per dimension).
-pub(crate) fn groups_for(n: usize) -> (u32, u32) {
+pub(crate) fn groups_for(n: usize) -> (u32, u32, u32) {
     let g = n.div_ceil(WORKGROUP as usize).min(65_535) as u32;
-    (g, if g == 0 { 0 } else { 1 })
+    (g, 1, 1)
 }
 
 /// Refuses element counts the shaders' 32-bit indices cannot walk.

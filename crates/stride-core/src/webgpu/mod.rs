@@ -10,7 +10,7 @@
 //!   stores and casts; `prelude.wgsl`: conversions bit-exact with the CPU's and the tables'
 //!   math functions;
 //! - `launch`: bindings and one compute pass per op; `elementwise`: copy/cast, fill, unary,
-//!   binary, ternary;
+//!   binary, ternary; `matmul`: batched float products, 16 × 16 tiles;
 //! - `primitives`: the contract, and what still runs as a counted CPU round trip.
 //!
 //! Dtypes: f32, f16, bf16, i32, u32, i8, u8 and bool run in the shaders on every adapter
@@ -37,6 +37,7 @@ pub(crate) mod buffer;
 pub(crate) mod device;
 pub(crate) mod elementwise;
 pub(crate) mod launch;
+pub(crate) mod matmul;
 pub(crate) mod primitives;
 pub(crate) mod transfer;
 pub(crate) mod wgsl;
@@ -102,5 +103,14 @@ pub fn require_or_skip(test: &str) -> Option<crate::Device> {
             eprintln!("{test}: skipped ({e}; STRIDE_REQUIRE_WGPU=1 makes this a failure)");
             None
         }
+    }
+}
+
+/// Waits until `Device::Wgpu(ordinal)` has run everything submitted to it (a counted host
+/// wait; for timing). Nothing to wait for on a device never used.
+pub fn synchronize(ordinal: usize) -> crate::Result<()> {
+    match device::existing(ordinal) {
+        Some(g) => g.wait("synchronize"),
+        None => Ok(()),
     }
 }

@@ -1,8 +1,9 @@
 //! The wgpu backend's implementation of the contract.
 //!
 //! Native WGSL kernels: copy/cast, fill, unary, binary and ternary ops for every dtype but
-//! i64 (f64 is refused at allocation). Everything else — i64 arithmetic, integer division
-//! (whose divide-by-zero check needs the data), random fills, matrix products, reductions,
+//! i64 (f64 is refused at allocation), and float matrix products. Everything else — i64
+//! arithmetic, integer division (whose divide-by-zero check needs the data), random fills,
+//! reductions,
 //! indexing, sorting and the fused primitives — runs as a CPU round trip
 //! ([`via_cpu`]): a counted host wait that `debug::forbid_sync` refuses and the profiler
 //! shows, never a silent one.
@@ -85,6 +86,9 @@ impl Backend for Wgpu {
         })
     }
     fn matmul(&self, a: View, b: View, dst: View) -> Result<()> {
+        if super::matmul::native(a, dst) {
+            return super::matmul::matmul(a, b, dst);
+        }
         via_cpu(self, "matmul", &[a, b], &[dst], |i, o| {
             cpu::matmul::matmul(i[0], i[1], o[0])
         })

@@ -370,8 +370,9 @@ fn leak(op: &str) -> &'static str {
 
 /// Whether `STRIDE_WGPU_MUTANT` names this deliberately wrong variant (the checks of the
 /// generated shaders are shown to fail on it): `ordered_ne` keeps WGSL's `!=` for floats,
-/// which is false for NaN where C's is true.
-fn mutant(name: &str) -> bool {
+/// which is false for NaN where C's is true; `matmul_short_k` leaves the last k out of
+/// every product's sum.
+pub(crate) fn mutant(name: &str) -> bool {
     static M: std::sync::OnceLock<String> = std::sync::OnceLock::new();
     M.get_or_init(|| std::env::var("STRIDE_WGPU_MUTANT").unwrap_or_default()) == name
 }
