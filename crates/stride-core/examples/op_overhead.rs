@@ -23,6 +23,7 @@ fn per_call(calls: usize, dev: &Device, f: &mut dyn FnMut() -> Result<()>) -> Re
     let sync = |d: &Device| -> Result<()> {
         match d {
             Device::Cuda(i) => cuda::synchronize(*i),
+            Device::Wgpu(i) => stride_core::webgpu::synchronize(*i),
             Device::Cpu => Ok(()),
         }
     };

@@ -20,6 +20,7 @@ use stride_nn::{loss, mlp, Activation, Factory, Module};
 fn wait(d: Device) -> Result<()> {
     match d {
         Device::Cuda(i) => cuda::synchronize(i),
+        Device::Wgpu(i) => stride_core::webgpu::synchronize(i),
         Device::Cpu => Ok(()),
     }
 }

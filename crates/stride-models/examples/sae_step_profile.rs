@@ -40,10 +40,15 @@ fn main() -> Result<()> {
     }
     let sync = |d: Device| match d {
         Device::Cuda(i) => (cuda::sync_count(i), cuda::launch_count(i)),
+        Device::Wgpu(i) => (
+            stride_core::webgpu::sync_count(i),
+            stride_core::webgpu::launch_count(i),
+        ),
         Device::Cpu => (0, 0),
     };
     let wait = |d: Device| match d {
         Device::Cuda(i) => cuda::synchronize(i),
+        Device::Wgpu(i) => stride_core::webgpu::synchronize(i),
         Device::Cpu => Ok(()),
     };
     println!("SAE step on {device}: d {dims}, {latents} latents, k {k}, batch {batch}");
