@@ -3,27 +3,10 @@
 //! non-contiguous tied encoder weight on both). Skips, saying so, without a GPU.
 
 use stride_core::{cuda, Device};
-use stride_models::{SaeConfig, SaeTrainer, TrainConfig};
+use stride_models::TrainConfig;
 
-fn curve(device: Device, steps: usize) -> Vec<f64> {
-    let config = TrainConfig {
-        sae: SaeConfig {
-            device,
-            ..SaeConfig::default()
-        },
-        ..TrainConfig::default()
-    };
-    let mut t = SaeTrainer::new(config).expect("trainer");
-    for _ in 0..steps {
-        t.step().expect("step");
-    }
-    assert!(
-        t.health().is_healthy(),
-        "{device}: {:?}",
-        t.health().culprits()
-    );
-    t.losses().to_vec()
-}
+mod sae_curve;
+use sae_curve::curve;
 
 #[test]
 fn cuda_training_follows_the_cpu_curve() {
@@ -31,8 +14,8 @@ fn cuda_training_follows_the_cpu_curve() {
         return;
     };
     let steps = 300;
-    let cpu = curve(Device::Cpu, steps);
-    let gpu = curve(device, steps);
+    let cpu = curve(Device::Cpu, steps, TrainConfig::default().health_every);
+    let gpu = curve(device, steps, TrainConfig::default().health_every);
     let mut worst = (0usize, 0.0f64);
     for (i, (a, b)) in cpu.iter().zip(&gpu).enumerate() {
         let rel = (a - b).abs() / a.abs().max(1e-12);

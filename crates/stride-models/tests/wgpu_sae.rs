@@ -4,28 +4,9 @@
 //! lavapipe; `STRIDE_REQUIRE_WGPU=1` makes it mandatory).
 
 use stride_core::{webgpu, Device};
-use stride_models::{SaeConfig, SaeTrainer, TrainConfig};
 
-fn curve(device: Device, steps: usize) -> Vec<f64> {
-    let config = TrainConfig {
-        sae: SaeConfig {
-            device,
-            ..SaeConfig::default()
-        },
-        health_every: 20,
-        ..TrainConfig::default()
-    };
-    let mut t = SaeTrainer::new(config).expect("trainer");
-    for _ in 0..steps {
-        t.step().expect("step");
-    }
-    assert!(
-        t.health().is_healthy(),
-        "{device}: {:?}",
-        t.health().culprits()
-    );
-    t.losses().to_vec()
-}
+mod sae_curve;
+use sae_curve::curve;
 
 #[test]
 fn wgpu_training_follows_the_cpu_curve() {
@@ -33,8 +14,8 @@ fn wgpu_training_follows_the_cpu_curve() {
         return;
     };
     let steps = 60;
-    let cpu = curve(Device::Cpu, steps);
-    let gpu = curve(device, steps);
+    let cpu = curve(Device::Cpu, steps, 20);
+    let gpu = curve(device, steps, 20);
     let same = cpu
         .iter()
         .zip(&gpu)
