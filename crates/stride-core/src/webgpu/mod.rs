@@ -24,8 +24,9 @@
 //! if webgpu::is_available() {
 //!     let d = Device::Wgpu(0);
 //!     let x = Tensor::from_vec(vec![1.0f32, 2.0, 3.0], [3])?.to_device(&d)?;
-//!     let y = x.mul(2.0)?.exp()?;
-//!     assert_eq!(y.to_vec::<f32>()?, vec![2f32.exp(), 4f32.exp(), 6f32.exp()]);
+//!     let y = x.mul(2.0)?.add(0.5)?.sqrt()?; // +, ×, √: the CPU's bits exactly
+//!     let want: Vec<f32> = [1.0f32, 2.0, 3.0].iter().map(|v| (v * 2.0 + 0.5).sqrt()).collect();
+//!     assert_eq!(y.to_vec::<f32>()?, want);
 //! } else {
 //!     assert!(Device::wgpu(0).is_err()); // a clear error, never a crash
 //! }
