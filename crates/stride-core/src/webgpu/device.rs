@@ -150,8 +150,9 @@ impl Gpu {
             )),
         }
     }
-    /// The pipeline for a WGSL module and its binding kinds (`true`: written), compiled
-    /// once per source.
+    /// The pipeline for a WGSL module (without the prelude, which is prepended here: the
+    /// cache key stays the op's own few lines, not the 60 KB prelude copied and hashed per
+    /// op) and its binding kinds (`true`: written), compiled once per source.
     pub(crate) fn pipeline(
         &self,
         op: &'static str,
@@ -197,7 +198,9 @@ impl Gpu {
             .device
             .create_shader_module(wgpu::ShaderModuleDescriptor {
                 label: Some(op),
-                source: wgpu::ShaderSource::Wgsl(source.clone().into()),
+                source: wgpu::ShaderSource::Wgsl(
+                    format!("{}{source}", super::wgsl::PRELUDE).into(),
+                ),
             });
         let pipeline = self
             .device

@@ -62,7 +62,7 @@ fn run<const N: usize>(
     let scalar_at = g.len();
     g.extend_from_slice(scalars);
     let b = bindings(&views, 1);
-    let mut src = String::from(wgsl::PRELUDE);
+    let mut src = String::new();
     src += &declare(&b.kinds);
     src += wgsl::AT_FN;
     for k in 0..N {

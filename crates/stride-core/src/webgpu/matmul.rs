@@ -73,7 +73,7 @@ pub(crate) fn matmul(a: View, b: View, dst: View) -> Result<()> {
     }
     let views = [dst, a, b];
     let bd = bindings(&views, 1);
-    let mut src = String::from(wgsl::PRELUDE);
+    let mut src = String::new();
     src += &declare(&bd.kinds);
     src += &wgsl::store_fn(0, bd.slot[0], dst.dtype);
     for k in 1..3 {
