@@ -12,8 +12,8 @@ use crate::{Error, Result};
 /// Output tile edge (and k step): 16 × 16 = 256 invocations a workgroup.
 const TILE: usize = 16;
 
-/// The most k steps of one product: llvmpipe ends a loop after 65,535 iterations (silently),
-/// and the shader's k loop runs K / 16 times.
+/// The most k steps of one product: llvmpipe silently stops an invocation's loops after
+/// 65,535 iterations in all, and the shader's k loop runs K / 16 times.
 const MAX_K: usize = TILE * 32_768;
 
 /// Whether the shader takes these operands: float dtypes it holds, a grid within every

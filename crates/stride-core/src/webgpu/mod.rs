@@ -40,6 +40,7 @@ pub(crate) mod elementwise;
 pub(crate) mod launch;
 pub(crate) mod matmul;
 pub(crate) mod primitives;
+pub(crate) mod reduce;
 pub(crate) mod transfer;
 pub(crate) mod wgsl;
 

@@ -1652,3 +1652,116 @@ fn shr_i_u32(a: u32, o: u32) -> u32 {
     }
     return a >> o;
 }
+
+// ---- 64-bit integers on (low, high) word pairs: wrapping, as i64 on the CPU ------------------
+
+fn i64_add(a: vec2<u32>, b: vec2<u32>) -> vec2<u32> {
+    let lo = a.x + b.x;
+    return vec2<u32>(lo, a.y + b.y + select(0u, 1u, lo < a.x));
+}
+fn i64_mul(a: vec2<u32>, b: vec2<u32>) -> vec2<u32> {
+    let p = pl_mul32(a.x, b.x);
+    return vec2<u32>(p.x, p.y + a.x * b.y + a.y * b.x);
+}
+fn i64_from_i32(x: i32) -> vec2<u32> {
+    return vec2<u32>(bitcast<u32>(x), select(0u, 0xffffffffu, x < 0));
+}
+fn i64_from_u32(x: u32) -> vec2<u32> {
+    return vec2<u32>(x, 0u);
+}
+// Signed a < b.
+fn i64_lt(a: vec2<u32>, b: vec2<u32>) -> bool {
+    let ah = bitcast<i32>(a.y);
+    let bh = bitcast<i32>(b.y);
+    return ah < bh || (ah == bh && a.x < b.x);
+}
+
+// ---- double-f32: a pair (hi, lo) of f32 with hi = fl(hi + lo) -------------------------------
+// The stand-in for the f64 accumulator of f32 sums, means and products (WGSL has no f64): about
+// 48 significant bits, so the result rounded to f32 is the f64 accumulator's but for sums that
+// fall within 2^-48 of a rounding boundary. Its exponent range is f32's: a partial sum or
+// product past f32's largest value is inf here where f64 would hold it. Every step is pinned
+// (pl_opaque): reassociated, the error terms would fold to zero.
+
+fn pl_finite(x: f32) -> bool {
+    return (bitcast<u32>(x) & 0x7f800000u) != 0x7f800000u;
+}
+
+// (s, e) with s + e = a + b exactly (Knuth's TwoSum); e = 0 when s is not finite.
+fn df_two_sum(a: f32, b: f32) -> vec2<f32> {
+    let s = pl_opaque(a + b);
+    if (!pl_finite(s)) {
+        return vec2<f32>(s, 0.0);
+    }
+    let bb = pl_opaque(s - a);
+    let e = pl_opaque(pl_opaque(a - pl_opaque(s - bb)) + pl_opaque(b - bb));
+    return vec2<f32>(s, e);
+}
+
+// (p, e) with p + e = a * b exactly (Dekker's product, by 12-bit halves) where the halves'
+// products neither overflow nor underflow; else e = 0 (p alone, one rounding).
+fn df_two_prod(a: f32, b: f32) -> vec2<f32> {
+    let p = pl_mul(a, b);
+    let ea = (bitcast<u32>(a) >> 23u) & 0xffu;
+    let eb = (bitcast<u32>(b) >> 23u) & 0xffu;
+    let ep = (bitcast<u32>(p) >> 23u) & 0xffu;
+    if (ea == 0u || eb == 0u || ea > 237u || eb > 237u || ep > 252u || ea + eb < 176u) {
+        return vec2<f32>(p, 0.0);
+    }
+    let ta = pl_mul(4097.0, a);
+    let ah = pl_opaque(ta - pl_opaque(ta - a));
+    let al = pl_opaque(a - ah);
+    let tb = pl_mul(4097.0, b);
+    let bh = pl_opaque(tb - pl_opaque(tb - b));
+    let bl = pl_opaque(b - bh);
+    let e1 = pl_opaque(pl_mul(ah, bh) - p);
+    let e2 = pl_opaque(e1 + pl_mul(ah, bl));
+    let e3 = pl_opaque(e2 + pl_mul(al, bh));
+    return vec2<f32>(p, pl_opaque(e3 + pl_mul(al, bl)));
+}
+
+fn df_add_f(a: vec2<f32>, x: f32) -> vec2<f32> {
+    let s = df_two_sum(a.x, x);
+    if (!pl_finite(s.x)) {
+        return s;
+    }
+    return df_two_sum(s.x, pl_opaque(s.y + a.y));
+}
+
+fn df_add(a: vec2<f32>, b: vec2<f32>) -> vec2<f32> {
+    let s = df_two_sum(a.x, b.x);
+    if (!pl_finite(s.x)) {
+        return s;
+    }
+    return df_two_sum(s.x, pl_opaque(pl_opaque(s.y + a.y) + b.y));
+}
+
+fn df_mul_f(a: vec2<f32>, x: f32) -> vec2<f32> {
+    let p = df_two_prod(a.x, x);
+    if (!pl_finite(p.x)) {
+        return vec2<f32>(p.x, 0.0);
+    }
+    return df_two_sum(p.x, pl_opaque(p.y + pl_mul(a.y, x)));
+}
+
+fn df_mul(a: vec2<f32>, b: vec2<f32>) -> vec2<f32> {
+    let p = df_two_prod(a.x, b.x);
+    if (!pl_finite(p.x)) {
+        return vec2<f32>(p.x, 0.0);
+    }
+    let c = pl_opaque(pl_mul(a.x, b.y) + pl_mul(a.y, b.x));
+    return df_two_sum(p.x, pl_opaque(p.y + c));
+}
+
+// a / n rounded to f32 (n > 0, a double-f32 count): the quotient corrected by its remainder,
+// so the driver's division (WGSL promises 2.5 ulp) does not decide the last bit.
+fn df_div_f32(a: vec2<f32>, n: vec2<f32>) -> f32 {
+    let q1 = a.x / n.x;
+    if (!pl_finite(q1) || a.x == 0.0) {
+        return q1;
+    }
+    let p = df_two_prod(q1, n.x);
+    let r0 = pl_opaque(pl_opaque(a.x - p.x) - p.y);
+    let r = pl_opaque(pl_opaque(r0 + a.y) - pl_mul(q1, n.y));
+    return q1 + pl_opaque(r / n.x);
+}

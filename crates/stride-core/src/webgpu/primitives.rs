@@ -94,6 +94,9 @@ impl Backend for Wgpu {
         })
     }
     fn reduce(&self, op: ReduceOp, src: View, dims: &[usize], dst: View) -> Result<()> {
+        if super::reduce::native(src) {
+            return super::reduce::reduce(op, src, dims, dst);
+        }
         via_cpu(self, op.name(), &[src], &[dst], |i, o| {
             cpu::reduce::reduce(op, i[0], dims, o[0])
         })
@@ -106,6 +109,9 @@ impl Backend for Wgpu {
         values: Option<View>,
         indices: View,
     ) -> Result<()> {
+        if super::reduce::native(src) {
+            return super::reduce::arg_reduce(op, src, dims, values, indices);
+        }
         let outputs: Vec<View> = values.into_iter().chain([indices]).collect();
         via_cpu(self, op.name(), &[src], &outputs, |i, o| {
             let (v, ix) = match o {

@@ -91,6 +91,30 @@ pub(crate) fn store_fn(k: usize, slot: usize, dtype: DType) -> String {
     format!("fn st{k}(e: u32, r: u32) {{ {body} }}\n")
 }
 
+/// `fn ld{k}(e: u32) -> vec2<u32>`: the (low, high) words of i64 element `e` of `b{slot}`
+/// (i64 arithmetic in WGSL runs on word pairs).
+pub(crate) fn load64_fn(k: usize, slot: usize, atomic: bool) -> String {
+    let w = |i: &str| {
+        if atomic {
+            format!("atomicLoad(&b{slot}[{i}])")
+        } else {
+            format!("b{slot}[{i}]")
+        }
+    };
+    format!(
+        "fn ld{k}(e: u32) -> vec2<u32> {{ return vec2<u32>({}, {}); }}\n",
+        w("2u * e"),
+        w("2u * e + 1u")
+    )
+}
+
+/// `fn st{k}(e: u32, r: vec2<u32>)`: stores the (low, high) words of i64 element `e`.
+pub(crate) fn store64_fn(k: usize, slot: usize) -> String {
+    format!(
+        "fn st{k}(e: u32, r: vec2<u32>) {{ b{slot}[2u * e] = r.x; b{slot}[2u * e + 1u] = r.y; }}\n"
+    )
+}
+
 /// The raw bits of `dtype` for a value `v` of its compute type.
 pub(crate) fn to_raw(dtype: DType, v: &str) -> String {
     match dtype {
@@ -371,7 +395,9 @@ fn leak(op: &str) -> &'static str {
 /// Whether `STRIDE_WGPU_MUTANT` names this deliberately wrong variant (the checks of the
 /// generated shaders are shown to fail on it): `ordered_ne` keeps WGSL's `!=` for floats,
 /// which is false for NaN where C's is true; `matmul_short_k` leaves the last k out of
-/// every product's sum.
+/// every product's sum; `reduce_long_loops` lets one invocation fold any length (past
+/// llvmpipe's loop budget); `reduce_f32_acc` sums floats in plain f32; `arg_any_tie` lets an
+/// arg reduction's tie go to whichever candidate its merge sees second.
 pub(crate) fn mutant(name: &str) -> bool {
     static M: std::sync::OnceLock<String> = std::sync::OnceLock::new();
     M.get_or_init(|| std::env::var("STRIDE_WGPU_MUTANT").unwrap_or_default()) == name
