@@ -11,6 +11,7 @@
 //!   math functions;
 //! - `launch`: bindings and one compute pass per op; `elementwise`: copy/cast, fill, unary,
 //!   binary, ternary; `matmul`: batched float products, 16 × 16 tiles;
+//! - `random`: random fills in WGSL, the CPU's bits (normal draws still a round trip);
 //! - `primitives`: the contract, and what still runs as a counted CPU round trip.
 //!
 //! Dtypes: f32, f16, bf16, i32, u32, i8, u8 and bool run in the shaders on every adapter
@@ -40,6 +41,7 @@ pub(crate) mod elementwise;
 pub(crate) mod launch;
 pub(crate) mod matmul;
 pub(crate) mod primitives;
+pub(crate) mod random;
 pub(crate) mod transfer;
 pub(crate) mod wgsl;
 

@@ -81,6 +81,9 @@ impl Backend for Wgpu {
         })
     }
     fn random(&self, dist: RandomDist, seed: u64, offset: u64, dst: View) -> Result<()> {
+        if super::random::native(dist, dst.dtype) {
+            return super::random::random(dist, seed, offset, dst);
+        }
         via_cpu(self, "random", &[], &[dst], |_, o| {
             cpu::random::random(dist, seed, offset, o[0])
         })
