@@ -1,6 +1,7 @@
 //! The conformance matrix on the wgpu backend (Mesa's lavapipe in CI): the families whose
 //! kernels are WGSL — elementwise unary, binary and ternary ops, copies and casts, creation,
-//! views and matrix products — over every layout and dtype, with zero failures. Skips, saying so, without an
+//! views, matrix products and random draws (against the CPU's draws of the same seed) — over
+//! every layout and dtype, with zero failures. Skips, saying so, without an
 //! adapter (`STRIDE_REQUIRE_WGPU=1` makes it mandatory). The whole registry, including the
 //! families that still run as CPU round trips: `stride check --device wgpu`.
 
@@ -19,6 +20,7 @@ fn sampled_elementwise_matrix_passes_on_wgpu() {
         Family::Creation,
         Family::View,
         Family::Matmul,
+        Family::Random,
     ];
     let ops: Vec<String> = registry::all()
         .iter()

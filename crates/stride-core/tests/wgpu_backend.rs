@@ -1,10 +1,14 @@
 //! The wgpu backend: its device, memory, transfers and the properties its kernels promise
 //! beyond what the registry checks (`stride check --device wgpu`, and stride-check's
-//! `tests/wgpu.rs`): casts bit for bit the CPU's, no host wait between reads, no write lost
-//! between invocations that share a word. Every test but the first skips, saying so, without
-//! an adapter (CI installs Mesa's lavapipe; `STRIDE_REQUIRE_WGPU=1` makes them mandatory).
+//! `tests/wgpu.rs`): casts and random draws bit for bit the CPU's, no host wait between reads,
+//! no write lost between invocations that share a word. Every test but the first skips, saying
+//! so, without an adapter (CI installs Mesa's lavapipe; `STRIDE_REQUIRE_WGPU=1` makes them
+//! mandatory).
 
-use stride_core::{debug, memory_stats, webgpu, DType, Device, Error, Tensor};
+use stride_core::random::philox;
+use stride_core::{
+    debug, memory_stats, webgpu, DType, Device, Error, Generator, GeneratorState, Tensor,
+};
 
 /// `wgpu:0` and a lock held for the whole test, or None after printing why the test is
 /// skipped. The tests read process-wide counters (host waits, allocator statistics), so
@@ -364,4 +368,270 @@ fn long_products_sum_every_term() {
             "k {k}: {got} on {d}, {want} on the CPU (bound {bound})"
         );
     }
+}
+
+/// Generator states of the random-draw tests: the start of a stream, an odd offset (pairs of
+/// words that straddle Philox blocks), a draw that crosses word 2³², one past 2³⁴ (block
+/// indices with a high word) and one that wraps around 2⁶⁴; seeds with both halves set.
+const STATES: [GeneratorState; 5] = [
+    GeneratorState { seed: 0, offset: 0 },
+    GeneratorState {
+        seed: 0xdead_beef_0123_4567,
+        offset: 7,
+    },
+    GeneratorState {
+        seed: 42,
+        offset: (1 << 32) - 1001,
+    },
+    GeneratorState {
+        seed: 0x0123_4567_89ab_cdef,
+        offset: (1 << 34) + 3,
+    },
+    GeneratorState {
+        seed: u64::MAX,
+        offset: u64::MAX - 500,
+    },
+];
+
+/// A random draw made on a device from a generator.
+type Draw = Box<dyn Fn(&Device, &Generator) -> stride_core::Result<Tensor>>;
+
+const ALL9: [DType; 9] = [
+    DType::F32,
+    DType::F16,
+    DType::BF16,
+    DType::I32,
+    DType::U32,
+    DType::I8,
+    DType::U8,
+    DType::Bool,
+    DType::I64,
+];
+
+/// The base of the in-place draws, made on `d` without a host wait: 7s (a native fill), or
+/// zeros for i64 (whose fill is a CPU round trip). Its elements outside the view drawn into
+/// must stay as they are.
+fn sevens(shape: &[usize], dt: DType, d: &Device) -> stride_core::Result<Tensor> {
+    if dt == DType::I64 {
+        return Tensor::zeros(shape.to_vec(), dt, d);
+    }
+    Tensor::full(shape.to_vec(), 7, dt, d)
+}
+
+/// `u24` of word `offset + j` of the generator's stream, as a probability: element `j` of a
+/// bernoulli draw with exactly this `p` is 0 (`u24 < p` is false), with a hair more it is 1.
+fn p_at(g: &Generator, j: u64) -> f64 {
+    let s = g.get_state();
+    (philox::word(s.seed, s.offset.wrapping_add(j)) >> 8) as f64 / 16_777_216.0
+}
+
+/// Every draw the wgpu backend makes in WGSL: uniforms into each float dtype over ranges
+/// whose rounding and cap differ, randint into every dtype (the widest ranges each holds, and
+/// small ones), bernoulli into every dtype (p = 0.3, 0, 1 and p on a drawn u24 exactly),
+/// dropout masks; new tensors of odd sizes and in-place fills through transposed, narrowed
+/// and stepped views of a base whose other elements must stay untouched.
+fn native_draws() -> Vec<(String, Draw)> {
+    let mut v: Vec<(String, Draw)> = vec![];
+    let odd = [37usize, 29];
+    for dt in [DType::F32, DType::F16, DType::BF16] {
+        v.push((
+            format!("rand {dt}"),
+            Box::new(move |d, g| Tensor::rand([129, 131], dt, d, Some(g))),
+        ));
+        v.push((
+            format!("rand {dt} scalar"),
+            Box::new(move |d, g| Tensor::rand(Vec::<usize>::new(), dt, d, Some(g))),
+        ));
+        let ranges = [
+            (-3.0, 5.0),
+            (0.0, 1e-3),
+            (-1e-3, 0.0),
+            (1.0, 1.0 + 1e-7),
+            (-65504.0, 65504.0),
+            (5.0, 5.0),
+            (1e-30, 3e-30),
+            (-1.0e4, -999.5),
+        ];
+        for (lo, hi) in ranges {
+            v.push((
+                format!("uniform_({lo}, {hi}) {dt}"),
+                Box::new(move |d, g| Tensor::zeros(odd, dt, d)?.uniform_(lo, hi, Some(g))),
+            ));
+        }
+        v.push((
+            format!("uniform_(-3, 5) {dt} into a transposed, narrowed view"),
+            Box::new(move |d, g| {
+                let base = sevens(&[13, 9], dt, d)?;
+                base.t()?.narrow(0, 1, 7)?.uniform_(-3.0, 5.0, Some(g))?;
+                Ok(base)
+            }),
+        ));
+        for p in [0.25, 1.0] {
+            v.push((
+                format!("dropout_mask({p}) {dt}"),
+                Box::new(move |d, g| Tensor::dropout_mask(odd, p, dt, d, Some(g))),
+            ));
+        }
+    }
+    for dt in ALL9 {
+        let mut ranges: Vec<(i64, i64)> = match dt {
+            DType::I64 => vec![(i64::MIN / 2, i64::MAX / 2), (i64::MIN, i64::MAX)],
+            DType::I32 => vec![(i32::MIN as i64, i32::MAX as i64)],
+            DType::U32 => vec![(0, u32::MAX as i64)],
+            DType::I8 => vec![(-128, 128)],
+            DType::U8 => vec![(0, 256), (3, 200), (0, 3)],
+            DType::Bool => vec![(0, 2)],
+            DType::F32 => vec![(-(1 << 24), (1 << 24) + 1)],
+            DType::F16 => vec![(-2048, 2049)],
+            _ => vec![(-256, 257)],
+        };
+        if !matches!(dt, DType::U32 | DType::U8 | DType::Bool) {
+            ranges.push((-5, 17));
+        }
+        for (lo, hi) in ranges {
+            v.push((
+                format!("randint({lo}, {hi}) {dt}"),
+                Box::new(move |d, g| Tensor::randint(lo, hi, odd, dt, d, Some(g))),
+            ));
+        }
+        for p in [0.3, 0.0, 1.0] {
+            v.push((
+                format!("bernoulli_scalar({p}) {dt}"),
+                Box::new(move |d, g| Tensor::bernoulli_scalar(odd, p, dt, d, Some(g))),
+            ));
+        }
+        v.push((
+            format!("bernoulli_scalar(p = u24 of element 5, and a hair above) {dt}"),
+            Box::new(move |d, g| {
+                let p = p_at(g, 5);
+                let base = sevens(&[22], dt, d)?;
+                base.narrow(0, 0, 11)?.bernoulli_(p, Some(g))?;
+                // the same words again, now with p a hair above element 5's u24
+                let s = g.get_state();
+                g.set_state(GeneratorState {
+                    offset: s.offset.wrapping_sub(11),
+                    ..s
+                });
+                base.narrow(0, 11, 11)?.bernoulli_(p + 1e-12, Some(g))?;
+                Ok(base)
+            }),
+        ));
+        v.push((
+            format!("bernoulli_(0.3) {dt} into a transposed, stepped view"),
+            Box::new(move |d, g| {
+                let base = sevens(&[13, 10], dt, d)?;
+                base.t()?.slice(0, 1, 10, 2)?.bernoulli_(0.3, Some(g))?;
+                Ok(base)
+            }),
+        ));
+    }
+    v.push((
+        "dropout_mask_bool(0.3)".into(),
+        Box::new(move |d, g| Tensor::dropout_mask_bool(odd, 0.3, d, Some(g))),
+    ));
+    v
+}
+
+/// Draws `draw` on the CPU and on `gpu` from generators in `state`: the same bits, and the
+/// generators end in the same state.
+fn same_draw(gpu: &Device, state: GeneratorState, name: &str, draw: &Draw) {
+    let (gc, gg) = (Generator::new(0), Generator::new(0));
+    gc.set_state(state);
+    gg.set_state(state);
+    let want = draw(&Device::Cpu, &gc).unwrap_or_else(|e| panic!("{name} on the CPU: {e}"));
+    let got = {
+        let _no_waits = debug::forbid_sync();
+        draw(gpu, &gg).unwrap_or_else(|e| panic!("{name} on {gpu}: {e}"))
+    };
+    assert_eq!(got.device(), *gpu, "{name}");
+    let (w, g) = (bits(&want), bits(&got));
+    if let Some(i) = (0..w.len()).find(|&i| w[i] != g[i]) {
+        panic!(
+            "{name} from {state:?}: element {i} (of {}) is {:#x} on {gpu}, {:#x} on the CPU",
+            w.len(),
+            g[i],
+            w[i]
+        );
+    }
+    assert_eq!(w.len(), g.len(), "{name}");
+    assert_eq!(
+        gc.get_state(),
+        gg.get_state(),
+        "{name}: the generators part ways"
+    );
+}
+
+#[test]
+fn random_draws_are_the_cpus_bits_and_never_wait() {
+    let Some((d, _turn)) = gpu("random_draws_are_the_cpus_bits_and_never_wait") else {
+        return;
+    };
+    let draws = native_draws();
+    let (syncs, launches) = (webgpu::sync_count(0), webgpu::launch_count(0));
+    let mut n = 0;
+    for state in STATES {
+        for (name, draw) in &draws {
+            same_draw(&d, state, name, draw);
+            n += 1;
+        }
+    }
+    // the draws themselves never waited (bits() reads back: one wait per tensor compared)
+    assert_eq!(
+        webgpu::sync_count(0) - syncs,
+        n as u64,
+        "host waits besides the reads"
+    );
+    assert!(webgpu::launch_count(0) - launches >= n as u64);
+    println!("{n} draws, bit for bit the CPU's");
+}
+
+/// What still runs as a CPU round trip — normals (the `libm` f64 routines), randperm's sort
+/// and uniforms over bounds below 2⁻⁹⁰⁰ — gives the CPU's bits too; a normal draw is a counted
+/// host wait, refused under `forbid_sync`.
+#[test]
+fn random_round_trips_are_the_cpus_bits() {
+    let Some((d, _turn)) = gpu("random_round_trips_are_the_cpus_bits") else {
+        return;
+    };
+    let draws: Vec<(&str, Draw)> = vec![
+        (
+            "randn f32",
+            Box::new(|d, g| Tensor::randn([37, 29], DType::F32, d, Some(g))),
+        ),
+        (
+            "normal_(1, 2) bf16 transposed",
+            Box::new(|d, g| {
+                let base = sevens(&[13, 9], DType::BF16, d)?;
+                base.t()?.normal_(1.0, 2.0, Some(g))?;
+                Ok(base)
+            }),
+        ),
+        (
+            "uniform_(0, 1e-300) f32",
+            Box::new(|d, g| Tensor::zeros([37], DType::F32, d)?.uniform_(0.0, 1e-300, Some(g))),
+        ),
+    ];
+    for state in STATES {
+        for (name, draw) in &draws {
+            let (gc, gg) = (Generator::new(0), Generator::new(0));
+            gc.set_state(state);
+            gg.set_state(state);
+            let want = bits(&draw(&Device::Cpu, &gc).unwrap());
+            let got = bits(&draw(&d, &gg).unwrap());
+            assert_eq!(got, want, "{name} from {state:?}");
+            assert_eq!(gc.get_state(), gg.get_state(), "{name}");
+        }
+        // randperm: its 64-bit keys are drawn in WGSL (bits64), sorted on the host
+        for dt in [DType::I64, DType::I32, DType::F32] {
+            let (gc, gg) = (Generator::new(0), Generator::new(0));
+            gc.set_state(state);
+            gg.set_state(state);
+            let want = bits(&Tensor::randperm(1001, dt, &Device::Cpu, Some(&gc)).unwrap());
+            let got = bits(&Tensor::randperm(1001, dt, &d, Some(&gg)).unwrap());
+            assert_eq!(got, want, "randperm {dt} from {state:?}");
+        }
+    }
+    let _no_waits = debug::forbid_sync();
+    let e = Tensor::randn([3], DType::F32, &d, None).unwrap_err();
+    assert!(matches!(e, Error::HostSync { .. }), "{e}");
 }

@@ -11,12 +11,14 @@
 //!   math functions;
 //! - `launch`: bindings and one compute pass per op; `elementwise`: copy/cast, fill, unary,
 //!   binary, ternary; `matmul`: batched float products, 16 × 16 tiles;
+//! - `random`: random fills in WGSL, the CPU's bits (normal draws still a round trip);
+//! - `reduce`: reductions and arg reductions (double-f32 and word-pair i64 accumulators);
 //! - `primitives`: the contract, and what still runs as a counted CPU round trip.
 //!
 //! Dtypes: f32, f16, bf16, i32, u32, i8, u8 and bool run in the shaders on every adapter
 //! (halves and bytes are packed in words and converted with integer arithmetic, so no
 //! adapter feature is needed and the bits are the CPU's); i64 tensors live on the device
-//! and their ops run as CPU round trips; f64 is refused with an error (WGSL has no portable
+//! and their elementwise ops run as CPU round trips (reductions read them natively); f64 is refused with an error (WGSL has no portable
 //! 64-bit float).
 //!
 //! ```
@@ -40,6 +42,7 @@ pub(crate) mod elementwise;
 pub(crate) mod launch;
 pub(crate) mod matmul;
 pub(crate) mod primitives;
+pub(crate) mod random;
 pub(crate) mod reduce;
 pub(crate) mod transfer;
 pub(crate) mod wgsl;

@@ -1,9 +1,9 @@
 //! The wgpu backend's implementation of the contract.
 //!
 //! Native WGSL kernels: copy/cast, fill, unary, binary and ternary ops for every dtype but
-//! i64 (f64 is refused at allocation), and float matrix products. Everything else — i64
-//! arithmetic, integer division (whose divide-by-zero check needs the data), random fills,
-//! reductions,
+//! i64 (f64 is refused at allocation), float matrix products, reductions and arg
+//! reductions (every dtype), and random fills but normal draws. Everything else — i64
+//! arithmetic, integer division (whose divide-by-zero check needs the data), normal draws,
 //! indexing, sorting and the fused primitives — runs as a CPU round trip
 //! ([`via_cpu`]): a counted host wait that `debug::forbid_sync` refuses and the profiler
 //! shows, never a silent one.
@@ -81,6 +81,9 @@ impl Backend for Wgpu {
         })
     }
     fn random(&self, dist: RandomDist, seed: u64, offset: u64, dst: View) -> Result<()> {
+        if super::random::native(dist, dst.dtype) {
+            return super::random::random(dist, seed, offset, dst);
+        }
         via_cpu(self, "random", &[], &[dst], |_, o| {
             cpu::random::random(dist, seed, offset, o[0])
         })
