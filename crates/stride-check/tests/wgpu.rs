@@ -1,17 +1,15 @@
 //! The conformance matrix on the wgpu backend (Mesa's lavapipe in CI): the families whose
 //! kernels are WGSL — elementwise unary, binary and ternary ops, copies and casts, creation,
-//! views, matrix products and random draws (against the CPU's draws of the same seed) — over
-//! every layout and dtype, with zero failures. Skips, saying so, without an
-//! adapter (`STRIDE_REQUIRE_WGPU=1` makes it mandatory). The whole registry, including the
-//! families that still run as CPU round trips: `stride check --device wgpu`.
+//! views, matrix products and random draws (against the CPU's draws of the same seed) — and
+//! the reductions whose primitive is WGSL, over every layout and dtype, with zero failures.
+//! Skips, saying so, without an adapter (`STRIDE_REQUIRE_WGPU=1` makes it mandatory). The
+//! whole registry, including the families that still run as CPU round trips (and the
+//! composed reductions: var, std, norm, logsumexp): `stride check --device wgpu`.
 
 use stride_check::{registry, run, Config, Family};
 
 #[test]
 fn sampled_elementwise_matrix_passes_on_wgpu() {
-    let Some(device) = stride_core::webgpu::require_or_skip("conformance on wgpu") else {
-        return;
-    };
     let families = [
         Family::Unary,
         Family::Binary,
@@ -27,9 +25,40 @@ fn sampled_elementwise_matrix_passes_on_wgpu() {
         .filter(|o| families.contains(&o.family))
         .map(|o| o.name.to_string())
         .collect();
+    passes_on_wgpu("conformance on wgpu", &ops);
+}
+
+#[test]
+fn sampled_reduction_matrix_passes_on_wgpu() {
+    let ops: Vec<String> = [
+        "sum",
+        "mean",
+        "prod",
+        "amax",
+        "amin",
+        "max.all",
+        "min.all",
+        "max_dim",
+        "min_dim",
+        "all",
+        "any",
+        "count_nonzero",
+        "argmax",
+        "argmin",
+    ]
+    .map(String::from)
+    .into();
+    passes_on_wgpu("reductions on wgpu", &ops);
+}
+
+/// Runs `ops` on `wgpu:0`: zero failures, nothing unimplemented, every op checked.
+fn passes_on_wgpu(test: &str, ops: &[String]) {
+    let Some(device) = stride_core::webgpu::require_or_skip(test) else {
+        return;
+    };
     let report = run(&Config {
         device,
-        ops: ops.clone(),
+        ops: ops.to_vec(),
         progress: std::env::var("STRIDE_CHECK_PROGRESS").is_ok(),
         ..Config::default()
     });
@@ -47,7 +76,7 @@ fn sampled_elementwise_matrix_passes_on_wgpu() {
     );
     assert_eq!(report.not_implemented_total(), 0);
     // it ran what it claims: every selected op checked at least one result
-    for name in &ops {
+    for name in ops {
         let o = registry::select(name)[0];
         assert!(
             o.forms().iter().any(|&f| report.ran(o.name, f)),
