@@ -9,7 +9,7 @@ use crate::backend::{BinaryOp, TernaryOp, UnaryOp, View};
 use crate::{DType, Error, Result, Scalar};
 
 /// `geo` for N operands over the output's shape: `[n, rank, shape…, (offset, strides…)×N]`.
-fn geo<const N: usize>(op: &'static str, views: [View; N]) -> Result<Vec<u32>> {
+pub(crate) fn geo<const N: usize>(op: &'static str, views: [View; N]) -> Result<Vec<u32>> {
     let shape = views[0].layout.shape();
     let plan = Plan::<N>::new(
         shape,

@@ -34,14 +34,12 @@
 //! float bits64 draws and randint to floats beyond i32 (i64 → f64 → f32 rounds twice; no
 //! frontend asks for them).
 
-use super::launch::{bindings, check_count, declare, gpu_of, groups_for, launch};
+use super::launch::{bindings, declare, gpu_of, groups_for, launch};
 use super::wgsl;
 use crate::backend::common::element_bits;
-use crate::backend::common::plan::Plan;
 use crate::backend::common::random::uniform_cap;
 use crate::backend::{RandomDist, View};
-use crate::layout::contiguous_strides;
-use crate::{with_dtype, DType, Element, Error, Result, Scalar};
+use crate::{with_dtype, DType, Element, Error, Layout, Result, Scalar};
 
 /// The helpers every random shader uses (Philox, 64-bit integers, f64 on the bits).
 const LIB: &str = include_str!("random.wgsl");
@@ -166,34 +164,14 @@ fn words(x: u64) -> [u32; 2] {
 }
 
 /// `geo` of the output and its logical (row-major) twin: `[n, rank, shape…, (offset,
-/// strides…)×2]`, as `elementwise.rs` lays it out for `at`.
+/// strides…)×2]`, the layout `at` walks (`elementwise.rs`).
 fn geo(op: &'static str, dst: &View) -> Result<Vec<u32>> {
-    let l = dst.layout;
-    let logical = contiguous_strides(l.shape());
-    let plan = Plan::<2>::new(l.shape(), [l.strides(), &logical], [l.offset(), 0]);
-    let n = check_count(op, plan.numel())?;
-    let (shape, strides, offsets) = plan.parts();
-    let word = |x: isize| -> Result<u32> {
-        u32::try_from(x).map_err(|_| {
-            Error::invalid(
-                op,
-                format!(
-                    "an offset or stride of {x} elements is past the wgpu backend's 32-bit indices"
-                ),
-            )
-        })
+    let logical = Layout::contiguous(dst.layout.shape());
+    let twin = View {
+        layout: &logical,
+        ..*dst
     };
-    let mut g = vec![n, shape.len() as u32];
-    for &s in shape {
-        g.push(word(s as isize)?);
-    }
-    for k in 0..2 {
-        g.push(word(offsets[k])?);
-        for &s in &strides[k] {
-            g.push(word(s)?);
-        }
-    }
-    Ok(g)
+    super::elementwise::geo(op, [*dst, twin])
 }
 
 /// The WGSL that writes the i64 `v` (a vec2 of words) as `T::from_i64` would, for the

@@ -606,37 +606,31 @@ fn run(
             })
             .collect::<String>()
     };
+    // one pass: the outputs, then the input, folded by `main`
+    let single = |main: String, words: &[u32], groups: (u32, u32, u32)| -> Result<()> {
+        let mut views: Vec<View> = outs.to_vec();
+        views.push(src);
+        let b = bindings(&views, outs.len());
+        let slot = b.slot[outs.len()];
+        let mut s = declare(&b.kinds);
+        s += &g.wgsl();
+        s += &stores(&b, outs.len());
+        s += &load(outs.len(), slot, b.kinds[slot].atomic);
+        s += &fold.wgsl;
+        s += &main;
+        launch(&gpu, op, s, &b, words, groups)
+    };
     match g.schedule() {
         Schedule::PerInvocation => {
-            let mut views: Vec<View> = outs.to_vec();
-            views.push(src);
-            let b = bindings(&views, outs.len());
-            let slot = b.slot[outs.len()];
-            let mut s = declare(&b.kinds);
-            s += &g.wgsl();
-            s += &stores(&b, outs.len());
-            s += &load(outs.len(), slot, b.kinds[slot].atomic);
-            s += &fold.wgsl;
-            s += &per_invocation_main(false);
             let words = g.words(op, 1, g.n_red.max(1), extra)?;
-            launch(&gpu, op, s, &b, &words, groups_for(g.n_out))
+            single(per_invocation_main(false), &words, groups_for(g.n_out))
         }
         Schedule::Rows { parts, chunk } => {
             let words = g.words(op, parts, chunk, extra)?;
             let units = g.n_out * parts;
             let groups = (units.min(65_535) as u32, 1, 1);
             if parts == 1 {
-                let mut views: Vec<View> = outs.to_vec();
-                views.push(src);
-                let b = bindings(&views, outs.len());
-                let slot = b.slot[outs.len()];
-                let mut s = declare(&b.kinds);
-                s += &g.wgsl();
-                s += &stores(&b, outs.len());
-                s += &load(outs.len(), slot, b.kinds[slot].atomic);
-                s += &fold.wgsl;
-                s += &rows_main(false);
-                return launch(&gpu, op, s, &b, &words, groups);
+                return single(rows_main(false), &words, groups);
             }
             // pass 1: each (output, part) into four scratch words
             let scratch = alloc_storage(&gpu, DType::U32, 4 * units, false)?;

@@ -576,20 +576,19 @@ impl GptTrainer {
         self.model.eval();
         let g = Generator::new(derive_seed(c.seed, streams::EVAL));
         let r = (|| {
-            let mut sum: Option<Tensor> = None;
+            let mut losses: Vec<Tensor> = vec![];
             for _ in 0..batches {
                 let (x, y) = s.batch(c.batch, c.model.context_len, &g)?;
                 let _ac = c
                     .autocast
                     .map(stride_core::autocast::autocast)
                     .transpose()?;
-                let l = self.model.cross_entropy(&x, &y)?.to_dtype(DType::F64)?;
-                sum = Some(match sum {
-                    None => l,
-                    Some(a) => a.add(&l)?,
-                });
+                losses.push(self.model.cross_entropy(&x, &y)?);
             }
-            Ok(sum.expect("batches ≥ 1").item::<f64>()? / batches as f64)
+            // one read, summed in f64 on the host in batch order (devices without f64 too)
+            let refs: Vec<&Tensor> = losses.iter().collect();
+            let sum: f64 = Tensor::stack(&refs, 0)?.to_f64_vec()?.iter().sum();
+            Ok(sum / batches as f64)
         })();
         self.model.train(true);
         r

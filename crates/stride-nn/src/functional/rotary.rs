@@ -84,18 +84,27 @@ impl Rotary {
                 sin.push(theta.sin());
             }
         }
-        let cos64 = Tensor::from_vec(cos, [max_len, half])?.to_device(device)?;
-        let sin64 = Tensor::from_vec(sin, [max_len, half])?.to_device(device)?;
+        let (cos, sin) = (
+            Tensor::from_vec(cos, [max_len, half])?,
+            Tensor::from_vec(sin, [max_len, half])?,
+        );
+        // the f64 tables stay on the host where the device holds no f64 (wgpu): no f64
+        // input can be there to rotate
+        let at64 = if device.holds(DType::F64) {
+            *device
+        } else {
+            Device::Cpu
+        };
         Ok(Rotary {
             dim,
             base,
             max_len,
             style,
             device: *device,
-            cos32: cos64.to_dtype(DType::F32)?,
-            sin32: sin64.to_dtype(DType::F32)?,
-            cos64,
-            sin64,
+            cos32: cos.to_dtype(DType::F32)?.to_device(device)?,
+            sin32: sin.to_dtype(DType::F32)?.to_device(device)?,
+            cos64: cos.to_device(&at64)?,
+            sin64: sin.to_device(&at64)?,
         })
     }
     /// Rotated features per head.
