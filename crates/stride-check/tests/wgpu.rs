@@ -1,7 +1,7 @@
 //! The conformance matrix on the wgpu backend (Mesa's lavapipe in CI): the families whose
 //! kernels are WGSL — elementwise unary, binary and ternary ops, copies and casts, creation,
 //! views, matrix products and random draws (against the CPU's draws of the same seed) — and
-//! the reductions whose primitive is WGSL, over every layout and dtype, with zero failures.
+//! the reductions and scans whose primitive is WGSL, over every layout and dtype, with zero failures.
 //! Skips, saying so, without an adapter (`STRIDE_REQUIRE_WGPU=1` makes it mandatory). The
 //! whole registry, including the families that still run as CPU round trips (and the
 //! composed reductions: var, std, norm, logsumexp): `stride check --device wgpu`.
@@ -45,6 +45,8 @@ fn sampled_reduction_matrix_passes_on_wgpu() {
         "count_nonzero",
         "argmax",
         "argmin",
+        "cumsum",
+        "cumprod",
     ]
     .map(String::from)
     .into();

@@ -247,3 +247,91 @@ fn reductions_never_wait_for_the_host() {
         "a host wait inside the reductions"
     );
 }
+
+#[test]
+fn scans_are_the_cpus_along_any_dim_and_layout() {
+    let Some((d, _turn)) = gpu("scans_are_the_cpus_along_any_dim_and_layout") else {
+        return;
+    };
+    let base = Tensor::randn([37, 300], DType::F32, &Device::Cpu, None)
+        .unwrap()
+        .mul(0.1)
+        .unwrap()
+        .add(1.0)
+        .unwrap();
+    for dt in [
+        DType::F32,
+        DType::F16,
+        DType::BF16,
+        DType::I32,
+        DType::U8,
+        DType::Bool,
+        DType::I64,
+    ] {
+        let x = if dt.is_float() {
+            base.to_dtype(dt).unwrap()
+        } else {
+            base.mul(40.0).unwrap().to_dtype(dt).unwrap()
+        };
+        let xg = x.to_device(&d).unwrap();
+        // contiguous, transposed, and stepped (every other column: the input's step along
+        // dim 1 is 2 where the fresh output's is 1)
+        for (dim, layout) in [
+            (0i64, "contiguous"),
+            (1, "contiguous"),
+            (0, "transposed"),
+            (1, "transposed"),
+            (0, "stepped"),
+            (1, "stepped"),
+        ] {
+            let view = |t: &Tensor| match layout {
+                "transposed" => t.t().unwrap(),
+                "stepped" => t.slice(1, 0, 300, 2).unwrap(),
+                _ => t.clone(),
+            };
+            let (a, ag) = (view(&x), view(&xg));
+            for prod in [false, true] {
+                let f = |t: &Tensor| {
+                    if prod {
+                        t.cumprod(dim)
+                    } else {
+                        t.cumsum(dim)
+                    }
+                };
+                let (want, got) = (f(&a).unwrap(), f(&ag).unwrap());
+                assert_eq!(want.dtype(), got.dtype());
+                let (w, g) = (f64s(&want), f64s(&got));
+                let what = format!(
+                    "{dt} {} dim {dim} {layout}",
+                    if prod { "cumprod" } else { "cumsum" }
+                );
+                if dt == DType::F32 {
+                    // f64 on the CPU, double-f32 here: the same f32 but next to a rounding tie
+                    for (i, (w, g)) in w.iter().zip(&g).enumerate() {
+                        let ulp = w.abs() * f32::EPSILON as f64;
+                        assert!((w - g).abs() <= ulp, "{what} [{i}]: {g} vs {w}");
+                    }
+                } else {
+                    // halves accumulate in f32 in the CPU's order, integers exactly: the bits
+                    let same = w
+                        .iter()
+                        .zip(&g)
+                        .all(|(a, b)| a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan()));
+                    assert!(same, "{what}: not the CPU's values");
+                }
+            }
+        }
+    }
+    // a line longer than one invocation may loop runs as a round trip, with the same result
+    let long = Tensor::ones([60_001], DType::F16, &Device::Cpu).unwrap();
+    let got = f64s(&long.to_device(&d).unwrap().cumsum(0).unwrap());
+    assert_eq!(got, f64s(&long.cumsum(0).unwrap()));
+    // the shader scan never waits for the host
+    let before = webgpu::sync_count(0);
+    {
+        let _no_waits = debug::forbid_sync();
+        let s = Tensor::ones([8, 60_000], DType::F32, &d).unwrap();
+        drop(s.cumsum(1).unwrap());
+    }
+    assert_eq!(webgpu::sync_count(0), before);
+}

@@ -13,6 +13,7 @@
 //!   binary, ternary; `matmul`: batched float products, 16 × 16 tiles;
 //! - `random`: random fills in WGSL, the CPU's bits (normal draws still a round trip);
 //! - `reduce`: reductions and arg reductions (double-f32 and word-pair i64 accumulators);
+//!   `scan`: cumsum and cumprod, one invocation per line;
 //! - `primitives`: the contract, and what still runs as a counted CPU round trip.
 //!
 //! Dtypes: f32, f16, bf16, i32, u32, i8, u8 and bool run in the shaders on every adapter
@@ -44,6 +45,7 @@ pub(crate) mod matmul;
 pub(crate) mod primitives;
 pub(crate) mod random;
 pub(crate) mod reduce;
+pub(crate) mod scan;
 pub(crate) mod transfer;
 pub(crate) mod wgsl;
 

@@ -2,16 +2,18 @@
 //!
 //! Native WGSL kernels: copy/cast, fill, unary, binary and ternary ops for every dtype but
 //! i64 (f64 is refused at allocation), float matrix products, reductions and arg
-//! reductions (every dtype), and random fills but normal draws. Everything else — i64
-//! arithmetic, integer division (whose divide-by-zero check needs the data), normal draws,
-//! indexing, sorting and the fused primitives — runs as a CPU round trip
+//! reductions (every dtype), scans (lines up to 60,000) and random fills but normal draws.
+//! Everything else — i64 arithmetic, integer division (whose divide-by-zero check needs the
+//! data), normal draws, indexing, sorting and the fused primitives — runs as a CPU round trip
 //! ([`via_cpu`]): a counted host wait that `debug::forbid_sync` refuses and the profiler
 //! shows, never a silent one.
 
 use super::elementwise as ew;
 use crate::backend::contract::{via_cpu, Backend};
 use crate::backend::index::{IndexDim, ScatterOp};
-use crate::backend::{ArgReduceOp, BinaryOp, RandomDist, ReduceOp, TernaryOp, UnaryOp, View};
+use crate::backend::{
+    ArgReduceOp, BinaryOp, CumulativeOp, RandomDist, ReduceOp, TernaryOp, UnaryOp, View,
+};
 use crate::{cpu, DType, Device, Error, Result, Scalar, Storage};
 
 /// The wgpu backend (Metal, Vulkan, DirectX 12 through `wgpu`).
@@ -140,6 +142,14 @@ impl Backend for Wgpu {
     ) -> Result<()> {
         via_cpu(self, "scatter", &[index, src], &[dst], |i, o| {
             cpu::index::scatter(o[0], i[0], at, i[1], op, include_self)
+        })
+    }
+    fn cumulative(&self, op: CumulativeOp, src: View, dim: usize, dst: View) -> Result<()> {
+        if super::scan::native(src, dim) {
+            return super::scan::cumulative(op, src, dim, dst);
+        }
+        via_cpu(self, op.name(), &[src], &[dst], |i, o| {
+            cpu::cumulative::cumulative(op, i[0], dim, o[0])
         })
     }
     fn sort(

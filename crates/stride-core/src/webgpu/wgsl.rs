@@ -397,7 +397,8 @@ fn leak(op: &str) -> &'static str {
 /// which is false for NaN where C's is true; `matmul_short_k` leaves the last k out of
 /// every product's sum; `reduce_long_loops` lets one invocation fold any length (past
 /// llvmpipe's loop budget); `reduce_f32_acc` sums floats in plain f32; `arg_any_tie` lets an
-/// arg reduction's tie go to whichever candidate its merge sees second.
+/// arg reduction's tie go to whichever candidate its merge sees second; `scan_out_step`
+/// writes a scan through its input's step.
 pub(crate) fn mutant(name: &str) -> bool {
     static M: std::sync::OnceLock<String> = std::sync::OnceLock::new();
     M.get_or_init(|| std::env::var("STRIDE_WGPU_MUTANT").unwrap_or_default()) == name

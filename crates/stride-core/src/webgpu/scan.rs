@@ -1,0 +1,185 @@
+//! Inclusive scans (cumsum, cumprod) along one dim in WGSL: one invocation per line, each
+//! line folded in order as on the CPU (`cpu/cumulative.rs`), so f16/bf16 (accumulated in f32,
+//! each output rounded once) are the CPU's bits; f32 accumulates in double-f32 for the CPU's
+//! f64 (`prelude.wgsl`), and integers and bool give i64 as word pairs (wrapping).
+//!
+//! A line longer than [`MAX_LINE`] would pass llvmpipe's loop budget (an invocation's loops
+//! stop after 65,535 iterations in all): [`native`] sends it to the CPU round trip instead.
+
+use super::launch::{bindings, check_count, declare, gpu_of, groups_for, launch};
+use super::wgsl;
+use crate::backend::common::plan::Plan;
+use crate::backend::{CumulativeOp, View};
+use crate::{DType, Error, Result};
+
+/// The longest line one invocation scans.
+pub(crate) const MAX_LINE: usize = 60_000;
+
+fn word(op: &'static str, x: isize) -> Result<u32> {
+    u32::try_from(x).map_err(|_| {
+        Error::invalid(
+            op,
+            format!("a size, offset or stride of {x} elements is past the wgpu backend's 32-bit indices"),
+        )
+    })
+}
+
+/// Whether the shader takes this scan (else the CPU round trip).
+pub(crate) fn native(src: View, dim: usize) -> bool {
+    let shape = src.layout.shape();
+    let len = shape.get(dim).copied().unwrap_or(1);
+    src.dtype != DType::F64 && len <= MAX_LINE
+}
+
+pub(crate) fn cumulative(op: CumulativeOp, src: View, dim: usize, dst: View) -> Result<()> {
+    let name = op.name();
+    let gpu = gpu_of(name, &dst)?;
+    let (sl, dl) = (src.layout, dst.layout);
+    let nd = sl.ndim();
+    let kept: Vec<usize> = (0..nd).filter(|&d| d != dim).collect();
+    let ksizes: Vec<usize> = kept.iter().map(|&d| sl.shape()[d]).collect();
+    let ks: Vec<usize> = kept.iter().map(|&d| sl.strides()[d]).collect();
+    let kd: Vec<usize> = kept.iter().map(|&d| dl.strides()[d]).collect();
+    let plan = Plan::<2>::new(&ksizes, [&ks, &kd], [sl.offset(), dl.offset()]);
+    let n_lines = check_count(name, plan.numel())?;
+    let (len, step) = if nd == 0 {
+        (1, [0, 0])
+    } else {
+        (sl.shape()[dim], [sl.strides()[dim], dl.strides()[dim]])
+    };
+    check_count(name, len)?;
+    if n_lines == 0 || len == 0 {
+        return Ok(());
+    }
+    let (shape, strides, offsets) = plan.parts();
+    // geo: [n_lines, len, step_in, step_out, kept rank, kept shape…, (offset, strides…) × 2]
+    let mut g = vec![
+        n_lines,
+        len as u32,
+        word(name, step[0] as isize)?,
+        word(name, step[1] as isize)?,
+        shape.len() as u32,
+    ];
+    for &s in shape {
+        g.push(word(name, s as isize)?);
+    }
+    for k in 0..2 {
+        g.push(word(name, offsets[k])?);
+        for &s in &strides[k] {
+            g.push(word(name, s)?);
+        }
+    }
+    let t = src.dtype;
+    let (acc, init, stepf, out) = match (t, op) {
+        (DType::F32, CumulativeOp::Sum) => (
+            "vec2<f32>",
+            "vec2<f32>(0.0, 0.0)",
+            "df_add_f(a, x)",
+            "bitcast<u32>(a.x)".to_string(),
+        ),
+        (DType::F32, CumulativeOp::Prod) => (
+            "vec2<f32>",
+            "vec2<f32>(1.0, 0.0)",
+            "df_mul_f(a, x)",
+            "bitcast<u32>(a.x)".to_string(),
+        ),
+        (DType::F16 | DType::BF16, CumulativeOp::Sum) => {
+            ("f32", "0.0", "pl_opaque(a + x)", wgsl::to_raw(t, "a"))
+        }
+        (DType::F16 | DType::BF16, CumulativeOp::Prod) => {
+            ("f32", "1.0", "pl_mul(a, x)", wgsl::to_raw(t, "a"))
+        }
+        (_, op) => {
+            let widen = match t {
+                DType::I64 => "x",
+                DType::Bool => "vec2<u32>(select(0u, 1u, x), 0u)",
+                DType::I32 | DType::I8 => "i64_from_i32(x)",
+                _ => "i64_from_u32(x)",
+            };
+            let (init, f) = match op {
+                CumulativeOp::Sum => ("vec2<u32>(0u, 0u)", "i64_add"),
+                CumulativeOp::Prod => ("vec2<u32>(1u, 0u)", "i64_mul"),
+            };
+            return run(
+                &gpu,
+                name,
+                src,
+                dst,
+                &g,
+                "vec2<u32>",
+                init,
+                &format!("{f}(a, {widen})"),
+                "a",
+            );
+        }
+    };
+    run(&gpu, name, src, dst, &g, acc, init, stepf, &out)
+}
+
+/// Launches the scan: `acc` the accumulator's WGSL type, `step` its update from `a` and the
+/// loaded `x`, `out` the stored value (raw bits, or a word pair for i64 outputs).
+#[allow(clippy::too_many_arguments)]
+fn run(
+    gpu: &super::device::Gpu,
+    name: &'static str,
+    src: View,
+    dst: View,
+    g: &[u32],
+    acc: &str,
+    init: &str,
+    step: &str,
+    out: &str,
+) -> Result<()> {
+    // the mutant stores through the input's step (wrong wherever the two layouts differ)
+    let out_step = if wgsl::mutant("scan_out_step") { 2 } else { 3 };
+    let views = [dst, src];
+    let b = bindings(&views, 1);
+    let (so, si) = (b.slot[0], b.slot[1]);
+    let mut s = declare(&b.kinds);
+    s += &if dst.dtype == DType::I64 {
+        wgsl::store64_fn(0, so)
+    } else {
+        wgsl::store_fn(0, so, dst.dtype)
+    };
+    s += &if src.dtype == DType::I64 {
+        wgsl::load64_fn(1, si, b.kinds[si].atomic)
+    } else {
+        wgsl::load_fn(1, si, b.kinds[si].atomic, src.dtype)
+    };
+    s += &format!(
+        "
+// operand k's (0 input, 1 output) offset of the first element of line i
+fn line(k: u32, i: u32) -> u32 {{
+    let kr = geo[4];
+    let base = 5u + kr + k * (1u + kr);
+    var o = geo[base];
+    var rem = i;
+    for (var d = kr; d > 0u; d = d - 1u) {{
+        let n = geo[4u + d];
+        let q = rem / n;
+        o = o + (rem - q * n) * geo[base + d];
+        rem = q;
+    }}
+    return o;
+}}
+
+@compute @workgroup_size(256)
+fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {{
+    let n_lines = geo[0];
+    let len = geo[1];
+    let stride = nwg.x * 256u;
+    for (var i = gid.x; i < n_lines; i = i + stride) {{
+        let si = line(0u, i);
+        let so = line(1u, i);
+        var a: {acc} = {init};
+        for (var t = 0u; t < len; t = t + 1u) {{
+            let x = ld1(si + t * geo[2]);
+            a = {step};
+            st0(so + t * geo[{out_step}u], {out});
+        }}
+    }}
+}}
+"
+    );
+    launch(gpu, name, s, &b, g, groups_for(g[0] as usize))
+}
