@@ -122,6 +122,17 @@ fn float_reductions_match_the_cpu_over_every_schedule() {
 }
 
 #[test]
+fn empty_outputs_need_no_indices() {
+    let Some((d, _turn)) = gpu("empty_outputs_need_no_indices") else {
+        return;
+    };
+    // nothing to write, however long the reduced dim (past the shaders' 32-bit indices)
+    let e = Tensor::zeros([0, 3_000_000_000], DType::F32, &d).unwrap();
+    assert_eq!(e.sum_dims(&[1], false).unwrap().shape(), &[0]);
+    assert_eq!(e.argmax(Some(1), false).unwrap().shape(), &[0]);
+}
+
+#[test]
 fn integer_reductions_are_exact_and_wrap_as_i64() {
     let Some((d, _turn)) = gpu("integer_reductions_are_exact_and_wrap_as_i64") else {
         return;

@@ -698,8 +698,11 @@ pub(crate) fn native(src: View) -> bool {
 }
 
 pub(crate) fn reduce(op: ReduceOp, src: View, dims: &[usize], dst: View) -> Result<()> {
+    if dst.layout.numel() == 0 {
+        return Ok(()); // nothing to write, however long the reduced dims
+    }
     let n_red: usize = dims.iter().map(|&d| src.layout.shape()[d]).product();
-    if n_red == 0 && op.needs_nonempty() && dst.layout.numel() > 0 {
+    if n_red == 0 && op.needs_nonempty() {
         return Err(empty_error(op.name(), src.layout.shape(), dims));
     }
     let out = op.result_dtype(src.dtype)?;
@@ -724,8 +727,11 @@ pub(crate) fn arg_reduce(
     values: Option<View>,
     indices: View,
 ) -> Result<()> {
+    if indices.layout.numel() == 0 {
+        return Ok(());
+    }
     let n_red: usize = dims.iter().map(|&d| src.layout.shape()[d]).product();
-    if n_red == 0 && indices.layout.numel() > 0 {
+    if n_red == 0 {
         return Err(empty_error(op.name(), src.layout.shape(), dims));
     }
     let fold = arg_fold(op, src.dtype, values.is_some());
