@@ -206,3 +206,16 @@ pub(crate) fn check_count(op: &'static str, n: usize) -> Result<u32> {
     }
     Ok(n as u32)
 }
+
+/// `x` (a size, offset or stride in elements) as a shader word, or an error naming the limit
+/// (the shaders index with 32-bit integers). A negative `isize` cast to `usize` fails too.
+pub(crate) fn word(op: &'static str, x: usize) -> Result<u32> {
+    u32::try_from(x).map_err(|_| {
+        Error::invalid(
+            op,
+            format!(
+                "a size, offset or stride of {x} elements is past the wgpu backend's 32-bit indices"
+            ),
+        )
+    })
+}

@@ -4,10 +4,10 @@
 //! transposed weight needs no copy). Each element's sum runs over k in order, so a result is
 //! the same bits every run.
 
-use super::launch::{bindings, declare, gpu_of, launch};
+use super::launch::{bindings, declare, gpu_of, launch, word};
 use super::wgsl;
 use crate::backend::View;
-use crate::{Error, Result};
+use crate::Result;
 
 /// Output tile edge (and k step): 16 × 16 = 256 invocations a workgroup.
 const TILE: usize = 16;
@@ -29,15 +29,6 @@ pub(crate) fn native(a: View, dst: View) -> bool {
         && n.div_ceil(TILE) <= 65_535
         && batch <= 65_535
         && k <= MAX_K
-}
-
-fn word(op: &'static str, x: usize) -> Result<u32> {
-    u32::try_from(x).map_err(|_| {
-        Error::invalid(
-            op,
-            format!("a size, offset or stride of {x} elements is past the wgpu backend's 32-bit indices"),
-        )
-    })
 }
 
 pub(crate) fn matmul(a: View, b: View, dst: View) -> Result<()> {

@@ -23,7 +23,7 @@
 //!   in order — two passes, no atomics.
 
 use super::buffer::alloc_storage;
-use super::launch::{bindings, check_count, declare, gpu_of, groups_for, launch, WORKGROUP};
+use super::launch::{bindings, check_count, declare, gpu_of, groups_for, launch, word, WORKGROUP};
 use super::wgsl::{self, ctype};
 use crate::backend::common::plan::Plan;
 use crate::backend::{ArgReduceOp, ReduceOp, View};
@@ -56,15 +56,6 @@ struct Geometry {
     rstrides: Vec<usize>,
     /// The input's innermost kept dim is contiguous (a reduction over outer dims).
     kept_inner_unit: bool,
-}
-
-fn word(op: &'static str, x: usize) -> Result<u32> {
-    u32::try_from(x).map_err(|_| {
-        Error::invalid(
-            op,
-            format!("a size, offset or stride of {x} elements is past the wgpu backend's 32-bit indices"),
-        )
-    })
 }
 
 fn geometry(op: &'static str, src: &View, dims: &[usize], outs: &[View]) -> Result<Geometry> {

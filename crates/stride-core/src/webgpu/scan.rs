@@ -6,23 +6,14 @@
 //! A line longer than [`MAX_LINE`] would pass llvmpipe's loop budget (an invocation's loops
 //! stop after 65,535 iterations in all): [`native`] sends it to the CPU round trip instead.
 
-use super::launch::{bindings, check_count, declare, gpu_of, groups_for, launch};
+use super::launch::{bindings, check_count, declare, gpu_of, groups_for, launch, word};
 use super::wgsl;
 use crate::backend::common::plan::Plan;
 use crate::backend::{CumulativeOp, View};
-use crate::{DType, Error, Result};
+use crate::{DType, Result};
 
 /// The longest line one invocation scans.
 pub(crate) const MAX_LINE: usize = 60_000;
-
-fn word(op: &'static str, x: isize) -> Result<u32> {
-    u32::try_from(x).map_err(|_| {
-        Error::invalid(
-            op,
-            format!("a size, offset or stride of {x} elements is past the wgpu backend's 32-bit indices"),
-        )
-    })
-}
 
 /// Whether the shader takes this scan (else the CPU round trip).
 pub(crate) fn native(src: View, dim: usize) -> bool {
@@ -56,17 +47,17 @@ pub(crate) fn cumulative(op: CumulativeOp, src: View, dim: usize, dst: View) -> 
     let mut g = vec![
         n_lines,
         len as u32,
-        word(name, step[0] as isize)?,
-        word(name, step[1] as isize)?,
+        word(name, step[0])?,
+        word(name, step[1])?,
         shape.len() as u32,
     ];
     for &s in shape {
-        g.push(word(name, s as isize)?);
+        g.push(word(name, s)?);
     }
     for k in 0..2 {
-        g.push(word(name, offsets[k])?);
+        g.push(word(name, offsets[k] as usize)?);
         for &s in &strides[k] {
-            g.push(word(name, s)?);
+            g.push(word(name, s as usize)?);
         }
     }
     let t = src.dtype;
