@@ -150,9 +150,9 @@ pub enum Error {
     /// on a GPU, where it ran without the host waiting for it: reported at the first read of
     /// the device after the op. `cause` is the error the op gives on the CPU; `report` names
     /// the operands and where the op was called. The op wrote nothing. Every read of the
-    /// device returns this error until `stride::cuda::take_error` takes it (see
-    /// `stride::cuda::check_errors`).
-    #[error("{device}: {cause} (found by a device-side check of an earlier op; {report}). That op wrote nothing; every read of {device} returns this error until stride::cuda::take_error takes it. For the error at the op itself, call stride::set_sync_checks(true)")]
+    /// device returns this error until the backend's `take_error` takes it
+    /// (`stride::cuda::take_error`, `stride::webgpu::take_error`; see their `check_errors`).
+    #[error("{device}: {cause} (found by a device-side check of an earlier op; {report}). That op wrote nothing; every read of {device} returns this error until {} takes it. For the error at the op itself, call stride::set_sync_checks(true)", take_error_fn(device))]
     DeviceCheck {
         device: Device,
         cause: Box<Error>,
@@ -228,5 +228,13 @@ impl Error {
             op,
             msg: msg.into(),
         }
+    }
+}
+
+/// The function that takes a device's deferred error, for [`Error::DeviceCheck`]'s message.
+fn take_error_fn(device: &Device) -> &'static str {
+    match device {
+        Device::Wgpu(_) => "stride::webgpu::take_error",
+        _ => "stride::cuda::take_error",
     }
 }

@@ -270,6 +270,27 @@ pub(crate) fn check_index_operand(at: &IndexDim, index: &View, shape: &[usize]) 
     check_extent(at.op, index, 0)
 }
 
+/// A gather's operands as a backend receives them: the output's shape for all three, one
+/// dtype for `src` and `dst`, `dst` in a storage of its own, every position inside its
+/// storage.
+pub(crate) fn check_gather_operands(
+    src: &View,
+    index: &View,
+    at: &IndexDim,
+    dst: &View,
+) -> Result<()> {
+    let shape = dst.layout.shape();
+    check_index_operand(at, index, shape)?;
+    if src.dtype != dst.dtype || src.layout.shape() != shape {
+        return Err(internal(at.op, "gather operands disagree"));
+    }
+    if index.storage.same(dst.storage) || src.storage.same(dst.storage) {
+        return Err(internal(at.op, "gather into one of its inputs"));
+    }
+    check_extent(at.op, src, at.size.saturating_sub(1) * at.stride)?;
+    check_extent(at.op, dst, 0)
+}
+
 /// A scatter's operands as a backend receives them: the index's shape for all three, `dst`
 /// seen with stride 0 along the scattered dim (its region), no operand inside `dst`, every
 /// position inside its storage.

@@ -26,7 +26,7 @@ use super::strided::{Plan, SendPtr, PAR_GRAIN};
 use crate::backend::common::check::{bad_index_dtype, check_extent, internal};
 use crate::backend::common::float::{max_nan, min_nan, Accum};
 use crate::backend::index::{
-    check_index_operand, check_masked_scatter_operands, check_masked_select_operands,
+    check_gather_operands, check_masked_scatter_operands, check_masked_select_operands,
     check_nonzero_operands, check_scatter_operands, masked_scatter_short, IndexDim, ScatterOp,
 };
 use crate::backend::View;
@@ -171,16 +171,7 @@ unsafe fn first_outside<I: Element>(
 // gather
 
 pub(crate) fn gather(src: View, index: View, at: IndexDim, dst: View) -> Result<()> {
-    let shape = dst.layout.shape();
-    check_index_operand(&at, &index, shape)?;
-    if src.dtype != dst.dtype || src.layout.shape() != shape {
-        return Err(internal(at.op, "gather operands disagree"));
-    }
-    if index.storage.same(dst.storage) || src.storage.same(dst.storage) {
-        return Err(internal(at.op, "gather into one of its inputs"));
-    }
-    check_extent(at.op, &src, at.size.saturating_sub(1) * at.stride)?;
-    check_extent(at.op, &dst, 0)?;
+    check_gather_operands(&src, &index, &at, &dst)?;
     let acc = Access::views(Some(&dst), &[&src, &index]);
     with_index_type!(index.dtype, I => unsafe {
         let pi = SendPtr(acc.ptr::<I>(index.storage));

@@ -21,7 +21,7 @@
 use super::device::CudaDevice;
 use super::launch::{arg, launch_cfg};
 use crate::debug::CallSite;
-use crate::{Device, Error, Result};
+use crate::{Error, Result};
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{fence, AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -46,15 +46,7 @@ extern "C" __global__ void k_record(const u64* gate, volatile u64* rec, const u6
 }
 "#;
 
-/// What turns a failed check into its error: the op's own error for the bad value, plus the
-/// operands and the call site.
-pub(crate) struct Failure {
-    /// The error the CPU backend gives for this bad value.
-    /// (`Fn`: a check inside a CUDA graph can fail at any replay.)
-    pub cause: Box<dyn Fn(i64) -> Error + Send>,
-    /// The op's operands (shapes, dtypes, strides).
-    pub operands: String,
-}
+pub(crate) use crate::backend::common::deferred::{device_check, Failure};
 
 struct Pending {
     id: u64,
@@ -226,14 +218,6 @@ impl Deferred {
     /// Checks queued and not yet known to be finished (for tests and diagnostics).
     pub(crate) fn pending(&self) -> usize {
         self.lock().pending.len()
-    }
-}
-
-fn device_check(device: Device, cause: Error, operands: &str, site: &CallSite) -> Error {
-    Error::DeviceCheck {
-        device,
-        cause: Box::new(cause),
-        report: format!("operands: {operands}; called at {}", site.describe()),
     }
 }
 

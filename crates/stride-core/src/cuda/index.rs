@@ -24,11 +24,11 @@ use super::launch::{
     arg, dptr, geo_from, launch, launch_cfg, str_from, too_many, walk, Geo, Str, BLOCK, MAXD,
 };
 use super::source::{self, tag, Compact};
-use crate::backend::common::check::{check_extent, internal};
+use crate::backend::common::check::check_extent;
 use crate::backend::common::float::Accum;
 use crate::backend::common::plan::Plan;
 use crate::backend::index::{
-    check_index_operand, check_masked_scatter_operands, check_masked_select_operands,
+    check_gather_operands, check_masked_scatter_operands, check_masked_select_operands,
     check_nonzero_operands, check_scatter_operands, masked_scatter_short, IndexDim, ScatterOp,
 };
 use crate::backend::View;
@@ -140,22 +140,7 @@ impl Gate {
     }
 }
 
-/// `name shape dtype strides offset` of each operand, for a deferred error's report.
-pub(super) fn describe(views: &[(&str, &View)]) -> String {
-    views
-        .iter()
-        .map(|(name, v)| {
-            format!(
-                "{name} {:?} {} (strides {:?}, offset {})",
-                v.layout.shape(),
-                v.dtype,
-                v.layout.strides(),
-                v.layout.offset()
-            )
-        })
-        .collect::<Vec<_>>()
-        .join(", ")
-}
+pub(super) use crate::backend::common::deferred::describe;
 
 /// Queues the check of every value of the integer operand `index` against `lo..hi` (values
 /// repeat along stride-0 dims, so those are visited once) and returns its [`Gate`]. The
@@ -238,16 +223,7 @@ fn check_index_dim(
 // gather
 
 pub(crate) fn gather(src: View, index: View, at: IndexDim, dst: View) -> Result<()> {
-    let shape = dst.layout.shape();
-    check_index_operand(&at, &index, shape)?;
-    if src.dtype != dst.dtype || src.layout.shape() != shape {
-        return Err(internal(at.op, "gather operands disagree"));
-    }
-    if index.storage.same(dst.storage) || src.storage.same(dst.storage) {
-        return Err(internal(at.op, "gather into one of its inputs"));
-    }
-    check_extent(at.op, &src, at.size.saturating_sub(1) * at.stride)?;
-    check_extent(at.op, &dst, 0)?;
+    check_gather_operands(&src, &index, &at, &dst)?;
     let (dev, pd) = dptr(&dst)?;
     let (_, ps) = dptr(&src)?;
     let (_, px) = dptr(&index)?;

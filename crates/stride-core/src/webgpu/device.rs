@@ -124,6 +124,8 @@ pub(crate) struct Gpu {
     pub(crate) syncs: AtomicU64,
     /// Compute passes submitted so far.
     pub(crate) launches: AtomicU64,
+    /// Verdicts of device-side checks not yet read (see `deferred.rs`).
+    pub(crate) deferred: super::deferred::Deferred,
 }
 
 /// A compiled compute pipeline and the layout of its bindings.
@@ -288,7 +290,6 @@ pub(crate) fn get(ordinal: usize) -> Result<Arc<Gpu>> {
     }));
     let gpu = Arc::new(Gpu {
         ordinal,
-        device,
         queue,
         limits,
         name: describe(adapter),
@@ -297,6 +298,8 @@ pub(crate) fn get(ordinal: usize) -> Result<Arc<Gpu>> {
         error,
         syncs: AtomicU64::new(0),
         launches: AtomicU64::new(0),
+        deferred: super::deferred::Deferred::new(&device),
+        device,
     });
     devices.insert(ordinal, gpu.clone());
     Ok(gpu)

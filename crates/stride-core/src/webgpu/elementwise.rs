@@ -10,12 +10,22 @@ use crate::{DType, Error, Result, Scalar};
 
 /// `geo` for N operands over the output's shape: `[n, rank, shape…, (offset, strides…)×N]`.
 pub(crate) fn geo<const N: usize>(op: &'static str, views: [View; N]) -> Result<Vec<u32>> {
-    let shape = views[0].layout.shape();
-    let plan = Plan::<N>::new(
-        shape,
+    geo_over::<N>(
+        op,
+        views[0].layout.shape(),
         std::array::from_fn(|k| views[k].layout.strides()),
         std::array::from_fn(|k| views[k].layout.offset()),
-    );
+    )
+}
+
+/// [`geo`] of N operands with these strides and offsets over `shape`.
+pub(crate) fn geo_over<const N: usize>(
+    op: &'static str,
+    shape: &[usize],
+    strides: [&[usize]; N],
+    offsets: [usize; N],
+) -> Result<Vec<u32>> {
+    let plan = Plan::<N>::new(shape, strides, offsets);
     let n = check_count(op, plan.numel())?;
     let (shape, strides, offsets) = plan.parts();
     let word = |x: isize| -> Result<u32> {
@@ -68,14 +78,24 @@ fn run<const N: usize>(
     for k in 0..N {
         let slot = b.slot[k];
         let atomic = b.kinds[slot].atomic;
+        let i64s = views[k].dtype == DType::I64;
         if k == 0 {
-            src += &wgsl::store_fn(0, slot, views[0].dtype);
+            src += &if i64s {
+                wgsl::store64_fn(0, slot)
+            } else {
+                wgsl::store_fn(0, slot, views[0].dtype)
+            };
         }
         if loads.get(k).copied().unwrap_or(false) {
             src += &wgsl::load_fn(k, slot, atomic, views[k].dtype);
         }
         if raws.get(k).copied().unwrap_or(false) {
-            src += &wgsl::raw_load_fn(k, slot, atomic, views[k].dtype);
+            // an i64's raw bits are its word pair, `ld{k}`
+            src += &if i64s {
+                wgsl::load64_fn(k, slot, atomic)
+            } else {
+                wgsl::raw_load_fn(k, slot, atomic, views[k].dtype)
+            };
         }
     }
     src += wgsl::LOOP_HEAD;
@@ -96,8 +116,21 @@ pub(crate) fn native(views: &[View]) -> bool {
     no_i64(views)
 }
 
+/// Whether the native copy takes these operands: same-dtype i64 copies move word pairs,
+/// casts from or to i64 are round trips.
+pub(crate) fn native_copy(src: View, dst: View) -> bool {
+    native(&[src, dst]) || (src.dtype == DType::I64 && dst.dtype == DType::I64)
+}
+
+/// Whether the native fill takes this output (i64 included).
+pub(crate) fn native_fill(dst: View) -> bool {
+    dst.dtype != DType::F64
+}
+
 pub(crate) fn copy_cast(src: View, dst: View) -> Result<()> {
-    let body = if src.dtype == dst.dtype {
+    let body = if src.dtype == DType::I64 {
+        "        st0(at(0u, i), ld1(at(1u, i)));".to_string()
+    } else if src.dtype == dst.dtype {
         "        st0(at(0u, i), raw1(at(1u, i)));".to_string()
     } else {
         format!(
@@ -118,15 +151,25 @@ pub(crate) fn copy_cast(src: View, dst: View) -> Result<()> {
 }
 
 pub(crate) fn fill(dst: View, value: Scalar) -> Result<()> {
-    // the CPU's conversion, made on the host (at most 4 bytes: no 8-byte dtype runs here)
-    let bits = crate::backend::common::element_bits(value, dst.dtype) as u32;
+    // the CPU's conversion, made on the host
+    let bits = crate::backend::common::element_bits(value, dst.dtype);
+    let i64s = dst.dtype == DType::I64;
     run(
         "fill",
         [dst],
         &[],
         &[],
-        |at| format!("        let bits = geo[{at}u];\n"),
-        &[bits],
+        |at| {
+            if i64s {
+                format!(
+                    "        let bits = vec2<u32>(geo[{at}u], geo[{}u]);\n",
+                    at + 1
+                )
+            } else {
+                format!("        let bits = geo[{at}u];\n")
+            }
+        },
+        &[bits as u32, (bits >> 32) as u32],
         "        st0(at(0u, i), bits);",
     )
 }

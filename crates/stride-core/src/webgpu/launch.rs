@@ -110,11 +110,48 @@ pub(crate) fn launch(
     geo: &[u32],
     workgroups: (u32, u32, u32),
 ) -> Result<()> {
+    launch_with(gpu, op, source, b, geo, &[], workgroups)
+}
+
+/// A buffer of the backend's own (a check's verdict, the device's error record) bound after
+/// `geo`, as `array<u32>` (read-only unless `written`); see [`declare_extra`].
+pub(crate) struct Extra<'a> {
+    pub(crate) buffer: &'a wgpu::Buffer,
+    pub(crate) written: bool,
+}
+
+/// The WGSL declaration of extra buffer `j` (after `kinds.len()` bindings and `geo`) as
+/// `name`, of type `ty` (`array<u32>` or `array<atomic<u32>>`).
+pub(crate) fn declare_extra(
+    kinds: &[Binding],
+    j: usize,
+    name: &str,
+    written: bool,
+    ty: &str,
+) -> String {
+    let access = if written { "read_write" } else { "read" };
+    format!(
+        "@group(0) @binding({}) var<storage, {access}> {name}: {ty};\n",
+        kinds.len() + 1 + j
+    )
+}
+
+/// [`launch`] with `extras` bound after `geo`.
+pub(crate) fn launch_with(
+    gpu: &Gpu,
+    op: &'static str,
+    source: String,
+    b: &Bindings,
+    geo: &[u32],
+    extras: &[Extra],
+    workgroups: (u32, u32, u32),
+) -> Result<()> {
     if workgroups.0 == 0 || workgroups.1 == 0 || workgroups.2 == 0 {
         return Ok(());
     }
     let mut written: Vec<bool> = b.kinds.iter().map(|k| k.written).collect();
     written.push(false);
+    written.extend(extras.iter().map(|e| e.written));
     let pipeline = gpu.pipeline(op, source, &written)?;
     let guards: Vec<_> = b.views.iter().map(|v| v.storage.read()).collect();
     let mut buffers: Vec<&WgpuBuffer> = vec![];
@@ -165,6 +202,12 @@ pub(crate) fn launch(
         binding: buffers.len() as u32,
         resource: geo_buf.as_entire_binding(),
     });
+    for (j, e) in extras.iter().enumerate() {
+        entries.push(wgpu::BindGroupEntry {
+            binding: (buffers.len() + 1 + j) as u32,
+            resource: e.buffer.as_entire_binding(),
+        });
+    }
     let group = gpu.device.create_bind_group(&wgpu::BindGroupDescriptor {
         label: Some(op),
         layout: &pipeline.layout,

@@ -11,6 +11,8 @@
 //!   math functions;
 //! - `launch`: bindings and one compute pass per op; `elementwise`: copy/cast, fill, unary,
 //!   binary, ternary; `matmul`: batched float products, 16 × 16 tiles;
+//! - `index`: gathers and scatters, with index checks in shaders whose failures `deferred`
+//!   reports at the next read ([`check_errors`]);
 //! - `random`: random fills in WGSL, the CPU's bits (normal draws still a round trip);
 //! - `reduce`: reductions and arg reductions (double-f32 and word-pair i64 accumulators);
 //!   `scan`: cumsum and cumprod, one invocation per line;
@@ -38,8 +40,10 @@
 
 pub(crate) mod alloc;
 pub(crate) mod buffer;
+pub(crate) mod deferred;
 pub(crate) mod device;
 pub(crate) mod elementwise;
+pub(crate) mod index;
 pub(crate) mod launch;
 pub(crate) mod matmul;
 pub(crate) mod primitives;
@@ -114,10 +118,59 @@ pub fn require_or_skip(test: &str) -> Option<crate::Device> {
 }
 
 /// Waits until `Device::Wgpu(ordinal)` has run everything submitted to it (a counted host
-/// wait; for timing). Nothing to wait for on a device never used.
+/// wait; for timing), and returns the error of a failed device-side check if one has failed
+/// (see [`check_errors`]). Nothing to wait for on a device never used.
 pub fn synchronize(ordinal: usize) -> crate::Result<()> {
     match device::existing(ordinal) {
-        Some(g) => g.wait("synchronize"),
+        Some(g) => transfer::read_raw(&g, None, "synchronize").map(drop),
         None => Ok(()),
     }
+}
+
+/// Waits for wgpu device `ordinal` and returns the error of a failed device-side check.
+///
+/// The index of every gather, scatter, `index_select`, embedding, … is checked in a shader,
+/// without the host waiting for the verdict. An op whose check fails writes nothing, and the
+/// *next read* of the device (`to_vec`, `item`, `Display`, a transfer, [`synchronize`], this
+/// function) returns [`Error::DeviceCheck`](crate::Error::DeviceCheck): the op's own error
+/// (the one the CPU gives at once, e.g. `IndexOutOfRange`), its operands and the line that
+/// called it. Every later read returns it too, so a wrong result is never consumed silently,
+/// until [`take_error`] takes it; the device stays usable. For the error at the op itself,
+/// turn on [`crate::set_sync_checks`] (it is on inside `debug::detect_anomaly`). The CUDA
+/// backend does the same (`stride_core::cuda::check_errors`).
+///
+/// ```
+/// use stride_core::{webgpu, Error, Tensor};
+/// if let Some(gpu) = webgpu::require_or_skip("doc: check_errors") {
+///     let x = Tensor::from_vec(vec![1.0f32, 2.0, 3.0], [3])?.to_device(&gpu)?;
+///     let bad = Tensor::from_vec(vec![0i64, 7], [2])?.to_device(&gpu)?;
+///     let y = x.index_select(0, &bad)?; // queued: no wait, no error yet
+///     let err = y.to_vec::<f32>().unwrap_err(); // the next read reports it
+///     assert!(matches!(err, Error::DeviceCheck { .. }), "{err}");
+///     assert!(webgpu::check_errors(0).is_err()); // and every read after it
+///     assert!(webgpu::take_error(0)?.is_some()); // until it is taken
+///     assert_eq!(x.to_vec::<f32>()?, [1.0, 2.0, 3.0]);
+/// }
+/// # Ok::<(), stride_core::Error>(())
+/// ```
+pub fn check_errors(ordinal: usize) -> crate::Result<()> {
+    synchronize(ordinal)
+}
+
+/// Waits for wgpu device `ordinal`, then takes the error of a failed device-side check
+/// (`None` if no check failed): reads of the device return data again. See [`check_errors`].
+pub fn take_error(ordinal: usize) -> crate::Result<Option<crate::Error>> {
+    let Some(g) = device::existing(ordinal) else {
+        return Ok(None);
+    };
+    match transfer::read_raw(&g, None, "take_error") {
+        Ok(_) | Err(crate::Error::DeviceCheck { .. }) => Ok(g.deferred.take(&g)),
+        Err(e) => Err(e),
+    }
+}
+
+/// Device-side checks queued on wgpu device `ordinal` whose verdict the host has not read
+/// yet (read, and forgotten, at the next wait).
+pub fn pending_checks(ordinal: usize) -> usize {
+    device::existing(ordinal).map_or(0, |g| g.deferred.pending())
 }

@@ -1,10 +1,12 @@
 //! The wgpu backend's implementation of the contract.
 //!
 //! Native WGSL kernels: copy/cast, fill, unary, binary and ternary ops for every dtype but
-//! i64 (f64 is refused at allocation), float matrix products, reductions and arg
-//! reductions (every dtype), scans (lines up to 60,000) and random fills but normal draws.
-//! Everything else — i64 arithmetic, integer division (whose divide-by-zero check needs the
-//! data), normal draws, indexing, sorting and the fused primitives — runs as a CPU round trip
+//! i64 (f64 is refused at allocation; i64 copies without a cast and i64 fills are native), float matrix products, reductions and arg
+//! reductions (every dtype), scans (lines up to 60,000), random fills but normal draws, and
+//! gathers and scatters (every dtype; index checks on the device, deferred; scatter axes up
+//! to 60,000 steps an invocation). Everything else — i64 arithmetic, integer division (whose
+//! divide-by-zero check needs the data), normal draws, masked selections, sorting and the
+//! fused primitives — runs as a CPU round trip
 //! ([`via_cpu`]): a counted host wait that `debug::forbid_sync` refuses and the profiler
 //! shows, never a silent one.
 
@@ -37,7 +39,7 @@ impl Backend for Wgpu {
     }
 
     fn copy_cast(&self, src: View, dst: View) -> Result<()> {
-        if ew::native(&[src, dst]) {
+        if ew::native_copy(src, dst) {
             return ew::copy_cast(src, dst);
         }
         via_cpu(self, "copy", &[src], &[dst], |i, o| {
@@ -45,7 +47,7 @@ impl Backend for Wgpu {
         })
     }
     fn fill(&self, dst: View, value: Scalar) -> Result<()> {
-        if ew::native(&[dst]) {
+        if ew::native_fill(dst) {
             return ew::fill(dst, value);
         }
         via_cpu(self, "fill", &[], &[dst], |_, o| {
@@ -127,9 +129,7 @@ impl Backend for Wgpu {
         })
     }
     fn gather(&self, src: View, index: View, at: IndexDim, dst: View) -> Result<()> {
-        via_cpu(self, "gather", &[src, index], &[dst], |i, o| {
-            cpu::index::gather(i[0], i[1], at, o[0])
-        })
+        super::index::gather(src, index, at, dst)
     }
     fn scatter(
         &self,
@@ -140,6 +140,9 @@ impl Backend for Wgpu {
         op: ScatterOp,
         include_self: bool,
     ) -> Result<()> {
+        if super::index::scatter_native(&index, &at, include_self, op) {
+            return super::index::scatter(dst, index, at, src, op, include_self);
+        }
         via_cpu(self, "scatter", &[index, src], &[dst], |i, o| {
             cpu::index::scatter(o[0], i[0], at, i[1], op, include_self)
         })

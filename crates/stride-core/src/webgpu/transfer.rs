@@ -6,6 +6,8 @@
 //! words it shares with other elements and writes them back unchanged.
 
 use super::buffer::WgpuBuffer;
+use super::deferred::RECORD_WORDS;
+use super::device::Gpu;
 use crate::storage::{Storage, StorageData};
 use crate::{Error, Result};
 
@@ -29,19 +31,47 @@ fn range(s: &Storage, start: usize, n: usize) -> Result<(u64, u64)> {
     Ok((a, a + n as u64))
 }
 
-/// Words `[a & !3, ceil4(b))` of the buffer, read back (a counted wait).
+/// Words `[a & !3, ceil4(b))` of the buffer, read back (a counted wait). Fails with the
+/// error of a failed device-side check instead (see `deferred.rs`).
 fn read_words(b: &WgpuBuffer, a: u64, e: u64, why: &'static str) -> Result<Vec<u8>> {
-    let gpu = &b.gpu;
     let (wa, we) = (a & !3, e.div_ceil(4) * 4);
-    let size = we - wa;
+    read_raw(&b.gpu, Some((b.raw(), wa, we - wa)), why)
+}
+
+/// `size` bytes of `buffer` from byte `at` (none: only the wait), read back (a counted wait)
+/// together with the device's check record when checks are unread; their verdicts are
+/// settled first, and a failed one is this read's error.
+pub(crate) fn read_raw(
+    gpu: &Gpu,
+    src: Option<(&wgpu::Buffer, u64, u64)>,
+    why: &'static str,
+) -> Result<Vec<u8>> {
+    let size = src.map_or(0, |s| s.2);
+    let with_record = gpu.deferred.pending() > 0;
+    let record_bytes = if with_record {
+        RECORD_WORDS as u64 * 4
+    } else {
+        0
+    };
+    if size + record_bytes == 0 {
+        gpu.wait(why)?;
+        gpu.take_error(why)?;
+        gpu.deferred.sticky()?;
+        return Ok(vec![]);
+    }
     let staging = gpu.device.create_buffer(&wgpu::BufferDescriptor {
         label: Some("read back"),
-        size,
+        size: size + record_bytes,
         usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
         mapped_at_creation: false,
     });
     let mut enc = gpu.device.create_command_encoder(&Default::default());
-    enc.copy_buffer_to_buffer(b.raw(), wa, &staging, 0, size);
+    if let Some((buffer, at, size)) = src {
+        enc.copy_buffer_to_buffer(buffer, at, &staging, 0, size);
+    }
+    if with_record {
+        enc.copy_buffer_to_buffer(gpu.deferred.record(), 0, &staging, size, record_bytes);
+    }
     gpu.queue.submit([enc.finish()]);
     let slice = staging.slice(..);
     let (tx, rx) = std::sync::mpsc::channel();
@@ -59,11 +89,20 @@ fn read_words(b: &WgpuBuffer, a: u64, e: u64, why: &'static str) -> Result<Vec<u
             ))
         }
     }
-    let out = slice
+    let mut out = slice
         .get_mapped_range()
         .map_err(|e| Error::invalid(why, format!("reading back from {}: {e}", gpu.device())))?
         .to_vec();
     staging.unmap();
+    if with_record {
+        let rec: Vec<u32> = out[size as usize..]
+            .chunks_exact(4)
+            .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            .collect();
+        gpu.deferred.settle(gpu, std::array::from_fn(|k| rec[k]));
+        out.truncate(size as usize);
+    }
+    gpu.deferred.sticky()?;
     Ok(out)
 }
 

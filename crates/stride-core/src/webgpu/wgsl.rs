@@ -398,7 +398,10 @@ fn leak(op: &str) -> &'static str {
 /// every product's sum; `reduce_long_loops` lets one invocation fold any length (past
 /// llvmpipe's loop budget); `reduce_f32_acc` sums floats in plain f32; `arg_any_tie` lets an
 /// arg reduction's tie go to whichever candidate its merge sees second; `scan_out_step`
-/// writes a scan through its input's step.
+/// writes a scan through its input's step; `index_narrow` reads i64 indices as their low
+/// word; `gate_ignored` lets a gather or scatter write after its index check failed;
+/// `scatter_reverse` walks a scatter's axis backwards; `scatter_long_walk` lets one
+/// invocation walk any scatter axis.
 pub(crate) fn mutant(name: &str) -> bool {
     static M: std::sync::OnceLock<String> = std::sync::OnceLock::new();
     M.get_or_init(|| std::env::var("STRIDE_WGPU_MUTANT").unwrap_or_default()) == name

@@ -3,6 +3,7 @@
 //! prefetching); `cuda/` keeps its kernels and launches; both build on this module.
 
 pub(crate) mod check; // extent and dtype checks before touching memory
+pub(crate) mod deferred; // device-side checks whose verdict the host reads later
 pub(crate) mod float; // the compute type of each dtype, NaN-aware extrema, scatter accumulation
 pub(crate) mod plan; // the merged strided geometry of N operands
 pub(crate) mod random; // host-side parts of random fills (the uniform cap)
