@@ -15,7 +15,8 @@
 //!   reports at the next read ([`check_errors`]);
 //! - `random`: random fills in WGSL, the CPU's bits (normal draws still a round trip);
 //! - `reduce`: reductions and arg reductions (double-f32 and word-pair i64 accumulators);
-//!   `scan`: cumsum and cumprod, one invocation per line;
+//!   `scan`: cumsum and cumprod, one invocation per line; `sort`: sorts (and so `topk`), a
+//!   bitonic network per row;
 //! - `primitives`: the contract, and what still runs as a counted CPU round trip.
 //!
 //! Dtypes: f32, f16, bf16, i32, u32, i8, u8 and bool run in the shaders on every adapter
@@ -50,6 +51,7 @@ pub(crate) mod primitives;
 pub(crate) mod random;
 pub(crate) mod reduce;
 pub(crate) mod scan;
+pub(crate) mod sort;
 pub(crate) mod transfer;
 pub(crate) mod wgsl;
 

@@ -4,9 +4,9 @@
 //! i64 (f64 is refused at allocation; i64 copies without a cast and i64 fills are native), float matrix products, reductions and arg
 //! reductions (every dtype), scans (lines up to 60,000), random fills but normal draws, and
 //! gathers and scatters (every dtype; index checks on the device, deferred; scatter axes up
-//! to 60,000 steps an invocation). Everything else — i64 arithmetic, integer division (whose
-//! divide-by-zero check needs the data), normal draws, masked selections, sorting and the
-//! fused primitives — runs as a CPU round trip
+//! to 60,000 steps an invocation) and sorts (so `topk`; rows up to 2^17). Everything else —
+//! i64 arithmetic, integer division (whose divide-by-zero check needs the data), normal
+//! draws, masked selections, k-th values and the fused primitives — runs as a CPU round trip
 //! ([`via_cpu`]): a counted host wait that `debug::forbid_sync` refuses and the profiler
 //! shows, never a silent one.
 
@@ -163,6 +163,12 @@ impl Backend for Wgpu {
         values: View,
         indices: View,
     ) -> Result<()> {
+        let max_binding = super::launch::gpu_of("sort", &values)?
+            .limits
+            .max_storage_buffer_binding_size;
+        if super::sort::native(src, dim, values, indices, max_binding) {
+            return super::sort::sort(src, dim, descending, values, indices);
+        }
         via_cpu(self, "sort", &[src], &[values, indices], |i, o| {
             cpu::sort::sort(i[0], dim, descending, o[0], o[1])
         })

@@ -137,23 +137,10 @@ fn run(
     } else {
         wgsl::load_fn(1, si, b.kinds[si].atomic, src.dtype)
     };
+    // operand 0 is the input, 1 the output
+    s += &wgsl::line_fn(4);
     s += &format!(
         "
-// operand k's (0 input, 1 output) offset of the first element of line i
-fn line(k: u32, i: u32) -> u32 {{
-    let kr = geo[4];
-    let base = 5u + kr + k * (1u + kr);
-    var o = geo[base];
-    var rem = i;
-    for (var d = kr; d > 0u; d = d - 1u) {{
-        let n = geo[4u + d];
-        let q = rem / n;
-        o = o + (rem - q * n) * geo[base + d];
-        rem = q;
-    }}
-    return o;
-}}
-
 @compute @workgroup_size(256)
 fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {{
     let n_lines = geo[0];

@@ -188,6 +188,29 @@ fn at(k: u32, i: u32) -> u32 {
 }
 ";
 
+/// `fn line(k: u32, i: u32) -> u32`: operand `k`'s offset of the first element of line `i`
+/// (lines: every position of the dims a scan or sort does not walk), from `geo` laid out as
+/// `[…, kept rank at geo[rank_at], kept shape…, (offset, strides…) per operand]`.
+pub(crate) fn line_fn(rank_at: usize) -> String {
+    format!(
+        "
+fn line(k: u32, i: u32) -> u32 {{
+    let kr = geo[{rank_at}];
+    let base = {rank_at}u + 1u + kr + k * (1u + kr);
+    var o = geo[base];
+    var rem = i;
+    for (var d = kr; d > 0u; d = d - 1u) {{
+        let n = geo[{rank_at}u + d];
+        let q = rem / n;
+        o = o + (rem - q * n) * geo[base + d];
+        rem = q;
+    }}
+    return o;
+}}
+"
+    )
+}
+
 /// The grid-stride loop's head: `i` walks `0..geo[0]`.
 pub(crate) const LOOP_HEAD: &str = "
 @compute @workgroup_size(256)
@@ -401,7 +424,7 @@ fn leak(op: &str) -> &'static str {
 /// writes a scan through its input's step; `index_narrow` reads i64 indices as their low
 /// word; `gate_ignored` lets a gather or scatter write after its index check failed;
 /// `scatter_reverse` walks a scatter's axis backwards; `scatter_long_walk` lets one
-/// invocation walk any scatter axis.
+/// invocation walk any scatter axis; `sort_ties_unstable` sorts on keys alone.
 pub(crate) fn mutant(name: &str) -> bool {
     static M: std::sync::OnceLock<String> = std::sync::OnceLock::new();
     M.get_or_init(|| std::env::var("STRIDE_WGPU_MUTANT").unwrap_or_default()) == name
