@@ -1,7 +1,8 @@
 //! The conformance matrix on the wgpu backend (Mesa's lavapipe in CI): the families whose
 //! kernels are WGSL — elementwise unary, binary and ternary ops, copies and casts, creation,
 //! views, matrix products and random draws (against the CPU's draws of the same seed) — and
-//! the reductions and scans whose primitive is WGSL, over every layout and dtype, with zero failures.
+//! the reductions and scans whose primitive is WGSL, and a sample of the gathers, scatters and
+//! sorts, over every layout and dtype, with zero failures.
 //! Skips, saying so, without an adapter (`STRIDE_REQUIRE_WGPU=1` makes it mandatory). The
 //! whole registry, including the families that still run as CPU round trips (and the
 //! composed reductions: var, std, norm, logsumexp): `stride check --device wgpu`.
@@ -51,6 +52,24 @@ fn sampled_reduction_matrix_passes_on_wgpu() {
     .map(String::from)
     .into();
     passes_on_wgpu("reductions on wgpu", &ops);
+}
+
+#[test]
+fn sampled_index_and_sort_matrix_passes_on_wgpu() {
+    // the gather, scatter and sort kernels (top-k is a sort and a copy: left to
+    // `stride check --device wgpu`, it takes minutes on lavapipe)
+    let ops: Vec<String> = [
+        "index_select",
+        "gather",
+        "embedding",
+        "scatter_add",
+        "scatter_reduce",
+        "index_add",
+        "sort",
+    ]
+    .map(String::from)
+    .into();
+    passes_on_wgpu("indexing and sorting on wgpu", &ops);
 }
 
 /// Runs `ops` on `wgpu:0`: zero failures, nothing unimplemented, every op checked.

@@ -635,3 +635,36 @@ fn random_round_trips_are_the_cpus_bits() {
     let e = Tensor::randn([3], DType::F32, &d, None).unwrap_err();
     assert!(matches!(e, Error::HostSync { .. }), "{e}");
 }
+
+#[test]
+fn i64_where_selects_word_pairs_without_a_round_trip() {
+    let Some((d, _turn)) = gpu("i64_where_selects_word_pairs_without_a_round_trip") else {
+        return;
+    };
+    // values whose high words differ (a narrowing to 32 bits would lose them)
+    let a: Vec<i64> = (0..12).map(|k| (k << 40) - 7 * k).collect();
+    let b: Vec<i64> = (0..12).map(|k| -(k << 35) + 3).collect();
+    let c: Vec<bool> = (0..12).map(|k| k % 3 != 1).collect();
+    let (a, b, c) = (
+        Tensor::from_vec(a, [3, 4]).unwrap(),
+        Tensor::from_vec(b, [4, 3]).unwrap().t().unwrap(),
+        Tensor::from_vec(c, [3, 4]).unwrap(),
+    );
+    let want = c.where_cond(&a, &b).unwrap().to_vec::<i64>().unwrap();
+    let (ag, bg, cg) = (
+        a.to_device(&d).unwrap(),
+        b.to_device(&d).unwrap(),
+        c.to_device(&d).unwrap(),
+    );
+    let before = webgpu::sync_count(0);
+    let got = cg.where_cond(&ag, &bg).unwrap();
+    // a scalar branch too (the SAE's "last active step" update)
+    let got2 = cg.where_cond(5_000_000_000i64, &bg).unwrap();
+    assert_eq!(webgpu::sync_count(0), before, "a host wait");
+    assert_eq!(got.to_vec::<i64>().unwrap(), want);
+    let want2 = c.where_cond(5_000_000_000i64, &b).unwrap();
+    assert_eq!(
+        got2.to_vec::<i64>().unwrap(),
+        want2.to_vec::<i64>().unwrap()
+    );
+}

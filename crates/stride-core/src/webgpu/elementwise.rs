@@ -222,6 +222,27 @@ pub(crate) fn binary(op: BinaryOp, a: View, b: View, dst: View) -> Result<()> {
     )
 }
 
+/// Whether this is an i64 `where` (a bool condition choosing word pairs), which runs
+/// natively though i64 arithmetic does not.
+pub(crate) fn native_select(op: TernaryOp, cond: View, a: View, b: View, dst: View) -> bool {
+    op == TernaryOp::Where
+        && cond.dtype == DType::Bool
+        && [a, b, dst].iter().all(|v| v.dtype == DType::I64)
+}
+
+/// `dst = cond ? a : b` over i64 word pairs.
+pub(crate) fn select_i64(cond: View, a: View, b: View, dst: View) -> Result<()> {
+    run(
+        "where",
+        [dst, cond, a, b],
+        &[false, true, false, false],
+        &[false, false, true, true],
+        |_| String::new(),
+        &[],
+        "        st0(at(0u, i), select(ld3(at(3u, i)), ld2(at(2u, i)), ld1(at(1u, i))));",
+    )
+}
+
 pub(crate) fn ternary(op: TernaryOp, a: View, b: View, c: View, dst: View) -> Result<()> {
     let t = dst.dtype;
     let k = op.kernel(t).ok_or_else(|| no_kernel(op.name(), t))?;

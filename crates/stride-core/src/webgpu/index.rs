@@ -268,7 +268,7 @@ fn walk_of(index: &View, at: &IndexDim) -> Walk {
     let len = if shape.is_empty() { 1 } else { shape[axis] };
     let total: usize = shape.iter().product();
     Walk {
-        fibers: if len == 0 { 0 } else { total / len },
+        fibers: total.checked_div(len).unwrap_or(0),
         len,
         axis,
     }

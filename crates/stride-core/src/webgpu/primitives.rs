@@ -80,6 +80,9 @@ impl Backend for Wgpu {
         if ew::native(&[a, b, c, dst]) {
             return ew::ternary(op, a, b, c, dst);
         }
+        if ew::native_select(op, a, b, c, dst) {
+            return ew::select_i64(a, b, c, dst);
+        }
         via_cpu(self, op.name(), &[a, b, c], &[dst], |i, o| {
             cpu::elementwise::ternary(op, i[0], i[1], i[2], o[0])
         })
