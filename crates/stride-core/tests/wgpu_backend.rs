@@ -5,19 +5,12 @@
 //! so, without an adapter (CI installs Mesa's lavapipe; `STRIDE_REQUIRE_WGPU=1` makes them
 //! mandatory).
 
+mod wgpu_common;
 use stride_core::random::philox;
 use stride_core::{
     debug, memory_stats, webgpu, DType, Device, Error, Generator, GeneratorState, Tensor,
 };
-
-/// `wgpu:0` and a lock held for the whole test, or None after printing why the test is
-/// skipped. The tests read process-wide counters (host waits, allocator statistics), so
-/// they take turns on the device.
-fn gpu(test: &str) -> Option<(Device, std::sync::MutexGuard<'static, ()>)> {
-    static TURN: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    let device = webgpu::require_or_skip(test)?;
-    Some((device, TURN.lock().unwrap_or_else(|e| e.into_inner())))
-}
+use wgpu_common::{bits, gpu};
 
 const NATIVE: [DType; 8] = [
     DType::F32,
@@ -120,74 +113,6 @@ fn probe_values() -> Vec<f64> {
         v.push(half::bf16::from_bits(b).to_f64());
     }
     v
-}
-
-/// Each element's bits (NaN payloads included), read on the host.
-fn bits(t: &Tensor) -> Vec<u64> {
-    use stride_core::half::{bf16, f16};
-    let c = t.to_device(&Device::Cpu).unwrap();
-    match c.dtype() {
-        DType::F32 => c
-            .to_vec::<f32>()
-            .unwrap()
-            .iter()
-            .map(|x| x.to_bits() as u64)
-            .collect(),
-        DType::F16 => c
-            .to_vec::<f16>()
-            .unwrap()
-            .iter()
-            .map(|x| x.to_bits() as u64)
-            .collect(),
-        DType::BF16 => c
-            .to_vec::<bf16>()
-            .unwrap()
-            .iter()
-            .map(|x| x.to_bits() as u64)
-            .collect(),
-        DType::I32 => c
-            .to_vec::<i32>()
-            .unwrap()
-            .iter()
-            .map(|&x| x as u64)
-            .collect(),
-        DType::U32 => c
-            .to_vec::<u32>()
-            .unwrap()
-            .iter()
-            .map(|&x| x as u64)
-            .collect(),
-        DType::I8 => c
-            .to_vec::<i8>()
-            .unwrap()
-            .iter()
-            .map(|&x| x as u64)
-            .collect(),
-        DType::U8 => c
-            .to_vec::<u8>()
-            .unwrap()
-            .iter()
-            .map(|&x| x as u64)
-            .collect(),
-        DType::Bool => c
-            .to_vec::<bool>()
-            .unwrap()
-            .iter()
-            .map(|&x| x as u64)
-            .collect(),
-        DType::I64 => c
-            .to_vec::<i64>()
-            .unwrap()
-            .iter()
-            .map(|&x| x as u64)
-            .collect(),
-        DType::F64 => c
-            .to_vec::<f64>()
-            .unwrap()
-            .iter()
-            .map(|x| x.to_bits())
-            .collect(),
-    }
 }
 
 #[test]

@@ -6,15 +6,9 @@
 //! with no host wait. Each test skips, saying so, without an adapter (`STRIDE_REQUIRE_WGPU=1`
 //! makes them mandatory; CI installs Mesa's lavapipe).
 
+mod wgpu_common;
 use stride_core::{debug, webgpu, DType, Device, Error, ScatterReduce, Tensor};
-
-/// `wgpu:0` and a lock held for the whole test (the tests share the device's error record
-/// and read the process-wide host-wait counter), or None after printing why it is skipped.
-fn gpu(test: &str) -> Option<(Device, std::sync::MutexGuard<'static, ()>)> {
-    static TURN: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    let device = webgpu::require_or_skip(test)?;
-    Some((device, TURN.lock().unwrap_or_else(|e| e.into_inner())))
-}
+use wgpu_common::{bits, gpu};
 
 fn on(d: &Device, t: Tensor) -> Tensor {
     t.to_device(d).unwrap()
@@ -22,40 +16,6 @@ fn on(d: &Device, t: Tensor) -> Tensor {
 
 fn i64s(v: &[i64]) -> Tensor {
     Tensor::from_vec(v.to_vec(), [v.len()]).unwrap()
-}
-
-/// The raw bits of every element (NaN payloads included), read on the host.
-fn bits(t: &Tensor) -> Vec<u64> {
-    use stride_core::half::{bf16, f16};
-    let c = t.to_device(&Device::Cpu).unwrap();
-    match c.dtype() {
-        DType::F32 => c
-            .to_vec::<f32>()
-            .unwrap()
-            .iter()
-            .map(|x| x.to_bits() as u64)
-            .collect(),
-        DType::F16 => c
-            .to_vec::<f16>()
-            .unwrap()
-            .iter()
-            .map(|x| x.to_bits() as u64)
-            .collect(),
-        DType::BF16 => c
-            .to_vec::<bf16>()
-            .unwrap()
-            .iter()
-            .map(|x| x.to_bits() as u64)
-            .collect(),
-        _ => c
-            .to_dtype(DType::I64)
-            .unwrap()
-            .to_vec::<i64>()
-            .unwrap()
-            .iter()
-            .map(|&x| x as u64)
-            .collect(),
-    }
 }
 
 /// `n` f32 values `f(k)`, shaped `shape`, on the CPU.

@@ -5,15 +5,9 @@
 //! wait. Each test skips, saying so, without an adapter (`STRIDE_REQUIRE_WGPU=1` makes them
 //! mandatory; CI installs Mesa's lavapipe).
 
+mod wgpu_common;
 use stride_core::{debug, webgpu, DType, Device, Tensor};
-
-/// `wgpu:0` and a lock held for the whole test (the tests read the process-wide host-wait
-/// counter), or None after printing why the test is skipped.
-fn gpu(test: &str) -> Option<(Device, std::sync::MutexGuard<'static, ()>)> {
-    static TURN: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    let device = webgpu::require_or_skip(test)?;
-    Some((device, TURN.lock().unwrap_or_else(|e| e.into_inner())))
-}
+use wgpu_common::gpu;
 
 fn f64s(t: &Tensor) -> Vec<f64> {
     t.to_device(&Device::Cpu)

@@ -5,47 +5,9 @@
 //! llvmpipe's loop budget, and a TopK SAE's top-k with no host wait. Each test skips, saying
 //! so, without an adapter (`STRIDE_REQUIRE_WGPU=1` makes them mandatory).
 
+mod wgpu_common;
 use stride_core::{webgpu, DType, Device, Tensor};
-
-fn gpu(test: &str) -> Option<(Device, std::sync::MutexGuard<'static, ()>)> {
-    static TURN: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    let device = webgpu::require_or_skip(test)?;
-    Some((device, TURN.lock().unwrap_or_else(|e| e.into_inner())))
-}
-
-/// Each element's bits, read on the host (NaN payloads included).
-fn bits(t: &Tensor) -> Vec<u64> {
-    use stride_core::half::{bf16, f16};
-    let c = t.to_device(&Device::Cpu).unwrap();
-    match c.dtype() {
-        DType::F32 => c
-            .to_vec::<f32>()
-            .unwrap()
-            .iter()
-            .map(|x| x.to_bits() as u64)
-            .collect(),
-        DType::F16 => c
-            .to_vec::<f16>()
-            .unwrap()
-            .iter()
-            .map(|x| x.to_bits() as u64)
-            .collect(),
-        DType::BF16 => c
-            .to_vec::<bf16>()
-            .unwrap()
-            .iter()
-            .map(|x| x.to_bits() as u64)
-            .collect(),
-        _ => c
-            .to_dtype(DType::I64)
-            .unwrap()
-            .to_vec::<i64>()
-            .unwrap()
-            .iter()
-            .map(|&x| x as u64)
-            .collect(),
-    }
-}
+use wgpu_common::{bits, gpu};
 
 /// `rows × n` values with many ties, NaNs (two payloads), ±0, ±∞ and negatives, as `dtype`.
 /// Asserts `got == want`, naming the first difference (not printing 2^17 elements).

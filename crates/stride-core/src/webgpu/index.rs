@@ -377,7 +377,6 @@ fn combine(op: ScatterOp, dtype: DType, alpha: bool) -> String {
     wgsl::to_raw(dtype, &value)
 }
 
-#[allow(clippy::too_many_arguments)]
 pub(crate) fn scatter(
     dst: View,
     index: View,
