@@ -593,3 +593,61 @@ fn i64_where_selects_word_pairs_without_a_round_trip() {
         want2.to_vec::<i64>().unwrap()
     );
 }
+
+#[test]
+fn integer_division_by_zero_is_reported_at_the_next_read() {
+    let Some((d, _turn)) = gpu("integer_division_by_zero_is_reported_at_the_next_read") else {
+        return;
+    };
+    for dt in [DType::I32, DType::U32, DType::I8, DType::U8] {
+        let a = Tensor::from_vec(vec![7i32, -9, 12, 5], [4])
+            .unwrap()
+            .to_dtype(dt)
+            .unwrap()
+            .to_device(&d)
+            .unwrap();
+        let good = Tensor::from_vec(vec![2i32, 3, 5, 1], [4])
+            .unwrap()
+            .to_dtype(dt)
+            .unwrap()
+            .to_device(&d)
+            .unwrap();
+        let zero = Tensor::from_vec(vec![2i32, 0, 5, 1], [4])
+            .unwrap()
+            .to_dtype(dt)
+            .unwrap()
+            .to_device(&d)
+            .unwrap();
+        let want = a
+            .to_device(&Device::Cpu)
+            .unwrap()
+            .floor_divide(&good.to_device(&Device::Cpu).unwrap())
+            .unwrap();
+        let before = webgpu::sync_count(0);
+        let q = a.floor_divide(&good).unwrap();
+        let r = a.remainder(&zero).unwrap(); // queued; the check fails on the device
+        let x = a.clone_tensor().unwrap();
+        x.floor_divide_(&zero).unwrap(); // in place: must leave x as it was
+        assert_eq!(webgpu::sync_count(0), before, "{dt}: a host wait");
+        let err = r.to_dtype(DType::I64).unwrap_err();
+        assert!(
+            matches!(err, Error::HostSync { .. } | Error::DeviceCheck { .. }),
+            "{err}"
+        );
+        let err = webgpu::check_errors(0).unwrap_err();
+        let Error::DeviceCheck { cause, .. } = &err else {
+            panic!("{dt}: {err}");
+        };
+        assert!(
+            matches!(**cause, Error::ZeroDivision { .. }),
+            "{dt}: {cause}"
+        );
+        assert!(webgpu::take_error(0).unwrap().is_some());
+        assert_eq!(bits(&x), bits(&a), "{dt}: the failed op wrote");
+        assert_eq!(bits(&q), bits(&want), "{dt}");
+        // at the op itself with sync checks on
+        let _here = stride_core::sync_checks_here();
+        let e = a.floor_divide(&zero).unwrap_err();
+        assert!(matches!(e, Error::ZeroDivision { .. }), "{dt}: {e}");
+    }
+}

@@ -1,6 +1,6 @@
-//! Deferred device errors on wgpu: checks that need the data (index ranges) run in shaders,
-//! in queue order, without the host waiting for their verdict — the CUDA backend's scheme
-//! (`cuda/deferred.rs`) with what WGSL has.
+//! Deferred device errors on wgpu: checks that need the data (index ranges, integer divisors)
+//! run in shaders, in queue order, without the host waiting for their verdict — the CUDA
+//! backend's scheme (`cuda/deferred.rs`) with what WGSL has.
 //!
 //! A checked op queues, before its writing shader:
 //! 1. a check shader that writes the smallest bad position into a small per-op buffer (the
@@ -33,7 +33,7 @@ pub(crate) const NONE: u32 = u32::MAX;
 pub(crate) const RECORD_WORDS: usize = 4;
 
 /// The record shader's body (after its bindings: `gate`, `rec`, and the op's `ix` load of
-/// the index at a logical position, `ix_at`): one invocation, in queue order after the check.
+/// the checked value at a logical position, `ix_at`): one invocation, in queue order after the check.
 /// It also leaves the bad value in the gate (words 1 and 2) for a check the host waits for,
 /// which has id 0 and does not touch the record.
 pub(crate) const RECORD_MAIN: &str = "

@@ -1,8 +1,11 @@
 //! Copy/cast, fill, unary, binary and ternary ops: one generated shader per (op, dtypes,
 //! binding pattern), walking every operand through its layout.
 
-use super::launch::{bindings, check_count, declare, gpu_of, groups_for, launch};
+use super::launch::{
+    bindings, check_count, declare, declare_extra, gpu_of, groups_for, launch_with, Extra,
+};
 use super::wgsl::{self, ctype};
+use crate::backend::common::deferred::describe;
 use crate::backend::common::plan::Plan;
 use crate::backend::op_table::Out;
 use crate::backend::{BinaryOp, TernaryOp, UnaryOp, View};
@@ -63,6 +66,21 @@ fn run<const N: usize>(
     scalars: &[u32],
     body: &str,
 ) -> Result<()> {
+    run_gated(op, views, loads, raws, scalar_decl, scalars, body, None)
+}
+
+/// [`run`], writing nothing when the device-side check whose verdict is `gate` failed.
+#[allow(clippy::too_many_arguments)]
+fn run_gated<const N: usize>(
+    op: &'static str,
+    views: [View; N],
+    loads: &[bool],
+    raws: &[bool],
+    scalar_decl: impl Fn(usize) -> String,
+    scalars: &[u32],
+    body: &str,
+    gate: Option<&wgpu::Buffer>,
+) -> Result<()> {
     let gpu = gpu_of(op, &views[0])?;
     let mut g = geo(op, views)?;
     let n = g[0] as usize;
@@ -98,11 +116,24 @@ fn run<const N: usize>(
             };
         }
     }
+    if gate.is_some() {
+        src += &declare_extra(&b.kinds, 0, "gate", false, "array<u32>");
+    }
     src += wgsl::LOOP_HEAD;
+    if gate.is_some() {
+        src += &format!("        {}\n", super::index::gate_check());
+    }
     src += &scalar_decl(scalar_at);
     src += body;
     src += "\n    }\n}\n";
-    launch(&gpu, op, src, &b, &g, groups_for(n))
+    let extras: Vec<Extra> = gate
+        .map(|buffer| Extra {
+            buffer,
+            written: false,
+        })
+        .into_iter()
+        .collect();
+    launch_with(&gpu, op, src, &b, &g, &extras, groups_for(n))
 }
 
 fn no_i64(views: &[View]) -> bool {
@@ -202,16 +233,60 @@ pub(crate) fn unary(op: UnaryOp, src: View, dst: View) -> Result<()> {
     )
 }
 
+/// Whether a binary op must check its second operand first: integer division and
+/// remainder by zero, integers to negative powers (errors that write nothing, as on the CPU).
+pub(crate) fn checked(op: BinaryOp, t: DType) -> bool {
+    t.is_int()
+        && matches!(
+            op,
+            BinaryOp::FloorDivide | BinaryOp::Remainder | BinaryOp::Pow
+        )
+}
+
 pub(crate) fn binary(op: BinaryOp, a: View, b: View, dst: View) -> Result<()> {
     let k = op
         .kernel(a.dtype)
         .ok_or_else(|| no_kernel(op.name(), a.dtype))?;
+    // the divisor (exponent) is checked on the device and gates the op (`deferred.rs`)
+    let gate = if checked(op, a.dtype) && b.layout.numel() > 0 && dst.layout.numel() > 0 {
+        let name = op.name();
+        let pow = op == BinaryOp::Pow;
+        if pow && !a.dtype.is_signed() {
+            None // no negative exponents
+        } else {
+            let bad = if pow {
+                "v.y != 0u"
+            } else {
+                "v.x == 0u && v.y == 0u"
+            };
+            let gpu = gpu_of(name, &dst)?;
+            let cause = move |_: i64| {
+                if pow {
+                    Error::invalid("pow", "integers to negative integer powers are not allowed")
+                } else {
+                    Error::ZeroDivision { op: name }
+                }
+            };
+            let operands = describe(&[("input", &a), ("other", &b), ("output", &dst)]);
+            Some(super::index::check_values(
+                &gpu,
+                name,
+                &b,
+                bad,
+                &[],
+                cause,
+                operands,
+            )?)
+        }
+    } else {
+        None
+    };
     let e = wgsl::translate(k.c, ctype(a.dtype));
     let body = format!(
         "        let x = ld1(at(1u, i));\n        let y = ld2(at(2u, i));\n        st0(at(0u, i), {});",
         wgsl::to_raw(dst.dtype, &e)
     );
-    run(
+    run_gated(
         op.name(),
         [dst, a, b],
         &[false, true, true],
@@ -219,6 +294,7 @@ pub(crate) fn binary(op: BinaryOp, a: View, b: View, dst: View) -> Result<()> {
         |_| String::new(),
         &[],
         &body,
+        gate.as_ref().map(|g| &g.0),
     )
 }
 

@@ -59,6 +59,11 @@ fn ix_fn(slot: usize, dtype: DType) -> String {
         DType::I32 => {
             format!("vec2<u32>(b{slot}[e], select(0u, 0xffffffffu, bitcast<i32>(b{slot}[e]) < 0))")
         }
+        // divisors and exponents of the byte-sized integer ops (read-only: plain words)
+        DType::I8 => format!(
+            "vec2<u32>(bitcast<u32>(bitcast<i32>(((b{slot}[e >> 2u] >> ((e & 3u) * 8u)) & 0xffu) << 24u) >> 24u), select(0u, 0xffffffffu, ((b{slot}[e >> 2u] >> ((e & 3u) * 8u)) & 0x80u) != 0u))"
+        ),
+        DType::U8 => format!("vec2<u32>((b{slot}[e >> 2u] >> ((e & 3u) * 8u)) & 0xffu, 0u)"),
         _ => format!("vec2<u32>(b{slot}[e], 0u)"),
     };
     format!("fn ix(e: u32) -> vec2<u32> {{ return {body}; }}\n")
@@ -99,47 +104,74 @@ fn logical_geo(op: &'static str, l: &crate::Layout) -> Result<Vec<u32>> {
 }
 
 /// A check's verdict for the writing shader (word 0: the first bad position, or [`NONE`]).
-pub(crate) struct Gate(wgpu::Buffer);
+pub(crate) struct Gate(pub(crate) wgpu::Buffer);
 
 /// Queues the check of every value of `index` against `at` and returns its gate (see the
 /// module docs and `deferred.rs`). With sync checks on, reads the verdict now (a counted wait)
 /// and returns the error of the first bad value instead.
 fn check_indices(gpu: &Arc<Gpu>, at: IndexDim, index: &View, operands: String) -> Result<Gate> {
-    let op = at.op;
+    let extra = [word(at.op, at.size)?, at.wrap as u32];
+    let bad = "!ix_ok(v, geo[tail], geo[tail + 1u] != 0u)";
+    check_values(
+        gpu,
+        at.op,
+        index,
+        bad,
+        &extra,
+        move |v| at.out_of_range(v),
+        operands,
+    )
+}
+
+/// Queues a check of every value of the integer operand `values` (each seen as a word pair
+/// `v`, i32 and i8 sign-extended) and returns its gate: `bad` is a WGSL condition on `v`,
+/// which may read the words `extra` at `geo[tail]`, `geo[tail + 1u]`, …; `cause` makes the
+/// error of the first bad value in logical order, reported at the next read (`deferred.rs`),
+/// or at once with sync checks on (a counted wait).
+pub(crate) fn check_values(
+    gpu: &Arc<Gpu>,
+    op: &'static str,
+    values: &View,
+    bad: &str,
+    extra: &[u32],
+    cause: impl Fn(i64) -> Error + Send + 'static,
+    operands: String,
+) -> Result<Gate> {
     let gate = wgpu::util::DeviceExt::create_buffer_init(
         &gpu.device,
         &wgpu::util::BufferInitDescriptor {
-            label: Some("index check gate"),
+            label: Some("device-side check gate"),
             contents: &[NONE, 0, 0, 0].map(u32::to_le_bytes).concat(),
             usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC,
         },
     );
-    let mut g = logical_geo(op, index.layout)?;
+    let mut g = logical_geo(op, values.layout)?;
     let n = g[0] as usize;
-    g.push(word(op, at.size)?);
-    g.push(at.wrap as u32);
+    g.extend_from_slice(extra);
     let wait = crate::sync_checks();
+    // with sync checks the host reads the verdict itself, and the record is not touched
+    let mut now = None;
     let id = if wait {
+        now = Some(cause);
         0
     } else {
         gpu.deferred.register(Failure {
-            cause: Box::new(move |v| at.out_of_range(v)),
+            cause: Box::new(cause),
             operands,
         })
     };
     g.push(id);
-    let b = bindings(&[*index], 0);
-    let head = declare(&b.kinds) + wgsl::AT_FN + &ix_fn(b.slot[0], index.dtype) + IX_FNS;
+    let b = bindings(&[*values], 0);
+    let head = declare(&b.kinds) + wgsl::AT_FN + &ix_fn(b.slot[0], values.dtype) + IX_FNS;
     let check = format!(
         "{head}{}
 @compute @workgroup_size(256)
 fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {{
     let n = geo[0];
     let tail = 3u + 2u * geo[1];
-    let size = geo[tail];
-    let wrap = geo[tail + 1u] != 0u;
     for (var i = gid.x; i < n; i = i + nwg.x * 256u) {{
-        if (!ix_ok(ix(at(0u, i)), size, wrap)) {{
+        let v = ix(at(0u, i));
+        if ({bad}) {{
             atomicMin(&gate[0], i);
         }}
     }}
@@ -168,20 +200,20 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
         },
     ];
     launch_with(gpu, op, record, &b, &g, &extras, (1, 1, 1))?;
-    if wait {
-        let w = super::transfer::read_raw(gpu, Some((&gate, 0, 12)), "index range check")?;
+    if let Some(cause) = now {
+        let w = super::transfer::read_raw(gpu, Some((&gate, 0, 12)), "device-side check")?;
         let word =
             |k: usize| u32::from_le_bytes([w[4 * k], w[4 * k + 1], w[4 * k + 2], w[4 * k + 3]]);
         if word(0) != NONE {
-            return Err(at.out_of_range(((word(2) as u64) << 32 | word(1) as u64) as i64));
+            return Err(cause(((word(2) as u64) << 32 | word(1) as u64) as i64));
         }
     }
     Ok(Gate(gate))
 }
 
-/// The writing shader's first line: nothing to do when the check failed (the mutant
+/// A gated shader's first line: nothing to do when the check failed (the mutant
 /// `gate_ignored` writes anyway).
-fn gate_check() -> String {
+pub(crate) fn gate_check() -> String {
     if wgsl::mutant("gate_ignored") {
         String::new()
     } else {

@@ -131,7 +131,8 @@ pub fn synchronize(ordinal: usize) -> crate::Result<()> {
 
 /// Waits for wgpu device `ordinal` and returns the error of a failed device-side check.
 ///
-/// The index of every gather, scatter, `index_select`, embedding, … is checked in a shader,
+/// The index of every gather, scatter, `index_select`, embedding, … and the divisor of every
+/// integer division and remainder (the exponent of an integer power) is checked in a shader,
 /// without the host waiting for the verdict. An op whose check fails writes nothing, and the
 /// *next read* of the device (`to_vec`, `item`, `Display`, a transfer, [`synchronize`], this
 /// function) returns [`Error::DeviceCheck`](crate::Error::DeviceCheck): the op's own error

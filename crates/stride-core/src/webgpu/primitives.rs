@@ -5,8 +5,8 @@
 //! reductions (every dtype), scans (lines up to 60,000), random fills but normal draws, and
 //! gathers and scatters (every dtype; index checks on the device, deferred; scatter axes up
 //! to 60,000 steps an invocation) and sorts (so `topk`; rows up to 2^17). Everything else —
-//! i64 arithmetic, integer division (whose divide-by-zero check needs the data), normal
-//! draws, masked selections, k-th values and the fused primitives — runs as a CPU round trip
+//! i64 arithmetic, normal draws, masked selections, k-th values and the fused primitives —
+//! runs as a CPU round trip
 //! ([`via_cpu`]): a counted host wait that `debug::forbid_sync` refuses and the profiler
 //! shows, never a silent one.
 
@@ -63,13 +63,8 @@ impl Backend for Wgpu {
         })
     }
     fn binary(&self, op: BinaryOp, a: View, b: View, dst: View) -> Result<()> {
-        // integer division and powers check their operands first (an error writes nothing)
-        let checked = a.dtype.is_int()
-            && matches!(
-                op,
-                BinaryOp::FloorDivide | BinaryOp::Remainder | BinaryOp::Pow
-            );
-        if !checked && ew::native(&[a, b, dst]) {
+        // integer division and powers check their divisor (exponent) on the device first
+        if ew::native(&[a, b, dst]) {
             return ew::binary(op, a, b, dst);
         }
         via_cpu(self, op.name(), &[a, b], &[dst], |i, o| {
