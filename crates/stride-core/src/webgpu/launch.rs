@@ -262,3 +262,55 @@ pub(crate) fn word(op: &'static str, x: usize) -> Result<u32> {
         )
     })
 }
+
+/// The lines of `N` operands of one shape along `dim` (one line per position of the other
+/// dims), as scans and sorts walk them.
+pub(crate) struct Lines<const N: usize> {
+    /// How many lines, and the length of each.
+    pub(crate) count: usize,
+    pub(crate) len: usize,
+    /// Each operand's step along `dim`, in elements.
+    pub(crate) steps: [usize; N],
+    /// What `wgsl::line_fn` reads after its rank word's position: the kept dims' merged rank
+    /// and shape, then each operand's offset and strides.
+    pub(crate) words: Vec<u32>,
+}
+
+/// [`Lines`] of `layouts` (the first one's shape) along `dim` (any, for a 0-d shape).
+pub(crate) fn lines<const N: usize>(
+    op: &'static str,
+    layouts: [&crate::Layout; N],
+    dim: usize,
+) -> Result<Lines<N>> {
+    let shape = layouts[0].shape();
+    let kept: Vec<usize> = (0..shape.len()).filter(|&d| d != dim).collect();
+    let sizes: Vec<usize> = kept.iter().map(|&d| shape[d]).collect();
+    let strides: [Vec<usize>; N] =
+        std::array::from_fn(|k| kept.iter().map(|&d| layouts[k].strides()[d]).collect());
+    let plan = crate::backend::common::plan::Plan::<N>::new(
+        &sizes,
+        std::array::from_fn(|k| strides[k].as_slice()),
+        std::array::from_fn(|k| layouts[k].offset()),
+    );
+    let (len, steps) = match shape.get(dim) {
+        Some(&n) => (n, std::array::from_fn(|k| layouts[k].strides()[dim])),
+        None => (1, [0; N]),
+    };
+    let (pshape, pstrides, poffsets) = plan.parts();
+    let mut words = vec![pshape.len() as u32];
+    for &s in pshape {
+        words.push(word(op, s)?);
+    }
+    for k in 0..N {
+        words.push(word(op, poffsets[k] as usize)?);
+        for &s in &pstrides[k] {
+            words.push(word(op, s as usize)?);
+        }
+    }
+    Ok(Lines {
+        count: plan.numel(),
+        len,
+        steps,
+        words,
+    })
+}

@@ -6,9 +6,8 @@
 //! A line longer than [`MAX_LINE`] would pass llvmpipe's loop budget (an invocation's loops
 //! stop after 65,535 iterations in all): [`native`] sends it to the CPU round trip instead.
 
-use super::launch::{bindings, check_count, declare, gpu_of, groups_for, launch, word};
+use super::launch::{bindings, check_count, declare, gpu_of, groups_for, launch, lines, word};
 use super::wgsl;
-use crate::backend::common::plan::Plan;
 use crate::backend::{CumulativeOp, View};
 use crate::{DType, Result};
 
@@ -25,41 +24,21 @@ pub(crate) fn native(src: View, dim: usize) -> bool {
 pub(crate) fn cumulative(op: CumulativeOp, src: View, dim: usize, dst: View) -> Result<()> {
     let name = op.name();
     let gpu = gpu_of(name, &dst)?;
-    let (sl, dl) = (src.layout, dst.layout);
-    let nd = sl.ndim();
-    let kept: Vec<usize> = (0..nd).filter(|&d| d != dim).collect();
-    let ksizes: Vec<usize> = kept.iter().map(|&d| sl.shape()[d]).collect();
-    let ks: Vec<usize> = kept.iter().map(|&d| sl.strides()[d]).collect();
-    let kd: Vec<usize> = kept.iter().map(|&d| dl.strides()[d]).collect();
-    let plan = Plan::<2>::new(&ksizes, [&ks, &kd], [sl.offset(), dl.offset()]);
-    let n_lines = check_count(name, plan.numel())?;
-    let (len, step) = if nd == 0 {
-        (1, [0, 0])
-    } else {
-        (sl.shape()[dim], [sl.strides()[dim], dl.strides()[dim]])
-    };
+    let l = lines(name, [src.layout, dst.layout], dim)?;
+    let n_lines = check_count(name, l.count)?;
+    let len = l.len;
     check_count(name, len)?;
     if n_lines == 0 || len == 0 {
         return Ok(());
     }
-    let (shape, strides, offsets) = plan.parts();
     // geo: [n_lines, len, step_in, step_out, kept rank, kept shape…, (offset, strides…) × 2]
     let mut g = vec![
         n_lines,
         len as u32,
-        word(name, step[0])?,
-        word(name, step[1])?,
-        shape.len() as u32,
+        word(name, l.steps[0])?,
+        word(name, l.steps[1])?,
     ];
-    for &s in shape {
-        g.push(word(name, s)?);
-    }
-    for k in 0..2 {
-        g.push(word(name, offsets[k] as usize)?);
-        for &s in &strides[k] {
-            g.push(word(name, s as usize)?);
-        }
-    }
+    g.extend(l.words);
     let t = src.dtype;
     let (acc, init, stepf, out) = match (t, op) {
         (DType::F32, CumulativeOp::Sum) => (

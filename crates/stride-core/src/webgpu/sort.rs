@@ -13,9 +13,8 @@
 //! sorts whose scratch would pass the storage binding limit, are CPU round trips.
 
 use super::buffer::alloc_storage;
-use super::launch::{bindings, declare, gpu_of, launch, word};
+use super::launch::{bindings, declare, gpu_of, launch, lines, word};
 use super::wgsl;
-use crate::backend::common::plan::Plan;
 use crate::backend::View;
 use crate::{DType, Layout, Result};
 
@@ -122,60 +121,33 @@ pub(crate) fn sort(
 ) -> Result<()> {
     let name = "sort";
     let gpu = gpu_of(name, &values)?;
-    let (sl, vl, il) = (src.layout, values.layout, indices.layout);
-    let nd = sl.ndim();
-    let kept: Vec<usize> = (0..nd).filter(|&d| d != dim).collect();
-    let ksizes: Vec<usize> = kept.iter().map(|&d| sl.shape()[d]).collect();
-    let pick = |l: &Layout| -> Vec<usize> { kept.iter().map(|&d| l.strides()[d]).collect() };
-    let (ks, kv, ki) = (pick(sl), pick(vl), pick(il));
-    let plan = Plan::<3>::new(
-        &ksizes,
-        [&ks, &kv, &ki],
-        [sl.offset(), vl.offset(), il.offset()],
-    );
-    let rows = plan.numel();
-    let (n, steps) = if nd == 0 {
-        (1, [0, 0, 0])
-    } else {
-        (
-            sl.shape()[dim],
-            [sl.strides()[dim], vl.strides()[dim], il.strides()[dim]],
-        )
-    };
+    let l = lines(name, [src.layout, values.layout, indices.layout], dim)?;
+    let (rows, n) = (l.count, l.len);
     if rows == 0 || n == 0 {
         return Ok(());
     }
     let t = src.dtype;
     let p = n.next_power_of_two();
     let kw = key_words(t);
-    let scratch = alloc_storage(&gpu, DType::U32, rows * scratch_per_row(t, n), false)?;
-    let scratch_layout = Layout::contiguous(&[rows * scratch_per_row(t, n)]);
+    let words = rows * scratch_per_row(t, n);
+    let scratch = alloc_storage(&gpu, DType::U32, words, false)?;
+    let scratch_layout = Layout::contiguous(&[words]);
     let scratch_view = View {
         storage: &scratch,
         layout: &scratch_layout,
         dtype: DType::U32,
     };
-    let (shape, strides, offsets) = plan.parts();
     // geo: [rows, n, p, step_src, step_values, step_indices, kept rank, kept shape…,
     // (offset, strides…) × 3]
     let mut g = vec![
         word(name, rows)?,
         word(name, n)?,
         word(name, p)?,
-        word(name, steps[0])?,
-        word(name, steps[1])?,
-        word(name, steps[2])?,
-        shape.len() as u32,
+        word(name, l.steps[0])?,
+        word(name, l.steps[1])?,
+        word(name, l.steps[2])?,
     ];
-    for &s in shape {
-        g.push(word(name, s)?);
-    }
-    for k in 0..3 {
-        g.push(word(name, offsets[k] as usize)?);
-        for &s in &strides[k] {
-            g.push(word(name, s as usize)?);
-        }
-    }
+    g.extend(l.words);
     let views = [values, indices, scratch_view, src];
     let b = bindings(&views, 3);
     let (sv, si, ss, sx) = (b.slot[0], b.slot[1], b.slot[2], b.slot[3]);
