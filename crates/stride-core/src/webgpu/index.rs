@@ -26,6 +26,7 @@ use super::launch::{
 use super::wgsl::{self, ctype};
 use crate::backend::common::deferred::{describe, Failure};
 use crate::backend::common::element_bits;
+use crate::backend::common::float::Accum;
 use crate::backend::index::{check_gather_operands, check_scatter_operands, IndexDim, ScatterOp};
 use crate::backend::View;
 use crate::{DType, Error, Result, Scalar};
@@ -329,34 +330,38 @@ pub(crate) fn scatter_native(
     passes * w.len * per_invocation.max(1) <= MAX_WALK
 }
 
-/// The bits of the identity a reducing scatter starts from without `include_self`, as the
-/// CPU's `Accum` gives them (as raw element bits, i64 as two words).
+/// The bits of the identity a reducing scatter starts from without `include_self`: the CPU's
+/// (`Accum::lowest`/`highest`, 0, 1) as raw element bits (i64 as two words); 0 where unused.
 fn identity_bits(op: ScatterOp, dtype: DType) -> u64 {
-    use DType::*;
-    let float = matches!(dtype, F32 | F16 | BF16);
-    let lowest = matches!(op, ScatterOp::Amax);
-    match op {
-        ScatterOp::Add { .. } | ScatterOp::Assign => 0,
-        ScatterOp::Prod => element_bits(Scalar::Int(1), dtype),
-        _ if float => element_bits(
-            Scalar::Float(if lowest {
-                f64::NEG_INFINITY
-            } else {
-                f64::INFINITY
-            }),
-            dtype,
-        ),
-        _ => match (dtype, lowest) {
-            (I64, true) => i64::MIN as u64,
-            (I64, false) => i64::MAX as u64,
-            (I32, true) => i32::MIN as u32 as u64,
-            (I32, false) => i32::MAX as u64,
-            (I8, true) => i8::MIN as u8 as u64,
-            (I8, false) => i8::MAX as u64,
-            (U32, false) => u32::MAX as u64,
-            (U8, false) => u8::MAX as u64,
-            _ => 0, // unsigned lowest
-        },
+    fn of<T: Accum>(op: ScatterOp) -> u64 {
+        let v = match op {
+            ScatterOp::Prod => T::from_i64(1),
+            ScatterOp::Amax => T::lowest(),
+            ScatterOp::Amin => T::highest(),
+            ScatterOp::Add { .. } | ScatterOp::Assign => T::from_i64(0),
+        };
+        let mut b = [0u8; 8];
+        // SAFETY: T is a plain element type of at most 8 bytes
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                &v as *const T as *const u8,
+                b.as_mut_ptr(),
+                std::mem::size_of::<T>(),
+            )
+        };
+        u64::from_le_bytes(b)
+    }
+    match dtype {
+        DType::F32 => of::<f32>(op),
+        DType::F16 => of::<half::f16>(op),
+        DType::BF16 => of::<half::bf16>(op),
+        DType::I64 => of::<i64>(op),
+        DType::I32 => of::<i32>(op),
+        DType::U32 => of::<u32>(op),
+        DType::I8 => of::<i8>(op),
+        DType::U8 => of::<u8>(op),
+        // bool scatters only assign; no f64 on wgpu
+        DType::Bool | DType::F64 => 0,
     }
 }
 
